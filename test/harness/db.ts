@@ -1,0 +1,107 @@
+/** Helpers for integration tests against the run's shared server (see global-setup.ts). */
+import { randomBytes, randomInt } from 'node:crypto';
+import pg from 'pg';
+import { afterEach, inject } from 'vitest';
+import { type PgServer, type PgServerOptions, startPgServer } from './pg-server.js';
+
+/** URL of the server shared by this run. Never stop it: use `ownServer()` for that. */
+export function databaseUrl(): string {
+  return inject('databaseUrl');
+}
+
+const INT32_MIN = -2_147_483_648;
+const INT32_MAX = 2_147_483_647;
+
+/** A random `(key1, key2)` pair: advisory locks are per database, so tests never share keys. */
+export function randomKeys(): { key1: number; key2: number } {
+  return { key1: randomInt(INT32_MIN, INT32_MAX), key2: randomInt(INT32_MIN, INT32_MAX) };
+}
+
+/** A unique prefix for the `id`s (and so the application_names) of one test's locks. */
+export function testTag(): string {
+  return `t${randomBytes(4).toString('hex')}`;
+}
+
+/** Run one statement on a short-lived connection of its own. */
+export async function adminQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  url: string,
+  text: string,
+  values: unknown[] = [],
+): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-admin' });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Backends whose application_name starts with `prefix`. */
+export async function sessionsLike(url: string, prefix: string): Promise<{ pid: number; state: string }[]> {
+  return adminQuery(
+    url,
+    'SELECT pid, state, application_name FROM pg_stat_activity WHERE application_name LIKE $1',
+    [`${prefix.replace(/[%_\\]/g, '\\$&')}%`],
+  );
+}
+
+/** Backends holding or waiting for the advisory lock `(key1, key2)`. */
+export async function lockHolders(
+  url: string,
+  key1: number,
+  key2: number,
+): Promise<{ pid: number; granted: boolean }[]> {
+  return adminQuery(
+    url,
+    `SELECT pid, granted FROM pg_locks
+      WHERE locktype = 'advisory' AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    [key1, key2],
+  );
+}
+
+export async function terminate(url: string, pid: number): Promise<void> {
+  await adminQuery(url, 'SELECT pg_terminate_backend($1)', [pid]);
+}
+
+/** Poll `check` (no fixed sleeps: a short poll on the server's own view) until true or timeout. */
+export async function eventually(
+  check: () => Promise<boolean> | boolean,
+  { timeoutMs = 5_000, intervalMs = 20, what = 'condition' } = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/**
+ * Leak guard: after each test in the file, no backend whose application_name starts with
+ * `pgleaderlock:<tag>` may remain (a closed client's backend exits within milliseconds).
+ */
+export function guardLeaks(tagPrefix: () => string, url: () => string = databaseUrl): void {
+  afterEach(async () => {
+    const prefix = `pgleaderlock:${tagPrefix()}`;
+    let left: { pid: number; state: string }[] = [];
+    try {
+      await eventually(
+        async () => {
+          left = await sessionsLike(url(), prefix);
+          return left.length === 0;
+        },
+        { timeoutMs: 3_000, what: 'our sessions to close' },
+      );
+    } catch {
+      throw new Error(`leaked connections after test: ${JSON.stringify(left)}`);
+    }
+  });
+}
+
+/** A server of the test's own, which it may stop, kill or restart. Dispose it in `finally`. */
+export function ownServer(options: PgServerOptions = {}): Promise<PgServer> {
+  return startPgServer(options);
+}

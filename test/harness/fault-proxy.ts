@@ -1,0 +1,124 @@
+/**
+ * An in-process TCP proxy for fault injection: pass-through, added latency, blackhole
+ * (bytes stop flowing, sockets stay open: a half-dead network) and reset (RST to both
+ * sides). Listens on 127.0.0.1 only.
+ *
+ * A userland proxy cannot make the *server* notice a dead client: its own kernel answers
+ * the server's keepalives. Use `resetUpstream()` or server-side settings for that.
+ */
+import net from 'node:net';
+
+export type ProxyMode = 'pass' | 'blackhole';
+
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+}
+
+export interface FaultProxy {
+  readonly port: number;
+  readonly host: string;
+  /** Number of live client connections. */
+  readonly connections: number;
+  /** Connection string through the proxy, built from `targetUrl`. */
+  url(targetUrl: string): string;
+  /** Stop forwarding bytes in both directions on current and future connections. */
+  blackhole(): void;
+  /** Forward again (bytes held while blackholed are dropped, as on a real network). */
+  pass(): void;
+  /** Delay every chunk by `ms` in each direction. */
+  setLatency(ms: number): void;
+  /** RST both sides of every current connection. */
+  reset(): void;
+  /** RST only the proxy's connections to the server: the server sees the client vanish. */
+  resetUpstream(): void;
+  close(): Promise<void>;
+}
+
+export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+  const pairs = new Set<Pair>();
+  let mode: ProxyMode = 'pass';
+  let latencyMs = 0;
+
+  const forward = (from: net.Socket, to: net.Socket): void => {
+    from.on('data', (chunk: Buffer) => {
+      if (mode === 'blackhole') return;
+      const write = (): void => {
+        if (mode === 'blackhole' || to.destroyed) return;
+        to.write(chunk);
+      };
+      if (latencyMs > 0) setTimeout(write, latencyMs).unref();
+      else write();
+    });
+  };
+
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    const pair = { client, upstream };
+    pairs.add(pair);
+    forward(client, upstream);
+    forward(upstream, client);
+    const teardown = (): void => {
+      pairs.delete(pair);
+      if (!client.destroyed) client.destroy();
+      if (!upstream.destroyed) upstream.destroy();
+    };
+    for (const s of [client, upstream]) {
+      s.on('error', () => {});
+      s.on('close', () => {
+        // while blackholed, a closed side is not propagated: the peer hears nothing
+        if (mode === 'blackhole') {
+          pairs.delete(pair);
+          return;
+        }
+        teardown();
+      });
+    }
+  });
+  server.on('error', () => {});
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+
+  return {
+    port,
+    host: '127.0.0.1',
+    get connections() {
+      return pairs.size;
+    },
+    url(targetUrl: string) {
+      const u = new URL(targetUrl);
+      u.hostname = '127.0.0.1';
+      u.port = String(port);
+      return u.toString();
+    },
+    blackhole() {
+      mode = 'blackhole';
+    },
+    pass() {
+      mode = 'pass';
+    },
+    setLatency(ms: number) {
+      latencyMs = ms;
+    },
+    reset() {
+      for (const { client, upstream } of [...pairs]) {
+        client.resetAndDestroy();
+        upstream.resetAndDestroy();
+      }
+      pairs.clear();
+    },
+    resetUpstream() {
+      for (const { upstream } of pairs) upstream.resetAndDestroy();
+    },
+    async close() {
+      for (const { client, upstream } of pairs) {
+        client.destroy();
+        upstream.destroy();
+      }
+      pairs.clear();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

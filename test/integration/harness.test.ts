@@ -1,0 +1,144 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import pg from 'pg';
+import { describe, expect, inject, it } from 'vitest';
+import { adminQuery, databaseUrl, ownServer } from '../harness/db.js';
+import { startFaultProxy } from '../harness/fault-proxy.js';
+import { redactUrl } from '../harness/redact.js';
+
+function client(url: string): pg.Client {
+  const c = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-harness' });
+  c.on('error', () => {});
+  return c;
+}
+
+describe('test database', () => {
+  it('the shared server answers and reports its source', async () => {
+    const [row] = await adminQuery<{ v: number }>(databaseUrl(), 'SELECT 1::int AS v');
+    expect(row?.v).toBe(1);
+    expect(['env', 'container', 'embedded']).toContain(inject('databaseSource'));
+  });
+
+  it('an own server can be started with settings, killed, restarted and disposed', async () => {
+    await using server = await ownServer({ settings: { idle_session_timeout: '4s' } });
+    const [s] = await adminQuery<{ idle_session_timeout: string }>(server.url, 'SHOW idle_session_timeout');
+    expect(s?.idle_session_timeout).toBe('4s');
+
+    const c = client(server.url);
+    await c.connect();
+    const errors: string[] = [];
+    c.removeAllListeners('error');
+    c.on('error', (e: Error & { code?: string }) => errors.push(e.code ?? e.message));
+    const ended = new Promise((r) => c.once('end', r));
+    await server.kill();
+    await ended;
+    expect(server.running).toBe(false);
+
+    await server.start();
+    const [row] = await adminQuery<{ v: number }>(server.url, 'SELECT 2::int AS v');
+    expect(row?.v).toBe(2);
+
+    await server.restart('immediate');
+    const [again] = await adminQuery<{ v: number }>(server.url, 'SELECT 3::int AS v');
+    expect(again?.v).toBe(3);
+  });
+
+  it('a fast stop sends 57P01 to connected clients', async () => {
+    await using server = await ownServer();
+    const c = client(server.url);
+    await c.connect();
+    const codes: string[] = [];
+    c.removeAllListeners('error');
+    c.on('error', (e: Error & { code?: string }) => codes.push(e.code ?? e.message));
+    const ended = new Promise((r) => c.once('end', r));
+    await server.stop('fast');
+    await ended;
+    expect(codes).toContain('57P01');
+  });
+
+  it('redacts passwords in connection strings', () => {
+    expect(redactUrl('postgres://u:secret@h:5432/db')).toBe('postgres://u:***@h:5432/db');
+    expect(redactUrl('postgres://u@h/db')).toBe('postgres://u@h/db');
+  });
+});
+
+describe('fault proxy', () => {
+  it('passes queries through, with added latency', async () => {
+    const target = new URL(databaseUrl());
+    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    try {
+      proxy.setLatency(30);
+      const c = client(proxy.url(databaseUrl()));
+      await c.connect();
+      const t0 = performance.now();
+      const { rows } = await c.query<{ v: number }>('SELECT 7::int AS v');
+      expect(rows[0]?.v).toBe(7);
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(55); // 30 ms each way
+      await c.end();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('blackhole: a query stays pending and the socket stays open', async () => {
+    const target = new URL(databaseUrl());
+    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const c = client(proxy.url(databaseUrl()));
+    try {
+      await c.connect();
+      proxy.blackhole();
+      let settled = false;
+      const q = c.query('SELECT 1').then(
+        () => {
+          settled = true;
+        },
+        () => {
+          settled = true;
+        },
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false);
+      expect(proxy.connections).toBe(1);
+      proxy.reset();
+      await q;
+      expect(settled).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('reset: the client sees ECONNRESET', async () => {
+    const target = new URL(databaseUrl());
+    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const c = new pg.Client({ connectionString: proxy.url(databaseUrl()) });
+    const errors: (Error & { code?: string })[] = [];
+    c.on('error', (e) => errors.push(e));
+    try {
+      await c.connect();
+      const ended = new Promise((r) => c.once('end', r));
+      proxy.reset();
+      await ended;
+      expect(errors.map((e) => e.code)).toContain('ECONNRESET');
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe('exit code', () => {
+  it('a failing test makes the runner exit non-zero', async () => {
+    const root = path.resolve(import.meta.dirname, '../..');
+    const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/fixtures/vitest.failing.config.ts'],
+        { cwd: root, env: { ...process.env, NO_COLOR: '1' } },
+        (err, stdout, stderr) => {
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });
+        },
+      );
+    });
+    expect(result.out).toContain('1 failed');
+    expect(result.code).not.toBe(0);
+  }, 60_000);
+});
