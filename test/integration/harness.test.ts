@@ -131,7 +131,12 @@ describe('exit code', () => {
     const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
       execFile(
         process.execPath,
-        [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--config', 'test/fixtures/vitest.failing.config.ts'],
+        [
+          path.join(root, 'node_modules/vitest/vitest.mjs'),
+          'run',
+          '--config',
+          'test/fixtures/vitest.failing.config.ts',
+        ],
         { cwd: root, env: { ...process.env, NO_COLOR: '1' } },
         (err, stdout, stderr) => {
           resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });

@@ -1,0 +1,137 @@
+/**
+ * The transition table of spec §3.3, in one place: `(state, input) -> state + effects`.
+ * Pure: no I/O. The lifecycle (lifecycle.ts) produces the inputs (each state's own work,
+ * e.g. ACQUIRING runs the try-lock) and carries out the effects in the order listed.
+ *
+ * Footnotes of the spec, applied here:
+ *  ¹ with `autoReacquire: false` the FOLLOWER target becomes STOPPED;
+ *  ² RELEASING -> FOLLOWER instead of STOPPED when the release came from `stepDown()`
+ *    and `autoReacquire` is on;
+ *  ³ with no `reconnectGraceMs`, LEADER -> FOLLOWER¹ with `onLost` instead of RECONNECTING.
+ *
+ * Two rows the spec implies but does not list (§6.2 "connection establishment failures are
+ * retried using the same RetryStrategy"; §4.5 "returning None ... transitions to STOPPED"):
+ *  ACQUIRING --ConnectFailed--> FOLLOWER (onError, back off), and
+ *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped).
+ */
+import { LockState } from './state.js';
+
+/** Inputs of spec §3.2 (plus the two implied ones above). `Start` is the only one from STOPPED. */
+export type Input =
+  | 'Start'
+  | 'StopRequested'
+  | 'AcquireAttempt'
+  | 'AcquireSucceeded'
+  | 'AcquireFailed'
+  | 'ConnectFailed'
+  | 'DbError'
+  | 'HealthOk'
+  | 'HealthFailed'
+  | 'ReacquireSucceeded'
+  | 'ReacquireFailed'
+  | 'GraceExpired'
+  | 'ReleaseRequested'
+  | 'ReleaseSucceeded'
+  | 'ReleaseFailed'
+  | 'RetryExhausted';
+
+/**
+ * Side effects, carried out in order on the transition.
+ *  - `closeConnection`: close the lock's session (releases the lock server-side if held).
+ *  - `emit*`: run the user's callbacks of that event.
+ *  - `resetRetry`: start a new retry cycle (attempt 1).
+ *  - `attemptNow` / `backOff`: when FOLLOWER next attempts: at once, or after the
+ *     retry strategy's delay.
+ *  - `warn` / `notice`: log lines "health_check_failed" / "leadership_recovered".
+ */
+export type Effect =
+  | 'closeConnection'
+  | 'emitAcquired'
+  | 'emitAcquireFailed'
+  | 'emitLost'
+  | 'emitReleased'
+  | 'emitError'
+  | 'emitStopped'
+  | 'resetRetry'
+  | 'attemptNow'
+  | 'backOff'
+  | 'warn'
+  | 'notice';
+
+export interface Transition {
+  readonly to: LockState;
+  readonly effects: readonly Effect[];
+}
+
+/** What the table needs to know besides state and input. */
+export interface Flags {
+  readonly autoReacquire: boolean;
+  /** `reconnectGraceMs` is set (flap damping on). */
+  readonly graceEnabled: boolean;
+  /** While RELEASING: the release was asked for by `stepDown()` (not by shutdown). */
+  readonly releaseForStepDown: boolean;
+}
+
+const { STOPPED, FOLLOWER, ACQUIRING, LEADER, RECONNECTING, RELEASING } = LockState;
+
+const stop = (...effects: Effect[]): Transition => ({ to: STOPPED, effects: [...effects, 'emitStopped'] });
+
+/** Footnote ¹: go to FOLLOWER, or to STOPPED (closing the connection) without auto-reacquire. */
+function followerOrStop(f: Flags, effects: Effect[], next: 'attemptNow' | 'backOff'): Transition {
+  if (f.autoReacquire) return { to: FOLLOWER, effects: [...effects, next] };
+  const closing: Effect[] = effects.includes('closeConnection') ? effects : [...effects, 'closeConnection'];
+  return stop(...closing);
+}
+
+/**
+ * The table. Returns undefined for a pair the table does not list: the input is ignored
+ * (e.g. `ReleaseRequested` while FOLLOWER: there is nothing to release).
+ */
+export function transition(from: LockState, input: Input, f: Flags): Transition | undefined {
+  switch (from) {
+    case STOPPED:
+      if (input === 'Start') return { to: FOLLOWER, effects: ['resetRetry', 'attemptNow'] };
+      return undefined;
+
+    case FOLLOWER:
+      if (input === 'AcquireAttempt') return { to: ACQUIRING, effects: [] };
+      if (input === 'StopRequested') return stop('closeConnection');
+      if (input === 'RetryExhausted') return stop('closeConnection', 'emitError');
+      return undefined;
+
+    case ACQUIRING:
+      if (input === 'AcquireSucceeded') return { to: LEADER, effects: ['emitAcquired', 'resetRetry'] };
+      if (input === 'AcquireFailed') return { to: FOLLOWER, effects: ['emitAcquireFailed', 'backOff'] };
+      if (input === 'DbError')
+        return followerOrStop(f, ['emitLost', 'emitError', 'closeConnection'], 'backOff');
+      if (input === 'ConnectFailed') return { to: FOLLOWER, effects: ['emitError', 'backOff'] };
+      if (input === 'StopRequested') return stop('closeConnection');
+      return undefined;
+
+    case LEADER:
+      if (input === 'HealthOk') return undefined; // no transition
+      if (input === 'HealthFailed' || input === 'DbError') {
+        if (f.graceEnabled) return { to: RECONNECTING, effects: ['warn', 'closeConnection', 'resetRetry'] };
+        return followerOrStop(f, ['warn', 'closeConnection', 'emitLost', 'resetRetry'], 'attemptNow');
+      }
+      if (input === 'StopRequested' || input === 'ReleaseRequested') return { to: RELEASING, effects: [] };
+      return undefined;
+
+    case RECONNECTING:
+      if (input === 'ReacquireSucceeded') return { to: LEADER, effects: ['notice', 'resetRetry'] };
+      if (input === 'ReacquireFailed') return followerOrStop(f, ['closeConnection', 'emitLost'], 'backOff');
+      if (input === 'GraceExpired') return followerOrStop(f, ['closeConnection', 'emitLost'], 'attemptNow');
+      if (input === 'StopRequested') return stop('closeConnection');
+      return undefined;
+
+    case RELEASING:
+      if (input === 'ReleaseSucceeded') {
+        if (f.releaseForStepDown && f.autoReacquire) {
+          return { to: FOLLOWER, effects: ['emitReleased', 'closeConnection', 'resetRetry', 'backOff'] };
+        }
+        return stop('emitReleased', 'closeConnection');
+      }
+      if (input === 'ReleaseFailed' || input === 'DbError') return stop('emitError', 'closeConnection');
+      return undefined;
+  }
+}

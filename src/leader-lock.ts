@@ -1,0 +1,266 @@
+/** The public class: configuration, callbacks, and the lifecycle's start/stop orchestration. */
+import { type Callback, Callbacks, type ErrorCallback, type StateChangeCallback } from './callbacks.js';
+import { deferred } from './clock.js';
+import { ShutdownError } from './errors.js';
+import type { Input } from './fsm.js';
+import { Lifecycle } from './lifecycle.js';
+import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { LockState } from './state.js';
+import { checkDuration } from './validate.js';
+
+/** Options of {@link LeaderLock.shutdown} and {@link LeaderLock.stepDown}. */
+export interface TimeoutOptions {
+  /**
+   * How long to wait. When it elapses the lock's session is closed by force (the server
+   * releases the lock when it sees the socket close). Default: no limit; every query is
+   * still bounded by `queryTimeoutMs`.
+   */
+  timeoutMs?: number;
+}
+
+/** Options of {@link LeaderLock.waitForLeadership}. */
+export interface WaitOptions {
+  /** Resolve `false` after this long. Default: no limit. */
+  timeoutMs?: number;
+  /** Abort the wait: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Leader election on a PostgreSQL session advisory lock `(key1, key2)`.
+ *
+ * ```ts
+ * await using lock = new LeaderLock({ connectionString, key1: 1, key2: 100 });
+ * lock.onAcquired(() => startWork());
+ * lock.onLost(() => stopWork());
+ * await lock.start();
+ * ```
+ *
+ * One lifecycle runs per `start()`; it owns a dedicated connection and moves through the
+ * states of {@link LockState} following the spec's transition table (docs/state-machine.md).
+ * Callbacks never throw into the lifecycle: errors reach `onError` callbacks.
+ */
+export class LeaderLock implements AsyncDisposable {
+  private readonly o: ResolvedOptions;
+  private readonly callbacks: Callbacks;
+  private lifecycle: Lifecycle | null = null;
+  private stopping: Promise<void> | null = null;
+  private readonly stateWaiters = new Set<(to: LockState) => void>();
+  private detachSignal: (() => void) | null = null;
+
+  constructor(options: LeaderLockOptions) {
+    this.o = resolveOptions(options);
+    this.callbacks = new Callbacks(this.o.logger);
+  }
+
+  /** The lock keys. */
+  get key1(): number {
+    return this.o.key1;
+  }
+  get key2(): number {
+    return this.o.key2;
+  }
+
+  /** This candidate's id (also in `pg_stat_activity.application_name`). */
+  get id(): string {
+    return this.o.id;
+  }
+
+  /** Current state (read-only). */
+  get state(): LockState {
+    return this.lifecycle?.state ?? LockState.STOPPED;
+  }
+
+  /** True while the lock is held: `state === 'leader'`. False in RECONNECTING. */
+  get isLeader(): boolean {
+    return this.state === LockState.LEADER;
+  }
+
+  /** Register a callback for when leadership is acquired. Returns `fn`. */
+  onAcquired<F extends Callback>(fn: F): F {
+    return this.callbacks.add('acquired', fn);
+  }
+  /** Register a callback for a voluntary release (`stepDown()` or `shutdown()` while leader). Returns `fn`. */
+  onReleased<F extends Callback>(fn: F): F {
+    return this.callbacks.add('released', fn);
+  }
+  /** Register a callback for an involuntary loss: stop leader-only work at once. Returns `fn`. */
+  onLost<F extends Callback>(fn: F): F {
+    return this.callbacks.add('lost', fn);
+  }
+  /** Register a callback for each attempt that found the lock held by another session. Returns `fn`. */
+  onAcquireFailed<F extends Callback>(fn: F): F {
+    return this.callbacks.add('acquireFailed', fn);
+  }
+  /** Register a callback for entering STOPPED. Returns `fn`. */
+  onStopped<F extends Callback>(fn: F): F {
+    return this.callbacks.add('stopped', fn);
+  }
+  /** Register a callback for every state change `(from, to)`. Returns `fn`. */
+  onStateChange<F extends StateChangeCallback>(fn: F): F {
+    return this.callbacks.add('stateChange', fn);
+  }
+  /** Register a callback for errors: database errors, failed releases, callbacks that threw. Returns `fn`. */
+  onError<F extends ErrorCallback>(fn: F): F {
+    return this.callbacks.add('error', fn);
+  }
+
+  /**
+   * Start the lifecycle: STOPPED -> FOLLOWER, then acquisition attempts. Resolves once
+   * started (it does not wait for leadership: see {@link waitForLeadership}). Idempotent;
+   * called during a shutdown it starts again after that shutdown. Does nothing if the
+   * `signal` option is already aborted.
+   */
+  async start(): Promise<void> {
+    if (this.stopping) await this.stopping.catch(() => {});
+    if (this.lifecycle || this.o.signal?.aborted) return;
+    const lifecycle = new Lifecycle(this.o, this.callbacks, (from, to, input) =>
+      this.changed(from, to, input),
+    );
+    this.lifecycle = lifecycle;
+    const signal = this.o.signal;
+    if (signal) {
+      const onAbort = (): void => {
+        this.shutdown().catch(() => {});
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.detachSignal = () => signal.removeEventListener('abort', onAbort);
+    }
+    void lifecycle.run().then(() => {
+      if (this.lifecycle === lifecycle) this.lifecycle = null;
+      this.detachSignal?.();
+      this.detachSignal = null;
+    });
+  }
+
+  /**
+   * Release the lock if held and stop (StopRequested). Resolves when the lifecycle has
+   * ended, the connection is closed and every callback queued so far has run. Idempotent:
+   * concurrent calls share one promise. With `timeoutMs`, when it elapses the session is
+   * closed by force (the server frees the lock when the socket closes), a
+   * {@link ShutdownError} goes to `onError`, and the promise resolves once the lifecycle
+   * has ended (callbacks still queued are not waited for).
+   */
+  shutdown(options: TimeoutOptions = {}): Promise<void> {
+    const timeoutMs =
+      options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
+    const lifecycle = this.lifecycle;
+    if (!lifecycle) return this.stopping ?? this.callbacks.drained();
+    if (this.stopping) return this.stopping;
+    lifecycle.requestStop();
+    const ended = lifecycle.run();
+    const done = ended.then(() => this.callbacks.drained());
+    this.stopping = this.bounded(done, ended, timeoutMs, lifecycle, 'shutdown').finally(() => {
+      this.stopping = null;
+    });
+    return this.stopping;
+  }
+
+  /**
+   * Give up leadership voluntarily (ReleaseRequested): `pg_advisory_unlock`, then FOLLOWER
+   * with `autoReacquire` (after one back-off delay, so other candidates can take over), or
+   * STOPPED without. Does nothing unless leader. With `timeoutMs`, when it elapses the
+   * session is closed by force (the server frees the lock when the socket closes), a
+   * {@link ShutdownError} goes to `onError`, and per the transition table the lock goes
+   * to STOPPED (a failed release).
+   */
+  async stepDown(options: TimeoutOptions = {}): Promise<void> {
+    const timeoutMs =
+      options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
+    const lifecycle = this.lifecycle;
+    if (!lifecycle) return;
+    const released = lifecycle.requestStepDown();
+    await this.bounded(
+      released.then(() => this.callbacks.drained()),
+      released,
+      timeoutMs,
+      lifecycle,
+      'stepDown',
+    );
+  }
+
+  /**
+   * Wait until this lock is leader. Resolves `true` when it is (at once if it already
+   * is), `false` after `timeoutMs` or if the lock stops first; rejects with the signal's
+   * reason if `signal` aborts.
+   */
+  waitForLeadership(options: WaitOptions = {}): Promise<boolean> {
+    const timeoutMs =
+      options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.isLeader) return Promise.resolve(true);
+    const { clock } = this.o;
+    return new Promise<boolean>((resolve, reject) => {
+      let timer: unknown;
+      const finish = (): void => {
+        this.stateWaiters.delete(onState);
+        signal?.removeEventListener('abort', onAbort);
+        if (timer !== undefined) clock.clearTimeout(timer);
+      };
+      const onState = (to: LockState): void => {
+        if (to === LockState.LEADER || to === LockState.STOPPED) {
+          finish();
+          resolve(to === LockState.LEADER);
+        }
+      };
+      const onAbort = (): void => {
+        finish();
+        reject(signal?.reason);
+      };
+      this.stateWaiters.add(onState);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs !== undefined) {
+        timer = clock.setTimeout(() => {
+          finish();
+          resolve(false);
+        }, timeoutMs);
+      }
+    });
+  }
+
+  /** `await using lock = new LeaderLock(…)`: shuts down at scope exit. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+
+  private changed(from: LockState, to: LockState, input: Input): void {
+    this.o.logger.info(
+      { event: 'state_change', from, to, input, key1: this.o.key1, key2: this.o.key2 },
+      'state_change',
+    );
+    this.callbacks.emit('stateChange', from, to);
+    for (const w of [...this.stateWaiters]) w(to);
+  }
+
+  /**
+   * Await `work`; if `timeoutMs` elapses first, close the session by force (which frees
+   * the lock server-side), report a ShutdownError to `onError`, and wait for `settled`
+   * (prompt: with the socket destroyed every pending query fails at once).
+   */
+  private async bounded(
+    work: Promise<void>,
+    settled: Promise<void>,
+    timeoutMs: number | undefined,
+    lifecycle: Lifecycle,
+    what: 'shutdown' | 'stepDown',
+  ): Promise<void> {
+    if (timeoutMs === undefined) return work;
+    const { clock } = this.o;
+    const expired = deferred<'timeout'>();
+    const timer = clock.setTimeout(() => expired.resolve('timeout'), timeoutMs);
+    try {
+      const first = await Promise.race([work.then(() => 'done' as const), expired.promise]);
+      if (first === 'done') return;
+    } finally {
+      clock.clearTimeout(timer);
+    }
+    const err = new ShutdownError(
+      `${what} did not finish within ${timeoutMs} ms; the lock's session was closed by force`,
+    );
+    this.o.logger.warn({ event: 'forced_close', what, timeoutMs }, 'forced_close');
+    this.callbacks.emit('error', err);
+    lifecycle.forceClose(err.message);
+    await settled;
+  }
+}

@@ -1,0 +1,395 @@
+/**
+ * The lifecycle task (spec §5.1): one async loop per `start()` that owns the session, the
+ * state, the retry timer and the health loop. Each state has a step that does that
+ * state's work and returns the next input; `transition()` (fsm.ts) turns it into the next
+ * state and the effects, which the loop then carries out. Outside calls (`shutdown`,
+ * `stepDown`) only set a flag and wake the loop; they never touch the session.
+ */
+import type { Callbacks } from './callbacks.js';
+import { type Deferred, deferred, sleep } from './clock.js';
+import { ConnectionError, LockError, PgLeaderLockError, toError } from './errors.js';
+import { type Effect, type Input, transition } from './fsm.js';
+import type { ResolvedOptions } from './options.js';
+import type { RetryContext } from './retry.js';
+import { Session } from './session.js';
+import { LockState } from './state.js';
+
+const { STOPPED, FOLLOWER, ACQUIRING, LEADER, RECONNECTING, RELEASING } = LockState;
+
+/** Told about every state change, before the change's effects run. */
+export type TransitionListener = (from: LockState, to: LockState, input: Input) => void;
+
+export class Lifecycle {
+  private current: LockState = STOPPED;
+  private session: Session | null = null;
+  private stopRequested = false;
+  private stepDownRequested = false;
+  private releaseForStepDown = false;
+  private interrupt = new AbortController();
+  private nextAttempt: 'attemptNow' | 'backOff' = 'attemptNow';
+  /** Error behind the input being applied (for onError). */
+  private inputError: Error | null = null;
+  private retry = {
+    attempt: 0,
+    cycleStart: 0,
+    lastError: null as Error | null,
+    previousDelayMs: null as number | null,
+  };
+  private releaseWaiters: Deferred<void>[] = [];
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly o: ResolvedOptions,
+    private readonly callbacks: Callbacks,
+    private readonly onTransition: TransitionListener,
+  ) {}
+
+  get state(): LockState {
+    return this.current;
+  }
+
+  /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
+  run(): Promise<void> {
+    this.running ??= this.loop();
+    return this.running;
+  }
+
+  /** StopRequested: the loop leaves at its next step (releasing first if leader). */
+  requestStop(): void {
+    this.stopRequested = true;
+    this.releaseForStepDown = false;
+    this.wake();
+  }
+
+  /** ReleaseRequested: resolves when the release is over (at once when not leader). */
+  requestStepDown(): Promise<void> {
+    if (this.current !== LEADER && this.current !== RELEASING) return Promise.resolve();
+    const d = deferred<void>();
+    this.releaseWaiters.push(d);
+    if (this.current === LEADER) {
+      this.stepDownRequested = true;
+      this.wake();
+    }
+    return d.promise;
+  }
+
+  /** Close the session by force (destroy the socket): the server releases the lock on EOF. */
+  forceClose(reason: string): void {
+    this.session?.destroy(new ConnectionError(reason));
+    this.wake();
+  }
+
+  private wake(): void {
+    this.interrupt.abort();
+  }
+
+  /** A signal that the next wake() aborts. Check the flags after calling this, then wait on it. */
+  private arm(): AbortSignal {
+    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
+    return this.interrupt.signal;
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      await this.apply('Start');
+      while (this.current !== STOPPED) {
+        const input = await this.step();
+        await this.apply(input);
+      }
+    } catch (err) {
+      // a bug, not a database condition: never leave a session or a half state behind
+      this.o.logger.error({ event: 'lifecycle_failed', error: String(err) }, 'lifecycle_failed');
+      this.callbacks.emit('error', toError(err));
+      const from = this.current;
+      this.current = STOPPED;
+      if (from !== STOPPED) this.onTransition(from, STOPPED, 'StopRequested');
+    } finally {
+      const s = this.session;
+      this.session = null;
+      if (s) await s.close();
+      this.settleReleaseWaiters();
+    }
+  }
+
+  private step(): Promise<Input> {
+    switch (this.current) {
+      case FOLLOWER:
+        return this.follow();
+      case ACQUIRING:
+        return this.acquire();
+      case LEADER:
+        return this.lead();
+      case RECONNECTING:
+        return this.reconnect();
+      case RELEASING:
+        return this.release();
+      case STOPPED:
+        return Promise.resolve('StopRequested');
+    }
+  }
+
+  /** FOLLOWER: wait until the next attempt is due. */
+  private async follow(): Promise<Input> {
+    const signal = this.arm();
+    if (this.stopRequested) return 'StopRequested';
+    if (this.nextAttempt === 'attemptNow') return 'AcquireAttempt';
+    const delay = this.nextDelay();
+    if (delay === null) return 'RetryExhausted';
+    const until = this.o.clock.now() + delay;
+    // only a stop cuts the back-off short (a follower's idle session dying does not)
+    for (let s = signal; ; s = this.arm()) {
+      if (this.stopRequested) return 'StopRequested';
+      const left = until - this.o.clock.now();
+      if (left <= 0) return 'AcquireAttempt';
+      await sleep(this.o.clock, left, s);
+    }
+  }
+
+  /** ACQUIRING: connect if needed, then one `pg_try_advisory_lock`. */
+  private async acquire(): Promise<Input> {
+    if (!this.session || this.session.dead) {
+      await this.closeSession();
+      try {
+        this.session = await this.open();
+      } catch (err) {
+        this.fail(err);
+        return this.stopRequested ? 'StopRequested' : 'ConnectFailed';
+      }
+    }
+    if (this.stopRequested) return 'StopRequested';
+    let ok: boolean;
+    try {
+      ok = await this.session.tryLock();
+    } catch (err) {
+      this.fail(err);
+      return this.stopRequested ? 'StopRequested' : 'DbError';
+    }
+    // a lock granted to a session about to be closed is released by the close
+    if (this.stopRequested) return 'StopRequested';
+    this.retry.lastError = null;
+    return ok ? 'AcquireSucceeded' : 'AcquireFailed';
+  }
+
+  /** LEADER: health checks every `healthIntervalMs`; wakes at once on stop, step-down or a dead session. */
+  private async lead(): Promise<Input> {
+    for (;;) {
+      const signal = this.arm();
+      if (this.stopRequested) return 'StopRequested';
+      if (this.stepDownRequested) {
+        this.stepDownRequested = false;
+        this.releaseForStepDown = true;
+        return 'ReleaseRequested';
+      }
+      const session = this.session;
+      if (!session || session.dead) {
+        this.fail(
+          new LockError('lock connection lost', { cause: session?.cause, code: 'ERR_PGLEADERLOCK_LOST' }),
+        );
+        return 'HealthFailed';
+      }
+      const elapsed = await sleep(this.o.clock, this.o.healthIntervalMs, signal);
+      if (!elapsed) continue; // woken: the top of the loop says why
+      let result: Awaited<ReturnType<Session['check']>>;
+      try {
+        result = await session.check();
+      } catch (err) {
+        this.fail(err);
+        return 'DbError';
+      }
+      if (!result.ok) {
+        this.fail(new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }));
+        return 'HealthFailed';
+      }
+    }
+  }
+
+  /** RECONNECTING: reconnect and re-acquire within `reconnectGraceMs`; the lock is not held meanwhile. */
+  private async reconnect(): Promise<Input> {
+    const { clock } = this.o;
+    const deadline = clock.now() + (this.o.reconnectGraceMs ?? 0);
+    for (;;) {
+      const signal = this.arm();
+      if (this.stopRequested) return 'StopRequested';
+      const remaining = deadline - clock.now();
+      if (remaining <= 0) return 'GraceExpired';
+      try {
+        if (!this.session || this.session.dead) {
+          await this.closeSession();
+          this.session = await this.open();
+        }
+        const ok = await this.session.tryLock();
+        if (this.stopRequested) return 'StopRequested';
+        if (ok) return 'ReacquireSucceeded';
+        this.inputError = new LockError('the lock is held by another session', {
+          code: 'ERR_PGLEADERLOCK_LOST',
+        });
+        return 'ReacquireFailed';
+      } catch (err) {
+        this.fail(err);
+        await this.closeSession();
+        const delay = this.nextDelay();
+        if (delay === null) return 'GraceExpired';
+        await sleep(clock, Math.min(delay, Math.max(0, deadline - clock.now())), signal);
+      }
+    }
+  }
+
+  /** RELEASING: one `pg_advisory_unlock`. */
+  private async release(): Promise<Input> {
+    const session = this.session;
+    if (!session || session.dead) {
+      this.fail(
+        new LockError('cannot release: the lock connection is gone', {
+          cause: session?.cause,
+          code: 'ERR_PGLEADERLOCK_RELEASE',
+        }),
+      );
+      return 'DbError';
+    }
+    try {
+      if (await session.unlock()) return 'ReleaseSucceeded';
+      this.fail(
+        new LockError('pg_advisory_unlock returned false: the lock was not held', {
+          code: 'ERR_PGLEADERLOCK_RELEASE',
+        }),
+      );
+      return 'ReleaseFailed';
+    } catch (err) {
+      this.fail(
+        new LockError(`release failed: ${toError(err).message}`, {
+          cause: err,
+          code: 'ERR_PGLEADERLOCK_RELEASE',
+        }),
+      );
+      return 'DbError';
+    }
+  }
+
+  /** Apply the table's transition for `input`, then carry out its effects in order. */
+  private async apply(input: Input): Promise<void> {
+    const from = this.current;
+    const t = transition(from, input, {
+      autoReacquire: this.o.autoReacquire,
+      graceEnabled: this.o.reconnectGraceMs !== null,
+      releaseForStepDown: this.releaseForStepDown,
+    });
+    const error = this.inputError;
+    this.inputError = null;
+    if (!t) return;
+    this.current = t.to;
+    if (t.to !== LEADER) this.stepDownRequested = false;
+    if (from !== t.to) this.onTransition(from, t.to, input);
+    for (const effect of t.effects) await this.perform(effect, error);
+    if ((from === LEADER && t.to !== RELEASING && t.to !== LEADER) || from === RELEASING) {
+      this.releaseForStepDown = false;
+      this.settleReleaseWaiters();
+    }
+  }
+
+  private async perform(effect: Effect, error: Error | null): Promise<void> {
+    const { logger, key1, key2 } = this.o;
+    switch (effect) {
+      case 'closeConnection':
+        return this.closeSession();
+      case 'emitAcquired':
+        logger.info({ event: 'lock_acquired', key1, key2, attempt: this.retry.attempt + 1 }, 'lock_acquired');
+        return this.callbacks.emit('acquired');
+      case 'emitAcquireFailed':
+        return this.callbacks.emit('acquireFailed');
+      case 'emitLost':
+        logger.warn({ event: 'lock_lost', key1, key2, error: error?.message }, 'lock_lost');
+        return this.callbacks.emit('lost');
+      case 'emitReleased':
+        logger.info({ event: 'lock_released', key1, key2 }, 'lock_released');
+        return this.callbacks.emit('released');
+      case 'emitStopped':
+        return this.callbacks.emit('stopped');
+      case 'emitError':
+        return this.callbacks.emit('error', error ?? new PgLeaderLockError('unknown error'));
+      case 'resetRetry':
+        this.retry = { attempt: 0, cycleStart: this.o.clock.now(), lastError: null, previousDelayMs: null };
+        return;
+      case 'attemptNow':
+      case 'backOff':
+        this.nextAttempt = effect;
+        return;
+      case 'warn':
+        logger.warn(
+          { event: 'health_check_failed', key1, key2, error: error?.message },
+          'health_check_failed',
+        );
+        return;
+      case 'notice':
+        logger.info({ event: 'leadership_recovered', key1, key2 }, 'leadership_recovered');
+        return;
+    }
+  }
+
+  /** Ask the retry strategy for the next delay; null (or a bad answer) gives up. */
+  private nextDelay(): number | null {
+    const r = this.retry;
+    r.attempt += 1;
+    const ctx: RetryContext = {
+      attempt: r.attempt,
+      elapsedMs: this.o.clock.now() - r.cycleStart,
+      lastError: r.lastError,
+      previousDelayMs: r.previousDelayMs,
+    };
+    let delay: number | null;
+    try {
+      delay = this.o.retryStrategy.nextDelayMs(ctx);
+    } catch (err) {
+      this.inputError = new LockError(`retryStrategy.nextDelayMs threw: ${toError(err).message}`, {
+        cause: err,
+        code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED',
+      });
+      return null;
+    }
+    if (delay === null) {
+      this.inputError = new LockError(`retry strategy gave up after ${r.attempt - 1} failed attempts`, {
+        cause: r.lastError ?? undefined,
+        code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED',
+      });
+      return null;
+    }
+    if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0) {
+      this.inputError = new LockError(
+        `retryStrategy.nextDelayMs must return a finite number >= 0 or null, returned ${String(delay)}`,
+        { code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED' },
+      );
+      return null;
+    }
+    r.previousDelayMs = delay;
+    return delay;
+  }
+
+  private fail(err: unknown): void {
+    const e = toError(err);
+    this.inputError = e;
+    this.retry.lastError = e;
+  }
+
+  private async open(): Promise<Session> {
+    const session = await Session.open(this.o.connect, {
+      key1: this.o.key1,
+      key2: this.o.key2,
+      clock: this.o.clock,
+      queryTimeoutMs: this.o.queryTimeoutMs,
+      closeTimeoutMs: this.o.closeTimeoutMs,
+    });
+    session.onDeath(() => this.wake());
+    return session;
+  }
+
+  private async closeSession(): Promise<void> {
+    const s = this.session;
+    this.session = null;
+    if (s) await s.close();
+  }
+
+  private settleReleaseWaiters(): void {
+    const waiters = this.releaseWaiters;
+    this.releaseWaiters = [];
+    for (const w of waiters) w.resolve();
+  }
+}

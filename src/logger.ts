@@ -1,0 +1,43 @@
+/**
+ * Structured logging (spec §7). Silent by default; pass a pino-compatible logger
+ * (`{ debug, info, warn, error }`, each `(fields, message)`), or set
+ * `NODE_DEBUG=pgleaderlock` for lines like
+ * `PGLEADERLOCK 1234: state_change from=follower to=acquiring key1=1 key2=100`.
+ * Connection strings and passwords are never logged.
+ */
+import { debuglog } from 'node:util';
+
+export type LogFields = Record<string, unknown>;
+export type LogFn = (fields: LogFields, message: string) => void;
+
+/** A pino-compatible logger. */
+export interface Logger {
+  debug: LogFn;
+  info: LogFn;
+  warn: LogFn;
+  error: LogFn;
+}
+
+function format(fields: LogFields, message: string): string {
+  const parts = [message];
+  for (const [k, v] of Object.entries(fields)) {
+    if (v === undefined) continue;
+    const text = typeof v === 'string' ? (/\s|"/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v);
+    parts.push(`${k}=${text}`);
+  }
+  return parts.join(' ');
+}
+
+/** The default logger: silent unless `NODE_DEBUG` includes `pgleaderlock`. */
+export function defaultLogger(): Logger {
+  const debug = debuglog('pgleaderlock');
+  if (!debug.enabled) {
+    const noop: LogFn = () => {};
+    return { debug: noop, info: noop, warn: noop, error: noop };
+  }
+  const emit =
+    (level: string): LogFn =>
+    (fields, message) =>
+      debug('%s %s', level, format(fields, message));
+  return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
+}

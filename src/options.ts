@@ -1,0 +1,196 @@
+/** The constructor's options, their defaults, and their validation. */
+import type pg from 'pg';
+import { type Clock, systemClock } from './clock.js';
+import { defaultLogger, type Logger } from './logger.js';
+import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
+import { applicationName, type ConnectFn, defaultConnect, defaultId } from './session.js';
+import {
+  checkBoolean,
+  checkDuration,
+  checkFunction,
+  checkKey,
+  checkPositiveDuration,
+  show,
+} from './validate.js';
+
+/** Options of {@link LeaderLock}. Durations are milliseconds. */
+export interface LeaderLockOptions {
+  /**
+   * PostgreSQL connection string. Alternatives: `connect`, or neither (pg reads the
+   * `PG*` environment variables). Never logged.
+   */
+  connectionString?: string;
+  /**
+   * Extra `pg.Client` settings for the default connection (host, ssl, password, …).
+   * `application_name` and keepalive are set by the lock.
+   */
+  clientConfig?: Omit<pg.ClientConfig, 'application_name' | 'connectionString'>;
+  /**
+   * Opens a connected `pg.Client` (spec's `connect_fn`). Called once per connection
+   * attempt; the lock owns the client it returns and closes it. Overrides
+   * `connectionString`. Attach your own `'error'` listener inside if the client may
+   * fail before it is returned.
+   */
+  connect?: () => Promise<pg.Client>;
+  /** First advisory lock key: a 32-bit signed integer. */
+  key1: number;
+  /** Second advisory lock key: a 32-bit signed integer. */
+  key2: number;
+  /**
+   * This candidate's id, shown in `pg_stat_activity.application_name` as
+   * `pgleaderlock:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
+   */
+  id?: string;
+  /** Back-off for acquisition retries and reconnection. Default `new ExponentialBackoff()`. */
+  retryStrategy?: RetryStrategy;
+  /** Time between health checks while leader. Default 5000. */
+  healthIntervalMs?: number;
+  /**
+   * Flap damping: how long to try to reconnect and re-acquire after a failed health check
+   * before `onLost`. `null` (default) disables it: a failed check is a loss at once.
+   */
+  reconnectGraceMs?: number | null;
+  /** Return to FOLLOWER after a loss or `stepDown()` (true, default) or stop (false). */
+  autoReacquire?: boolean;
+  /** Aborting it shuts the lock down (spec's `shutdown_event`). */
+  signal?: AbortSignal;
+  /** Deadline for connecting and for every query. Default 5000. */
+  queryTimeoutMs?: number;
+  /** How long a graceful close may take before the socket is destroyed. Default 1000. */
+  closeTimeoutMs?: number;
+  /** A pino-compatible logger. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
+  logger?: Logger;
+  /** Time source (tests). Default: `performance.now()` and the global timers. */
+  clock?: Clock;
+}
+
+/** Options after validation, with defaults applied. */
+export interface ResolvedOptions {
+  key1: number;
+  key2: number;
+  id: string;
+  applicationName: string;
+  connect: ConnectFn;
+  retryStrategy: RetryStrategy;
+  healthIntervalMs: number;
+  reconnectGraceMs: number | null;
+  autoReacquire: boolean;
+  signal: AbortSignal | undefined;
+  queryTimeoutMs: number;
+  closeTimeoutMs: number;
+  logger: Logger;
+  clock: Clock;
+}
+
+const KNOWN = new Set<string>([
+  'connectionString',
+  'clientConfig',
+  'connect',
+  'key1',
+  'key2',
+  'id',
+  'retryStrategy',
+  'healthIntervalMs',
+  'reconnectGraceMs',
+  'autoReacquire',
+  'signal',
+  'queryTimeoutMs',
+  'closeTimeoutMs',
+  'logger',
+  'clock',
+]);
+
+function isLogger(value: unknown): value is Logger {
+  if (typeof value !== 'object' || value === null) return false;
+  const l = value as Record<string, unknown>;
+  return ['debug', 'info', 'warn', 'error'].every((m) => typeof l[m] === 'function');
+}
+
+function isClock(value: unknown): value is Clock {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof c[m] === 'function');
+}
+
+/** Validate eagerly; errors name the option and echo the value received. */
+export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`LeaderLock options must be an object, received ${show(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!KNOWN.has(name)) throw new TypeError(`unknown LeaderLock option ${JSON.stringify(name)}`);
+  }
+  const key1 = checkKey('key1', options.key1);
+  const key2 = checkKey('key2', options.key2);
+
+  const id = options.id ?? defaultId();
+  if (typeof id !== 'string' || id.length === 0) {
+    throw new TypeError(`id must be a non-empty string, received ${show(options.id)}`);
+  }
+
+  const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
+  if (!isRetryStrategy(retryStrategy)) {
+    throw new TypeError(
+      `retryStrategy must have a nextDelayMs(ctx) method, received ${show(options.retryStrategy)}`,
+    );
+  }
+
+  const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
+  const reconnectGraceMs =
+    options.reconnectGraceMs === undefined || options.reconnectGraceMs === null
+      ? null
+      : checkPositiveDuration('reconnectGraceMs', options.reconnectGraceMs);
+  const autoReacquire = checkBoolean('autoReacquire', options.autoReacquire ?? true);
+  const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
+  const closeTimeoutMs = checkDuration('closeTimeoutMs', options.closeTimeoutMs ?? 1000);
+
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);
+  }
+  if (options.logger !== undefined && !isLogger(options.logger)) {
+    throw new TypeError(
+      `logger must have debug, info, warn and error methods, received ${show(options.logger)}`,
+    );
+  }
+  if (options.clock !== undefined && !isClock(options.clock)) {
+    throw new TypeError(
+      `clock must have now, setTimeout and clearTimeout methods, received ${show(options.clock)}`,
+    );
+  }
+  if (options.connectionString !== undefined && typeof options.connectionString !== 'string') {
+    throw new TypeError(`connectionString must be a string, received ${typeof options.connectionString}`);
+  }
+  if (options.connect !== undefined && options.connectionString !== undefined) {
+    throw new TypeError('pass either connect or connectionString, not both');
+  }
+
+  const appName = applicationName(id);
+  const connect =
+    options.connect !== undefined
+      ? checkFunction('connect', options.connect)
+      : defaultConnect(
+          {
+            ...(options.clientConfig ?? {}),
+            ...(options.connectionString !== undefined ? { connectionString: options.connectionString } : {}),
+          },
+          appName,
+          queryTimeoutMs,
+        );
+
+  return {
+    key1,
+    key2,
+    id,
+    applicationName: appName,
+    connect,
+    retryStrategy,
+    healthIntervalMs,
+    reconnectGraceMs,
+    autoReacquire,
+    signal: options.signal,
+    queryTimeoutMs,
+    closeTimeoutMs,
+    logger: options.logger ?? defaultLogger(),
+    clock: options.clock ?? systemClock,
+  };
+}

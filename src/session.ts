@@ -1,0 +1,286 @@
+/**
+ * The lock's dedicated database session: one `pg.Client` per connection attempt, owned
+ * by the lock. Every query runs under a deadline; a query that misses it destroys the
+ * client (its socket may be dead, and later queries would queue behind it). The
+ * client's `'error'` and `'end'` events, and the notices PostgreSQL sends on an
+ * immediate shutdown or a crash, mark the session dead at once, exactly once.
+ */
+import os from 'node:os';
+import pg from 'pg';
+import type { Clock } from './clock.js';
+import { ConnectionError, describe, LockError, toError } from './errors.js';
+
+/** Opens a connected client that the lock then owns (the `connect` option). */
+export type ConnectFn = () => Promise<pg.Client>;
+
+/** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
+const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
+
+const TRY_LOCK = 'SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid';
+const UNLOCK = 'SELECT pg_advisory_unlock($1::int4, $2::int4) AS ok';
+/**
+ * Liveness and ownership in one round trip: is the backend still the one that acquired,
+ * and does it still hold (key1, key2)? Advisory keys are stored as unsigned OIDs in
+ * pg_locks, hence `::int4::oid`; the two-key form has objsubid = 2.
+ */
+const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
+  SELECT 1 FROM pg_locks
+   WHERE locktype = 'advisory'
+     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
+     AND pid = pg_backend_pid() AND granted) AS held`;
+
+export interface SessionOptions {
+  key1: number;
+  key2: number;
+  clock: Clock;
+  /** Deadline for connecting and for each query. */
+  queryTimeoutMs: number;
+  /** Deadline for a graceful `end()` before the socket is destroyed. */
+  closeTimeoutMs: number;
+}
+
+/** Result of a health check. */
+export type CheckResult = { ok: true } | { ok: false; reason: string };
+
+interface PgInternals {
+  connection?: { stream?: { destroy(): void } };
+  processID?: number | null;
+}
+
+export class Session {
+  /** Backend pid at acquisition (null until a lock attempt succeeds). */
+  private lockedPid: number | null = null;
+  private deathCause: Error | null = null;
+  private readonly deathListeners = new Set<(err: Error) => void>();
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    private readonly client: pg.Client,
+    private readonly opts: SessionOptions,
+  ) {}
+
+  /**
+   * Open a session with `connect`, bounded by `queryTimeoutMs`. A client that connects
+   * after the deadline is closed, never leaked.
+   */
+  static async open(connect: ConnectFn, opts: SessionOptions): Promise<Session> {
+    const { clock } = opts;
+    let timer: unknown;
+    let timedOut = false;
+    const attempt = connect();
+    const timeout = new Promise<never>((_, reject) => {
+      timer = clock.setTimeout(() => {
+        timedOut = true;
+        reject(new ConnectionError(`connecting did not complete within ${opts.queryTimeoutMs} ms`));
+      }, opts.queryTimeoutMs);
+    });
+    let client: pg.Client;
+    try {
+      client = await Promise.race([attempt, timeout]);
+    } catch (err) {
+      if (timedOut) {
+        attempt.then(
+          (late) => destroyClient(late),
+          () => {},
+        );
+        throw err;
+      }
+      throw new ConnectionError(`could not connect: ${describe(err)}`, { cause: err });
+    } finally {
+      clock.clearTimeout(timer);
+    }
+    const session = new Session(client, opts);
+    session.attach();
+    return session;
+  }
+
+  /** True once the connection has failed or been closed. */
+  get dead(): boolean {
+    return this.deathCause !== null;
+  }
+
+  /** Why the session died, if it did. */
+  get cause(): Error | null {
+    return this.deathCause;
+  }
+
+  /** The backend pid the server gave this connection. */
+  get backendPid(): number | null {
+    return (this.client as unknown as PgInternals).processID ?? null;
+  }
+
+  /** Call `fn` once when the session dies (at once if it already has). Returns an unsubscribe. */
+  onDeath(fn: (err: Error) => void): () => void {
+    if (this.deathCause) {
+      fn(this.deathCause);
+      return () => {};
+    }
+    this.deathListeners.add(fn);
+    return () => this.deathListeners.delete(fn);
+  }
+
+  /** `pg_try_advisory_lock`: true if this session now holds the lock. */
+  async tryLock(): Promise<boolean> {
+    const [row] = await this.query<{ ok: boolean; pid: number }>(TRY_LOCK);
+    if (row?.ok) this.lockedPid = row.pid;
+    return row?.ok === true;
+  }
+
+  /** `pg_advisory_unlock`: true if the lock was held and is now released. */
+  async unlock(): Promise<boolean> {
+    const [row] = await this.query<{ ok: boolean }>(UNLOCK);
+    if (row?.ok) this.lockedPid = null;
+    return row?.ok === true;
+  }
+
+  /** Health check: the session answers, is the same backend, and still holds the lock. */
+  async check(): Promise<CheckResult> {
+    const [row] = await this.query<{ pid: number; held: boolean }>(CHECK);
+    if (!row) return { ok: false, reason: 'health check returned no row' };
+    if (this.lockedPid !== null && row.pid !== this.lockedPid) {
+      return {
+        ok: false,
+        reason: `backend pid changed from ${this.lockedPid} to ${row.pid} (a transaction-mode pooler?)`,
+      };
+    }
+    if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
+    return { ok: true };
+  }
+
+  /** Run one statement under the deadline; destroys the client if the deadline passes. */
+  private async query<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+    if (this.deathCause) {
+      throw new ConnectionError(`connection is closed: ${this.deathCause.message}`, {
+        cause: this.deathCause,
+      });
+    }
+    const { clock, queryTimeoutMs, key1, key2 } = this.opts;
+    let timer: unknown;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = clock.setTimeout(() => {
+        const err = new ConnectionError(`query did not complete within ${queryTimeoutMs} ms`, {
+          code: 'ERR_PGLEADERLOCK_QUERY_TIMEOUT',
+        });
+        this.destroy(err);
+        reject(err);
+      }, queryTimeoutMs);
+    });
+    try {
+      const result = await Promise.race([this.client.query<R>(text, [key1, key2]), timeout]);
+      return result.rows;
+    } catch (err) {
+      if (err instanceof ConnectionError) throw err;
+      if (this.deathCause) {
+        throw new ConnectionError(`connection lost: ${describe(err)}`, { cause: err });
+      }
+      throw new LockError(`query failed: ${describe(err)}`, { cause: err });
+    } finally {
+      clock.clearTimeout(timer);
+    }
+  }
+
+  private attach(): void {
+    const client = this.client;
+    client.on('error', (err: Error) => this.die(err));
+    client.on('end', () => this.die(new ConnectionError('connection ended')));
+    client.on('notice', (msg: { code?: string; message?: string }) => {
+      if (msg.code && DYING_NOTICES.has(msg.code)) {
+        const err = new ConnectionError(`server is shutting down (${msg.code}): ${msg.message ?? ''}`, {
+          cause: msg,
+        });
+        this.destroy(err);
+      }
+    });
+    // a client that died between connect() and now
+    const internals = client as unknown as { _ending?: boolean; _queryable?: boolean };
+    if (internals._ending || internals._queryable === false)
+      this.die(new ConnectionError('connection ended'));
+  }
+
+  private die(err: unknown): void {
+    if (this.deathCause) return; // one disconnect can emit 'error' twice, then 'end'
+    this.deathCause = toError(err);
+    for (const fn of this.deathListeners) fn(this.deathCause);
+    this.deathListeners.clear();
+  }
+
+  /** Close at once: destroy the socket (the server releases the lock when it sees EOF). */
+  destroy(reason: Error = new ConnectionError('session destroyed')): void {
+    this.die(reason);
+    destroyClient(this.client);
+  }
+
+  /**
+   * Close gracefully (Terminate message), but never wait longer than `closeTimeoutMs`:
+   * on a blackholed socket `end()` waits for a FIN that never comes. Idempotent.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.die(new ConnectionError('session closed'));
+      const { clock, closeTimeoutMs } = this.opts;
+      let timer: unknown;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = clock.setTimeout(() => resolve(true), closeTimeoutMs);
+      });
+      const ended = this.client.end().then(
+        () => false,
+        () => false,
+      );
+      const late = await Promise.race([ended, timedOut]);
+      clock.clearTimeout(timer);
+      if (late) destroyClient(this.client);
+    })();
+    return this.closing;
+  }
+}
+
+/** Destroy a client's socket without waiting; keeps an 'error' listener so nothing is unhandled. */
+function destroyClient(client: pg.Client): void {
+  if (client.listenerCount('error') === 0) client.on('error', () => {});
+  const internals = client as unknown as PgInternals;
+  internals.connection?.stream?.destroy();
+  client.end().catch(() => {});
+}
+
+/** PostgreSQL truncates application_name to 63 bytes; keep ours within it. */
+export function applicationName(id: string): string {
+  const full = `pgleaderlock:${id}`;
+  const buf = Buffer.from(full, 'utf8');
+  if (buf.length <= 63) return full;
+  // cut on a character boundary
+  let end = 63;
+  while (end > 0 && ((buf[end] ?? 0) & 0xc0) === 0x80) end--;
+  return buf.subarray(0, end).toString('utf8');
+}
+
+/** Default candidate id: host-pid-random. */
+export function defaultId(): string {
+  return `${os.hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/**
+ * The default `connect`: a new `pg.Client` with listeners attached before `connect()`,
+ * TCP keepalive on, identified by `application_name`.
+ */
+export function defaultConnect(config: pg.ClientConfig, appName: string, timeoutMs: number): ConnectFn {
+  return async () => {
+    const client = new pg.Client({
+      ...config,
+      application_name: appName,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 2000,
+      connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
+    });
+    client.on('error', () => {}); // replaced by the session's handler; never unhandled
+    try {
+      await client.connect();
+    } catch (err) {
+      destroyClient(client);
+      throw err;
+    }
+    client.removeAllListeners('error');
+    client.on('error', () => {}); // until the session attaches
+    return client;
+  };
+}

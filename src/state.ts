@@ -1,0 +1,18 @@
+/** The six states of the lock's lifecycle (spec §3.1). Values are the spec's strings. */
+export const LockState = {
+  /** Initial and terminal: no lifecycle running, no connection. */
+  STOPPED: 'stopped',
+  /** Running but not attempting acquisition: waiting for the next attempt. */
+  FOLLOWER: 'follower',
+  /** Executing an acquisition attempt. */
+  ACQUIRING: 'acquiring',
+  /** Lock held; the health loop runs. */
+  LEADER: 'leader',
+  /** Grace period after a failed health check: the lock is NOT held; reconnecting to re-acquire. */
+  RECONNECTING: 'reconnecting',
+  /** Voluntary release in progress. */
+  RELEASING: 'releasing',
+} as const;
+
+/** One of the {@link LockState} values. */
+export type LockState = (typeof LockState)[keyof typeof LockState];

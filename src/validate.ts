@@ -1,0 +1,57 @@
+/** Option validation helpers: errors name the option and echo the value received. */
+
+export const INT32_MIN = -2_147_483_648;
+export const INT32_MAX = 2_147_483_647;
+
+export function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (value === null || typeof value !== 'object') return String(value);
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}
+
+/** A finite, non-negative number of milliseconds. */
+export function checkDuration(name: string, value: unknown): number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`${name} must be a number of milliseconds, received ${show(value)}`);
+  }
+  if (!Number.isFinite(value) || value < 0) {
+    throw new RangeError(`${name} must be a finite number >= 0 (milliseconds), received ${show(value)}`);
+  }
+  return value;
+}
+
+/** A finite, strictly positive number of milliseconds. */
+export function checkPositiveDuration(name: string, value: unknown): number {
+  const ms = checkDuration(name, value);
+  if (ms === 0) throw new RangeError(`${name} must be greater than 0 (milliseconds), received 0`);
+  return ms;
+}
+
+/** A 32-bit signed integer lock key. */
+export function checkKey(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw new TypeError(`${name} must be an integer, received ${show(value)}`);
+  }
+  if (value < INT32_MIN || value > INT32_MAX) {
+    throw new RangeError(
+      `${name} must be a 32-bit signed integer in [${INT32_MIN}, ${INT32_MAX}], received ${value}`,
+    );
+  }
+  return value;
+}
+
+export function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, received ${show(value)}`);
+  return value;
+}
+
+export function checkFunction<T>(name: string, value: T): T {
+  if (typeof value !== 'function') throw new TypeError(`${name} must be a function, received ${show(value)}`);
+  return value;
+}

@@ -1,0 +1,191 @@
+/**
+ * Fakes for the FSM unit tests (spec §11): a scripted stand-in for `pg.Client` behind the
+ * `connect` option, a fake server that tracks who holds the lock, and a manual clock.
+ */
+import { EventEmitter } from 'node:events';
+import type pg from 'pg';
+import type { Clock } from '../../src/clock.js';
+
+export type Behaviour = 'normal' | 'error' | 'hang';
+
+/** Lets every pending promise callback run (real macrotask turns, no time passes on the fake clock). */
+export async function flush(turns = 10): Promise<void> {
+  for (let i = 0; i < turns; i++) await new Promise((r) => setImmediate(r));
+}
+
+export class FakeClock implements Clock {
+  private t = 0;
+  private seq = 0;
+  private timers = new Map<number, { due: number; fn: () => void }>();
+
+  now(): number {
+    return this.t;
+  }
+  setTimeout(fn: () => void, ms: number): unknown {
+    const id = ++this.seq;
+    this.timers.set(id, { due: this.t + ms, fn });
+    return id;
+  }
+  clearTimeout(handle: unknown): void {
+    this.timers.delete(handle as number);
+  }
+  get pending(): number {
+    return this.timers.size;
+  }
+  /** Advance time by `ms`, firing due timers in order and letting the code react to each. */
+  async advance(ms: number): Promise<void> {
+    const end = this.t + ms;
+    await flush();
+    for (;;) {
+      let next: [number, { due: number; fn: () => void }] | undefined;
+      for (const entry of this.timers) {
+        if (entry[1].due <= end && (!next || entry[1].due < next[1].due)) next = entry;
+      }
+      if (!next) break;
+      this.timers.delete(next[0]);
+      this.t = Math.max(this.t, next[1].due);
+      next[1].fn();
+      await flush();
+    }
+    this.t = end;
+    await flush();
+  }
+}
+
+class PendingQuery {
+  constructor(
+    readonly resolve: (v: { rows: unknown[] }) => void,
+    readonly reject: (e: Error) => void,
+  ) {}
+}
+
+export class FakeClient extends EventEmitter {
+  readonly processID: number;
+  ended = false;
+  readonly queries: string[] = [];
+  private readonly pending = new Set<PendingQuery>();
+  readonly connection = { stream: { destroy: () => this.die(new Error('socket destroyed'), false) } };
+
+  constructor(
+    private readonly db: FakeDb,
+    pid: number,
+  ) {
+    super();
+    this.processID = pid;
+  }
+
+  query(text: string): Promise<{ rows: unknown[] }> {
+    this.queries.push(text);
+    if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
+    const kind = text.includes('pg_try_advisory_lock')
+      ? 'tryLock'
+      : text.includes('pg_advisory_unlock')
+        ? 'unlock'
+        : text.includes('pg_locks')
+          ? 'check'
+          : 'other';
+    const behaviour = kind === 'other' ? 'normal' : this.db.behaviour[kind];
+    return new Promise((resolve, reject) => {
+      const q = new PendingQuery(resolve, reject);
+      if (behaviour === 'hang') {
+        this.pending.add(q);
+        return;
+      }
+      if (behaviour === 'error') {
+        const err = Object.assign(new Error('simulated query failure'), { code: 'XX000' });
+        reject(err);
+        return;
+      }
+      resolve({ rows: [this.db.answer(kind, this)] });
+    });
+  }
+
+  end(): Promise<void> {
+    if (!this.ended) this.die(null, true);
+    return Promise.resolve();
+  }
+
+  /** The server side goes away (terminate backend / network failure). */
+  kill(message = 'terminating connection due to administrator command'): void {
+    this.die(Object.assign(new Error(message), { code: '57P01' }), false);
+  }
+
+  private die(err: Error | null, graceful: boolean): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.db.released(this);
+    for (const q of this.pending) q.reject(err ?? new Error('Connection terminated'));
+    this.pending.clear();
+    if (!graceful && err) {
+      this.emit('error', err);
+      this.emit('error', new Error('Connection terminated unexpectedly'));
+    }
+    this.emit('end');
+  }
+}
+
+export class FakeDb {
+  holder: FakeClient | null = null;
+  readonly clients: FakeClient[] = [];
+  connectBehaviour: Behaviour = 'normal';
+  behaviour: Record<'tryLock' | 'unlock' | 'check', Behaviour> = {
+    tryLock: 'normal',
+    unlock: 'normal',
+    check: 'normal',
+  };
+  /** When true, the health check reports the lock as not held (silent loss). */
+  silentLoss = false;
+  private nextPid = 1000;
+
+  readonly connect = (): Promise<pg.Client> => {
+    if (this.connectBehaviour === 'error') {
+      return Promise.reject(
+        Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }),
+      );
+    }
+    if (this.connectBehaviour === 'hang') return new Promise(() => {});
+    const c = new FakeClient(this, this.nextPid++);
+    this.clients.push(c);
+    return Promise.resolve(c as unknown as pg.Client);
+  };
+
+  /** A competitor takes the lock. */
+  takeByOther(): void {
+    this.holder = new FakeClient(this, 1);
+  }
+
+  get open(): FakeClient[] {
+    return this.clients.filter((c) => !c.ended);
+  }
+
+  get last(): FakeClient {
+    const c = this.clients.at(-1);
+    if (!c) throw new Error('no client yet');
+    return c;
+  }
+
+  released(c: FakeClient): void {
+    if (this.holder === c) this.holder = null;
+  }
+
+  answer(kind: 'tryLock' | 'unlock' | 'check' | 'other', c: FakeClient): Record<string, unknown> {
+    switch (kind) {
+      case 'tryLock':
+        if (this.holder === null || this.holder === c) {
+          this.holder = c;
+          return { ok: true, pid: c.processID };
+        }
+        return { ok: false, pid: c.processID };
+      case 'unlock':
+        if (this.holder === c) {
+          this.holder = null;
+          return { ok: true };
+        }
+        return { ok: false };
+      case 'check':
+        return { pid: c.processID, held: this.holder === c && !this.silentLoss };
+      default:
+        return {};
+    }
+  }
+}
