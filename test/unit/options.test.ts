@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+
+const make = (o: Partial<LeaderLockOptions> & Record<string, unknown>) =>
+  new LeaderLock({
+    key1: 1,
+    key2: 2,
+    connectionString: 'postgres://u:pw@127.0.0.1:1/db',
+    ...o,
+  } as LeaderLockOptions);
+
+describe('option validation', () => {
+  it.each([
+    [{ key1: 1.5 }, TypeError, /key1 must be an integer, received 1.5/],
+    [{ key1: '1' }, TypeError, /key1 must be an integer, received "1"/],
+    [{ key2: 2_147_483_648 }, RangeError, /key2 .*received 2147483648/],
+    [{ key2: -2_147_483_649 }, RangeError, /key2 .*received -2147483649/],
+    [{ healthIntervalMs: -1 }, RangeError, /healthIntervalMs .*received -1/],
+    [{ healthIntervalMs: Number.NaN }, RangeError, /healthIntervalMs .*received NaN/],
+    [{ healthIntervalMs: 0 }, RangeError, /healthIntervalMs must be greater than 0/],
+    [{ reconnectGraceMs: Number.POSITIVE_INFINITY }, RangeError, /reconnectGraceMs .*Infinity/],
+    [{ queryTimeoutMs: '5s' }, TypeError, /queryTimeoutMs must be a number of milliseconds, received "5s"/],
+    [{ autoReacquire: 'yes' }, TypeError, /autoReacquire must be a boolean, received "yes"/],
+    [
+      { retryStrategy: { delay: 1 } },
+      TypeError,
+      /retryStrategy must have a nextDelayMs\(ctx\) method, received \{"delay":1\}/,
+    ],
+    [{ signal: {} }, TypeError, /signal must be an AbortSignal/],
+    [{ logger: console.log }, TypeError, /logger must have debug, info, warn and error/],
+    [{ id: '' }, TypeError, /id must be a non-empty string/],
+    [{ keyOne: 1 }, TypeError, /unknown LeaderLock option "keyOne"/],
+    [{ connect: async () => ({}) }, TypeError, /either connect or connectionString/],
+  ])('%o is rejected', (opts, type, message) => {
+    expect(() => make(opts as Partial<LeaderLockOptions>)).toThrow(type);
+    expect(() => make(opts as Partial<LeaderLockOptions>)).toThrow(message);
+  });
+
+  it('accepts the extremes of the key range and a null grace', () => {
+    expect(() => make({ key1: -2_147_483_648, key2: 2_147_483_647, reconnectGraceMs: null })).not.toThrow();
+  });
+
+  it('never puts the password in an error message', () => {
+    try {
+      make({ key1: Number.NaN });
+    } catch (e) {
+      expect(String(e)).not.toContain('pw');
+    }
+  });
+
+  it('exposes id and keys; application_name fits in 63 bytes', () => {
+    const lock = make({ id: 'é'.repeat(40) });
+    expect(lock.id).toBe('é'.repeat(40));
+    expect(lock.key1).toBe(1);
+    expect(lock.key2).toBe(2);
+    expect(lock.state).toBe('stopped');
+    expect(lock.isLeader).toBe(false);
+  });
+
+  it('callback registration returns the function and rejects non-functions', () => {
+    const lock = make({});
+    const fn = () => {};
+    expect(lock.onAcquired(fn)).toBe(fn);
+    expect(lock.onLost(fn)).toBe(fn);
+    expect(() => lock.onReleased(42 as unknown as () => void)).toThrow(
+      /onReleased expects a function, received number/,
+    );
+  });
+});
