@@ -1,7 +1,7 @@
 /** Helpers for integration tests against the run's shared server (see global-setup.ts). */
 import { randomBytes, randomInt } from 'node:crypto';
 import pg from 'pg';
-import { afterEach, inject } from 'vitest';
+import { inject } from 'vitest';
 import { type PgServer, type PgServerOptions, startPgServer } from './pg-server.js';
 
 /** URL of the server shared by this run. Never stop it: use `ownServer()` for that. */
@@ -80,25 +80,23 @@ export async function eventually(
 }
 
 /**
- * Leak guard: after each test in the file, no backend whose application_name starts with
- * `pgleaderlock:<tag>` may remain (a closed client's backend exits within milliseconds).
+ * Leak check: no backend whose application_name starts with `pgleaderlock:<tag>` may
+ * remain (a closed client's backend exits within milliseconds; allow up to 3 s).
  */
-export function guardLeaks(tagPrefix: () => string, url: () => string = databaseUrl): void {
-  afterEach(async () => {
-    const prefix = `pgleaderlock:${tagPrefix()}`;
-    let left: { pid: number; state: string }[] = [];
-    try {
-      await eventually(
-        async () => {
-          left = await sessionsLike(url(), prefix);
-          return left.length === 0;
-        },
-        { timeoutMs: 3_000, what: 'our sessions to close' },
-      );
-    } catch {
-      throw new Error(`leaked connections after test: ${JSON.stringify(left)}`);
-    }
-  });
+export async function assertNoSessions(tag: string, url: string = databaseUrl()): Promise<void> {
+  const prefix = `pgleaderlock:${tag}`;
+  let left: { pid: number; state: string }[] = [];
+  try {
+    await eventually(
+      async () => {
+        left = await sessionsLike(url, prefix);
+        return left.length === 0;
+      },
+      { timeoutMs: 3_000, what: 'our sessions to close' },
+    );
+  } catch {
+    throw new Error(`leaked connections after test: ${JSON.stringify(left)}`);
+  }
 }
 
 /** A server of the test's own, which it may stop, kill or restart. Dispose it in `finally`. */

@@ -40,7 +40,7 @@ describe('ExponentialBackoff', () => {
 describe('FixedInterval', () => {
   it('defaults to 5 s, always', () => {
     const f = new FixedInterval();
-    expect([1, 2, 50].map((n) => f.nextDelayMs())).toEqual([5000, 5000, 5000]);
+    expect([1, 2, 50].map(() => f.nextDelayMs())).toEqual([5000, 5000, 5000]);
     expect(new FixedInterval({ intervalMs: 7 }).nextDelayMs()).toBe(7);
   });
   it('rejects a non-finite interval', () => {
