@@ -1,6 +1,11 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  resolve: {
+    // examples import the package by name, as users do
+    alias: { pgleaderlock: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+  },
   test: {
     // A skipped test is a failed promise: fail the run if anything is left focused.
     allowOnly: false,

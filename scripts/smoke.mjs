@@ -1,5 +1,5 @@
 // The built ESM entry loads and exports the public API.
-import * as m from '../dist/index.js';
+const m = Object.fromEntries(Object.entries(await import('../dist/index.js')));
 
 for (const name of [
   'LeaderLock',

@@ -1,0 +1,35 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { run } from '../../examples/quickstart.js';
+import { assertNoSessions, databaseUrl, eventually, lockHolders } from '../harness/db.js';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+describe('README', () => {
+  it('quotes examples/quickstart.ts verbatim', () => {
+    const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+    const example = fs.readFileSync(path.join(root, 'examples/quickstart.ts'), 'utf8');
+    expect(readme).toContain(example.trim());
+  });
+
+  it('the quickstart leads, and releases on abort', async () => {
+    // the example uses fixed keys (1, 100): wait until no other test run holds them
+    await eventually(async () => (await lockHolders(databaseUrl(), 1, 100)).length === 0);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const ac = new AbortController();
+      const running = run(databaseUrl(), ac.signal);
+      await eventually(() => log.mock.calls.some((c) => c[0] === 'leader: starting work'));
+      expect((await lockHolders(databaseUrl(), 1, 100)).filter((r) => r.granted)).toHaveLength(1);
+      ac.abort();
+      await running;
+      expect(await lockHolders(databaseUrl(), 1, 100)).toEqual([]);
+      // its default id is <hostname>-<pid>-<random>: no session of this process may be left
+      await assertNoSessions(`${os.hostname()}-${process.pid}-`);
+    } finally {
+      log.mockRestore();
+    }
+  });
+});
