@@ -23,4 +23,5 @@ export {
   type RetryContext,
   type RetryStrategy,
 } from './retry.js';
+export type { AppliedSettings, Safety } from './safety.js';
 export { LockState } from './state.js';

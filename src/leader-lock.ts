@@ -5,6 +5,7 @@ import { ShutdownError } from './errors.js';
 import type { Input } from './fsm.js';
 import { Lifecycle } from './lifecycle.js';
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import type { Safety } from './safety.js';
 import { LockState } from './state.js';
 import { checkDuration } from './validate.js';
 
@@ -47,6 +48,7 @@ export class LeaderLock implements AsyncDisposable {
   private stopping: Promise<void> | null = null;
   private readonly stateWaiters = new Set<(to: LockState) => void>();
   private detachSignal: (() => void) | null = null;
+  private lastSafety: Safety | null = null;
 
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);
@@ -71,9 +73,23 @@ export class LeaderLock implements AsyncDisposable {
     return this.lifecycle?.state ?? LockState.STOPPED;
   }
 
-  /** True while the lock is held: `state === 'leader'`. False in RECONNECTING. */
+  /**
+   * True while this process may act as leader: the state is LEADER **and** the lease is
+   * current (`now < t0 + safety.leaseMs`, t0 being when the last successful check was
+   * sent). A process whose event loop was blocked past the lease reads false the moment
+   * it wakes, before any timer runs; the next check then re-verifies. False in RECONNECTING.
+   */
   get isLeader(): boolean {
-    return this.state === LockState.LEADER;
+    return this.lifecycle?.isLeader ?? false;
+  }
+
+  /**
+   * The figures behind `isLeader`, from the server settings applied on the session that
+   * last acquired the lock: `{ leaseMs, serverReleaseMs, marginMs, detectionMs, settings }`.
+   * Null until the lock has been acquired once. See docs/safety.md.
+   */
+  get safety(): Safety | null {
+    return this.lifecycle?.safety ?? this.lastSafety;
   }
 
   /** Register a callback for when leadership is acquired. Returns `fn`. */
@@ -127,6 +143,7 @@ export class LeaderLock implements AsyncDisposable {
       this.detachSignal = () => signal.removeEventListener('abort', onAbort);
     }
     void lifecycle.run().then(() => {
+      this.lastSafety = lifecycle.safety ?? this.lastSafety;
       if (this.lifecycle === lifecycle) this.lifecycle = null;
       this.detachSignal?.();
       this.detachSignal = null;

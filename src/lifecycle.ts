@@ -11,6 +11,7 @@ import { ConnectionError, LockError, PgLeaderLockError, toError } from './errors
 import { type Effect, type Input, transition } from './fsm.js';
 import type { ResolvedOptions } from './options.js';
 import type { RetryContext } from './retry.js';
+import type { Safety } from './safety.js';
 import { Session } from './session.js';
 import { LockState } from './state.js';
 
@@ -36,6 +37,9 @@ export class Lifecycle {
     previousDelayMs: null as number | null,
   };
   private releaseWaiters: Deferred<void>[] = [];
+  /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
+  private leaseExpiresAt = Number.NEGATIVE_INFINITY;
+  private lastSafety: Safety | null = null;
   private running: Promise<void> | null = null;
 
   constructor(
@@ -46,6 +50,24 @@ export class Lifecycle {
 
   get state(): LockState {
     return this.current;
+  }
+
+  /** LEADER and within the lease. Read from the clock at each call, so a process that was frozen sees false on waking. */
+  get isLeader(): boolean {
+    return this.current === LEADER && this.o.clock.now() < this.leaseExpiresAt;
+  }
+
+  /** Safety figures of the session that last acquired the lock. */
+  get safety(): Safety | null {
+    return this.lastSafety;
+  }
+
+  /** Renew the lease from a successful check or acquisition sent at `sentAt`. */
+  private renew(session: Session, sentAt: number): void {
+    const safety = session.safety;
+    if (!safety) return;
+    this.lastSafety = safety;
+    this.leaseExpiresAt = sentAt + safety.leaseMs;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
@@ -158,8 +180,10 @@ export class Lifecycle {
     }
     if (this.stopRequested) return 'StopRequested';
     let ok: boolean;
+    const sentAt = this.o.clock.now();
     try {
       ok = await this.session.tryLock();
+      if (ok) this.renew(this.session, sentAt);
     } catch (err) {
       this.fail(err);
       return this.stopRequested ? 'StopRequested' : 'DbError';
@@ -190,6 +214,7 @@ export class Lifecycle {
       const elapsed = await sleep(this.o.clock, this.o.healthIntervalMs, signal);
       if (!elapsed) continue; // woken: the top of the loop says why
       let result: Awaited<ReturnType<Session['check']>>;
+      const sentAt = this.o.clock.now();
       try {
         result = await session.check();
       } catch (err) {
@@ -200,6 +225,7 @@ export class Lifecycle {
         this.fail(new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }));
         return 'HealthFailed';
       }
+      this.renew(session, sentAt);
     }
   }
 
@@ -217,9 +243,13 @@ export class Lifecycle {
           await this.closeSession();
           this.session = await this.open();
         }
+        const sentAt = clock.now();
         const ok = await this.session.tryLock();
         if (this.stopRequested) return 'StopRequested';
-        if (ok) return 'ReacquireSucceeded';
+        if (ok) {
+          this.renew(this.session, sentAt);
+          return 'ReacquireSucceeded';
+        }
         this.inputError = new LockError('the lock is held by another session', {
           code: 'ERR_PGLEADERLOCK_LOST',
         });
@@ -376,6 +406,8 @@ export class Lifecycle {
       clock: this.o.clock,
       queryTimeoutMs: this.o.queryTimeoutMs,
       closeTimeoutMs: this.o.closeTimeoutMs,
+      serverReleaseMs: this.o.serverReleaseMs,
+      healthIntervalMs: this.o.healthIntervalMs,
     });
     session.onDeath(() => this.wake());
     return session;

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
 import { defaultLogger, type Logger } from './logger.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
+import { checkTargets, defaultServerReleaseMs } from './safety.js';
 import { applicationName, type ConnectFn, defaultConnect, defaultId } from './session.js';
 import {
   checkBoolean,
@@ -56,6 +57,14 @@ export interface LeaderLockOptions {
   signal?: AbortSignal;
   /** Deadline for connecting and for every query. Default 5000. */
   queryTimeoutMs?: number;
+  /**
+   * Target for how long after its last check the server may keep a dead or frozen
+   * leader's lock: sets `idle_session_timeout` (once leader), TCP keepalives and
+   * `tcp_user_timeout` on the lock's session. The lease behind `isLeader` is derived from
+   * what the server applied (docs/safety.md). Default `2 * (healthIntervalMs + queryTimeoutMs)`;
+   * must leave a lease longer than `healthIntervalMs + queryTimeoutMs`.
+   */
+  serverReleaseMs?: number;
   /** How long a graceful close may take before the socket is destroyed. Default 1000. */
   closeTimeoutMs?: number;
   /** A pino-compatible logger. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
@@ -77,6 +86,7 @@ export interface ResolvedOptions {
   autoReacquire: boolean;
   signal: AbortSignal | undefined;
   queryTimeoutMs: number;
+  serverReleaseMs: number;
   closeTimeoutMs: number;
   logger: Logger;
   clock: Clock;
@@ -95,6 +105,7 @@ const KNOWN = new Set<string>([
   'autoReacquire',
   'signal',
   'queryTimeoutMs',
+  'serverReleaseMs',
   'closeTimeoutMs',
   'logger',
   'clock',
@@ -143,6 +154,11 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   const autoReacquire = checkBoolean('autoReacquire', options.autoReacquire ?? true);
   const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
   const closeTimeoutMs = checkDuration('closeTimeoutMs', options.closeTimeoutMs ?? 1000);
+  const serverReleaseMs = checkPositiveDuration(
+    'serverReleaseMs',
+    options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),
+  );
+  checkTargets(serverReleaseMs, healthIntervalMs, queryTimeoutMs);
 
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);
@@ -189,6 +205,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     autoReacquire,
     signal: options.signal,
     queryTimeoutMs,
+    serverReleaseMs,
     closeTimeoutMs,
     logger: options.logger ?? defaultLogger(),
     clock: options.clock ?? systemClock,

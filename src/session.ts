@@ -9,6 +9,7 @@ import os from 'node:os';
 import pg from 'pg';
 import type { Clock } from './clock.js';
 import { ConnectionError, describe, LockError, toError } from './errors.js';
+import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 
 /** Opens a connected client that the lock then owns (the `connect` option). */
 export type ConnectFn = () => Promise<pg.Client>;
@@ -17,6 +18,17 @@ export type ConnectFn = () => Promise<pg.Client>;
 const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
 
 const TRY_LOCK = 'SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid';
+/**
+ * PG14+: take the lock and, only if granted, arm idle_session_timeout in the same round trip
+ * (a follower must never be cut for being idle). The subquery is not flattened because
+ * pg_try_advisory_lock is volatile, so the lock call runs once, before the CASE.
+ */
+const TRY_LOCK_ARMED = `SELECT l.ok, l.pid,
+  CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle
+  FROM (SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid) AS l`;
+const PREPARE = `SELECT current_setting('server_version_num')::int AS version,
+  pg_is_in_recovery() AS recovery, pg_backend_pid() AS pid`;
+const READ_SETTINGS = 'SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])';
 const UNLOCK = 'SELECT pg_advisory_unlock($1::int4, $2::int4) AS ok';
 /**
  * Liveness and ownership in one round trip: is the backend still the one that acquired,
@@ -34,6 +46,9 @@ export interface SessionOptions {
   key1: number;
   key2: number;
   clock: Clock;
+  /** Target for the server's release of a dead leader's lock (session settings). */
+  serverReleaseMs: number;
+  healthIntervalMs: number;
   /** Deadline for connecting and for each query. */
   queryTimeoutMs: number;
   /** Deadline for a graceful `end()` before the socket is destroyed. */
@@ -51,6 +66,10 @@ interface PgInternals {
 export class Session {
   /** Backend pid at acquisition (null until a lock attempt succeeds). */
   private lockedPid: number | null = null;
+  /** Backend pid when the session was opened. */
+  private openedPid: number | null = null;
+  private settings: AppliedSettings | null = null;
+  private currentSafety: Safety | null = null;
   private deathCause: Error | null = null;
   private readonly deathListeners = new Set<(err: Error) => void>();
   private closing: Promise<void> | null = null;
@@ -92,7 +111,52 @@ export class Session {
     }
     const session = new Session(client, opts);
     session.attach();
+    try {
+      await session.prepare();
+    } catch (err) {
+      session.destroy(toError(err));
+      throw err;
+    }
     return session;
+  }
+
+  /**
+   * Refuse a server in recovery, remember the backend pid, set the keepalive and timeout
+   * settings that bound how long the server keeps a dead client's lock, and read back
+   * what it applied (Unix sockets, poolers and managed services may ignore some).
+   */
+  private async prepare(): Promise<void> {
+    const [info] = await this.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, []);
+    if (!info) throw new ConnectionError('the server returned nothing for its version');
+    if (info.recovery) {
+      throw new LockError(
+        'the server is in recovery (a hot standby): an advisory lock there excludes nobody on the primary; connect to the primary',
+        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+      );
+    }
+    this.openedPid = info.pid;
+    const wanted = connectSettings(this.opts.serverReleaseMs, info.version);
+    const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
+    await this.query(`SELECT ${calls}`, wanted.flat());
+    const rows = await this.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
+    const read = (name: string): number | null => {
+      const row = rows.find((r) => r.name === name);
+      return row ? Number(row.setting) : null;
+    };
+    this.settings = {
+      serverVersion: info.version,
+      idleSessionTimeoutMs: null, // armed once leader
+      tcpKeepalivesIdleS: read('tcp_keepalives_idle') ?? 0,
+      tcpKeepalivesIntervalS: read('tcp_keepalives_interval') ?? 0,
+      tcpKeepalivesCount: read('tcp_keepalives_count') ?? 0,
+      tcpUserTimeoutMs: read('tcp_user_timeout'),
+      clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
+    };
+  }
+
+  /** The safety figures of this session, known once it has acquired the lock. */
+  get safety(): Safety | null {
+    return this.currentSafety;
   }
 
   /** True once the connection has failed or been closed. */
@@ -120,11 +184,35 @@ export class Session {
     return () => this.deathListeners.delete(fn);
   }
 
-  /** `pg_try_advisory_lock`: true if this session now holds the lock. */
+  /**
+   * `pg_try_advisory_lock`: true if this session now holds the lock. When granted, arms
+   * idle_session_timeout (PG14+) and computes the lease from what the server applied;
+   * throws an `ERR_PGLEADERLOCK_UNSAFE` LockError (the caller closes the session, which
+   * frees the lock) if the backend changed since connect or the bound cannot hold.
+   */
   async tryLock(): Promise<boolean> {
-    const [row] = await this.query<{ ok: boolean; pid: number }>(TRY_LOCK);
-    if (row?.ok) this.lockedPid = row.pid;
-    return row?.ok === true;
+    const settings = this.settings;
+    if (!settings) throw new ConnectionError('session not prepared');
+    const armed = settings.serverVersion >= 140000;
+    const [row] = armed
+      ? await this.query<{ ok: boolean; pid: number; idle: string | null }>(TRY_LOCK_ARMED, [
+          this.opts.key1,
+          this.opts.key2,
+          String(Math.ceil(this.opts.serverReleaseMs)),
+        ])
+      : await this.query<{ ok: boolean; pid: number; idle?: null }>(TRY_LOCK);
+    if (!row?.ok) return false;
+    if (this.openedPid !== null && row.pid !== this.openedPid) {
+      throw new LockError(
+        `backend pid changed from ${this.openedPid} to ${row.pid} between statements: a transaction-mode pooler ` +
+          'breaks session advisory locks; connect directly to PostgreSQL or through session mode',
+        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+      );
+    }
+    this.lockedPid = row.pid;
+    const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle ?? null) : null };
+    this.currentSafety = safetyFor(applied, this.opts.healthIntervalMs, this.opts.queryTimeoutMs);
+    return true;
   }
 
   /** `pg_advisory_unlock`: true if the lock was held and is now released. */
@@ -149,13 +237,16 @@ export class Session {
   }
 
   /** Run one statement under the deadline; destroys the client if the deadline passes. */
-  private async query<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+  private async query<R extends pg.QueryResultRow>(
+    text: string,
+    values: unknown[] = [this.opts.key1, this.opts.key2],
+  ): Promise<R[]> {
     if (this.deathCause) {
       throw new ConnectionError(`connection is closed: ${this.deathCause.message}`, {
         cause: this.deathCause,
       });
     }
-    const { clock, queryTimeoutMs, key1, key2 } = this.opts;
+    const { clock, queryTimeoutMs } = this.opts;
     let timer: unknown;
     const timeout = new Promise<never>((_, reject) => {
       timer = clock.setTimeout(() => {
@@ -167,7 +258,7 @@ export class Session {
       }, queryTimeoutMs);
     });
     try {
-      const result = await Promise.race([this.client.query<R>(text, [key1, key2]), timeout]);
+      const result = await Promise.race([this.client.query<R>(text, values), timeout]);
       return result.rows;
     } catch (err) {
       if (err instanceof ConnectionError) throw err;
@@ -233,6 +324,15 @@ export class Session {
     })();
     return this.closing;
   }
+}
+
+/** Parse a formatted time setting (`'4200ms'`, `'5s'`, `'1min'`, `'0'`) into milliseconds. */
+export function parseSettingMs(value: string | null): number | null {
+  if (value === null) return null;
+  const m = /^(\d+)\s*(ms|s|min|h|d)?$/.exec(value.trim());
+  if (!m) return null;
+  const factor = { ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 'ms'] ?? 1;
+  return Number(m[1]) * factor;
 }
 
 /** Destroy a client's socket without waiting; keeps an 'error' listener so nothing is unhandled. */

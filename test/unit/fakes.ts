@@ -74,7 +74,17 @@ export class FakeClient extends EventEmitter {
     this.processID = pid;
   }
 
-  query(text: string): Promise<{ rows: unknown[] }> {
+  /** Session settings as the fake server applied them (pg_settings base units). */
+  readonly settings = new Map<string, string>([
+    ['idle_session_timeout', '0'],
+    ['tcp_keepalives_idle', '7200'],
+    ['tcp_keepalives_interval', '75'],
+    ['tcp_keepalives_count', '9'],
+    ['tcp_user_timeout', '0'],
+    ['client_connection_check_interval', '0'],
+  ]);
+
+  query(text: string, values: unknown[] = []): Promise<{ rows: unknown[] }> {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
     const kind = text.includes('pg_try_advisory_lock')
@@ -84,7 +94,8 @@ export class FakeClient extends EventEmitter {
         : text.includes('pg_locks')
           ? 'check'
           : 'other';
-    const behaviour = kind === 'other' ? 'normal' : this.db.behaviour[kind];
+    if (kind === 'other') return Promise.resolve({ rows: this.answerSetup(text, values) });
+    const behaviour = this.db.behaviour[kind];
     return new Promise((resolve, reject) => {
       const q = new PendingQuery(resolve, reject);
       if (behaviour === 'hang') {
@@ -96,8 +107,37 @@ export class FakeClient extends EventEmitter {
         reject(err);
         return;
       }
-      resolve({ rows: [this.db.answer(kind, this)] });
+      const row = this.db.answer(kind, this);
+      if (kind === 'tryLock' && row.ok && typeof values[2] === 'string') {
+        const applied = this.db.pinnedIdleSessionTimeout ?? values[2];
+        this.settings.set('idle_session_timeout', applied);
+        row.idle = `${applied}ms`;
+      }
+      resolve({ rows: [row] });
     });
+  }
+
+  /** Connection setup: version/recovery/pid, set_config of session settings, read-back. */
+  private answerSetup(text: string, values: unknown[]): unknown[] {
+    if (text.includes('server_version_num')) {
+      return [{ version: this.db.serverVersion, recovery: this.db.inRecovery, pid: this.processID }];
+    }
+    if (text.includes('pg_settings')) {
+      const names = (values[0] as string[]) ?? [];
+      return names
+        .filter((n) => this.settings.has(n))
+        .map((name) => ({ name, setting: this.settings.get(name) }));
+    }
+    if (text.includes('set_config')) {
+      for (let i = 0; i + 1 < values.length; i += 2) {
+        const name = String(values[i]);
+        const value = String(values[i + 1]);
+        // keepalive settings in seconds; user timeout in ms; pinned values win
+        this.settings.set(name, this.db.pinned.get(name) ?? value);
+      }
+      return [{}];
+    }
+    return [{}];
   }
 
   end(): Promise<void> {
@@ -135,6 +175,11 @@ export class FakeDb {
   };
   /** When true, the health check reports the lock as not held (silent loss). */
   silentLoss = false;
+  serverVersion = 160000;
+  inRecovery = false;
+  /** Settings the "managed service" does not let a session change. */
+  readonly pinned = new Map<string, string>();
+  pinnedIdleSessionTimeout: string | null = null;
   private nextPid = 1000;
 
   readonly connect = (): Promise<pg.Client> => {
@@ -168,7 +213,7 @@ export class FakeDb {
     if (this.holder === c) this.holder = null;
   }
 
-  answer(kind: 'tryLock' | 'unlock' | 'check' | 'other', c: FakeClient): Record<string, unknown> {
+  answer(kind: 'tryLock' | 'unlock' | 'check', c: FakeClient): Record<string, unknown> {
     switch (kind) {
       case 'tryLock':
         if (this.holder === null || this.holder === c) {
@@ -184,8 +229,6 @@ export class FakeDb {
         return { ok: false };
       case 'check':
         return { pid: c.processID, held: this.holder === c && !this.silentLoss };
-      default:
-        return {};
     }
   }
 }
