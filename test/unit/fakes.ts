@@ -32,6 +32,10 @@ export class FakeClock implements Clock {
   get pending(): number {
     return this.timers.size;
   }
+  /** Move time forward without firing anything: the process was frozen (GC pause, SIGSTOP, busy loop). */
+  freeze(ms: number): void {
+    this.t += ms;
+  }
   /** Advance time by `ms`, firing due timers in order and letting the code react to each. */
   async advance(ms: number): Promise<void> {
     const end = this.t + ms;
