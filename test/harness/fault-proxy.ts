@@ -66,11 +66,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     for (const s of [client, upstream]) {
       s.on('error', () => {});
       s.on('close', () => {
-        // while blackholed, a closed side is not propagated: the peer hears nothing
-        if (mode === 'blackhole') {
-          pairs.delete(pair);
-          return;
-        }
+        // while blackholed, a closed side is not propagated: the peer hears nothing, and the
+        // pair stays listed so that reset(), resetUpstream() and close() still reach it
+        if (mode === 'blackhole') return;
         teardown();
       });
     }
@@ -85,7 +83,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     port,
     host: '127.0.0.1',
     get connections() {
-      return pairs.size;
+      return [...pairs].filter((p) => !p.client.destroyed || !p.upstream.destroyed).length;
     },
     url(targetUrl: string) {
       const u = new URL(targetUrl);
@@ -104,13 +102,13 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     },
     reset() {
       for (const { client, upstream } of [...pairs]) {
-        client.resetAndDestroy();
-        upstream.resetAndDestroy();
+        if (!client.destroyed) client.resetAndDestroy();
+        if (!upstream.destroyed) upstream.resetAndDestroy();
       }
       pairs.clear();
     },
     resetUpstream() {
-      for (const { upstream } of pairs) upstream.resetAndDestroy();
+      for (const { upstream } of pairs) if (!upstream.destroyed) upstream.resetAndDestroy();
     },
     async close() {
       for (const { client, upstream } of pairs) {
