@@ -29,6 +29,16 @@ export default defineConfig({
           hookTimeout: 30_000,
         },
       },
+      {
+        extends: true,
+        test: {
+          // runs alone, after the others: it is timing-sensitive and loads both cores
+          name: 'chaos',
+          include: ['test/chaos/**/*.test.ts'],
+          testTimeout: 120_000,
+          sequence: { groupOrder: 1 },
+        },
+      },
     ],
   },
 });

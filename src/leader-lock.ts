@@ -84,6 +84,16 @@ export class LeaderLock implements AsyncDisposable {
   }
 
   /**
+   * When the lease behind `isLeader` ends (or ended), on the lock's clock
+   * (`performance.now()` unless a `clock` was given); null before the first acquisition.
+   * Leader work that needs time can check `leaseExpiresAt - performance.now()`; each
+   * successful health check pushes it forward.
+   */
+  get leaseExpiresAt(): number | null {
+    return this.lifecycle?.leaseExpiresAt ?? null;
+  }
+
+  /**
    * The figures behind `isLeader`, from the server settings applied on the session that
    * last acquired the lock: `{ leaseMs, serverReleaseMs, marginMs, detectionMs, settings }`.
    * Null until the lock has been acquired once. See docs/safety.md.

@@ -38,7 +38,7 @@ export class Lifecycle {
   };
   private releaseWaiters: Deferred<void>[] = [];
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
-  private leaseExpiresAt = Number.NEGATIVE_INFINITY;
+  private leaseEnd = Number.NEGATIVE_INFINITY;
   private lastSafety: Safety | null = null;
   private running: Promise<void> | null = null;
 
@@ -54,7 +54,12 @@ export class Lifecycle {
 
   /** LEADER and within the lease. Read from the clock at each call, so a process that was frozen sees false on waking. */
   get isLeader(): boolean {
-    return this.current === LEADER && this.o.clock.now() < this.leaseExpiresAt;
+    return this.current === LEADER && this.o.clock.now() < this.leaseEnd;
+  }
+
+  /** When the current lease ends, on the lock's clock; null if never acquired. */
+  get leaseExpiresAt(): number | null {
+    return Number.isFinite(this.leaseEnd) ? this.leaseEnd : null;
   }
 
   /** Safety figures of the session that last acquired the lock. */
@@ -67,7 +72,7 @@ export class Lifecycle {
     const safety = session.safety;
     if (!safety) return;
     this.lastSafety = safety;
-    this.leaseExpiresAt = sentAt + safety.leaseMs;
+    this.leaseEnd = sentAt + safety.leaseMs;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
