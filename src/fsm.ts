@@ -13,6 +13,10 @@
  * retried using the same RetryStrategy"; §4.5 "returning None ... transitions to STOPPED"):
  *  ACQUIRING --ConnectFailed--> FOLLOWER (onError, back off), and
  *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped).
+ *
+ * In `acquireMode: 'wait'`, ACQUIRING is a server-side wait of one slice, and
+ * `AcquireFailed` (the slice ended with the lock still held elsewhere) re-queues at once
+ * instead of backing off: the wait itself was the delay.
  */
 import { LockState } from './state.js';
 
@@ -70,6 +74,8 @@ export interface Flags {
   readonly graceEnabled: boolean;
   /** While RELEASING: the release was asked for by `stepDown()` (not by shutdown). */
   readonly releaseForStepDown: boolean;
+  /** `acquireMode: 'wait'`: a failed attempt was a whole server-side wait, so the next one starts at once. */
+  readonly waitMode: boolean;
 }
 
 const { STOPPED, FOLLOWER, ACQUIRING, LEADER, RECONNECTING, RELEASING } = LockState;
@@ -101,7 +107,9 @@ export function transition(from: LockState, input: Input, f: Flags): Transition 
 
     case ACQUIRING:
       if (input === 'AcquireSucceeded') return { to: LEADER, effects: ['emitAcquired', 'resetRetry'] };
-      if (input === 'AcquireFailed') return { to: FOLLOWER, effects: ['emitAcquireFailed', 'backOff'] };
+      if (input === 'AcquireFailed') {
+        return { to: FOLLOWER, effects: ['emitAcquireFailed', f.waitMode ? 'attemptNow' : 'backOff'] };
+      }
       if (input === 'DbError')
         return followerOrStop(f, ['emitLost', 'emitError', 'closeConnection'], 'backOff');
       if (input === 'ConnectFailed') return { to: FOLLOWER, effects: ['emitError', 'backOff'] };

@@ -40,6 +40,8 @@ export class Lifecycle {
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
   private leaseEnd = Number.NEGATIVE_INFINITY;
   private lastSafety: Safety | null = null;
+  /** Run the first health check without waiting a health interval (after a wait-mode grant). */
+  private checkNow = false;
   private running: Promise<void> | null = null;
 
   constructor(
@@ -187,8 +189,15 @@ export class Lifecycle {
     let ok: boolean;
     const sentAt = this.o.clock.now();
     try {
-      ok = await this.session.tryLock();
-      if (ok) this.renew(this.session, sentAt);
+      ok =
+        this.o.acquireMode === 'wait' ? await this.waitForLock(this.session) : await this.session.tryLock();
+      // the lease counts from when the statement was sent: never later than the server's
+      // last activity on the session, even if this process froze before reading the reply.
+      // After a long wait little of it may be left, so the first check runs at once.
+      if (ok) {
+        this.renew(this.session, sentAt);
+        this.checkNow = this.o.acquireMode === 'wait';
+      }
     } catch (err) {
       this.fail(err);
       return this.stopRequested ? 'StopRequested' : 'DbError';
@@ -197,6 +206,24 @@ export class Lifecycle {
     if (this.stopRequested) return 'StopRequested';
     this.retry.lastError = null;
     return ok ? 'AcquireSucceeded' : 'AcquireFailed';
+  }
+
+  /**
+   * One server-side wait (wait mode). A stop sends a CancelRequest so the backend leaves the
+   * lock queue within milliseconds; a lock granted meanwhile is freed when the session closes.
+   */
+  private async waitForLock(session: Session): Promise<boolean> {
+    const signal = this.arm();
+    const onWake = (): void => {
+      if (this.stopRequested) void session.cancel();
+    };
+    if (this.stopRequested) return false;
+    signal.addEventListener('abort', onWake, { once: true });
+    try {
+      return await session.waitLock();
+    } finally {
+      signal.removeEventListener('abort', onWake);
+    }
   }
 
   /** LEADER: health checks every `healthIntervalMs`; wakes at once on stop, step-down or a dead session. */
@@ -216,7 +243,9 @@ export class Lifecycle {
         );
         return 'HealthFailed';
       }
-      const elapsed = await sleep(this.o.clock, this.o.healthIntervalMs, signal);
+      const delay = this.checkNow ? 0 : this.o.healthIntervalMs;
+      this.checkNow = false;
+      const elapsed = await sleep(this.o.clock, delay, signal);
       if (!elapsed) continue; // woken: the top of the loop says why
       let result: Awaited<ReturnType<Session['check']>>;
       const sentAt = this.o.clock.now();
@@ -307,6 +336,7 @@ export class Lifecycle {
       autoReacquire: this.o.autoReacquire,
       graceEnabled: this.o.reconnectGraceMs !== null,
       releaseForStepDown: this.releaseForStepDown,
+      waitMode: this.o.acquireMode === 'wait',
     });
     const error = this.inputError;
     this.inputError = null;
@@ -413,6 +443,7 @@ export class Lifecycle {
       closeTimeoutMs: this.o.closeTimeoutMs,
       serverReleaseMs: this.o.serverReleaseMs,
       healthIntervalMs: this.o.healthIntervalMs,
+      waitSliceMs: this.o.waitSliceMs,
     });
     session.onDeath(() => this.wake());
     return session;

@@ -55,6 +55,16 @@ export interface LeaderLockOptions {
   autoReacquire?: boolean;
   /** Aborting it shuts the lock down (spec's `shutdown_event`). */
   signal?: AbortSignal;
+  /**
+   * How a follower tries to acquire. `'wait'` (default): it queues server-side in
+   * `pg_advisory_lock`, in slices of `waitSliceMs` (`lock_timeout`), and is granted the
+   * lock milliseconds after the leader lets go, at no query cost while it waits.
+   * `'poll'`: the specification's `pg_try_advisory_lock` every `retryStrategy` delay.
+   * The retry strategy governs connection failures in both modes.
+   */
+  acquireMode?: 'wait' | 'poll';
+  /** Wait mode: the longest single server-side wait; `onAcquireFailed` fires per slice. Default `healthIntervalMs`. */
+  waitSliceMs?: number;
   /** Deadline for connecting and for every query. Default 5000. */
   queryTimeoutMs?: number;
   /**
@@ -86,6 +96,9 @@ export interface ResolvedOptions {
   autoReacquire: boolean;
   signal: AbortSignal | undefined;
   queryTimeoutMs: number;
+  acquireMode: 'wait' | 'poll';
+  /** null in poll mode. */
+  waitSliceMs: number | null;
   serverReleaseMs: number;
   closeTimeoutMs: number;
   logger: Logger;
@@ -105,6 +118,8 @@ const KNOWN = new Set<string>([
   'autoReacquire',
   'signal',
   'queryTimeoutMs',
+  'acquireMode',
+  'waitSliceMs',
   'serverReleaseMs',
   'closeTimeoutMs',
   'logger',
@@ -159,6 +174,15 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),
   );
   checkTargets(serverReleaseMs, healthIntervalMs, queryTimeoutMs);
+  const acquireMode = options.acquireMode ?? 'wait';
+  if (acquireMode !== 'wait' && acquireMode !== 'poll') {
+    throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
+  }
+  const waitSliceMs =
+    acquireMode === 'wait'
+      ? checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? healthIntervalMs)
+      : null;
+  if (waitSliceMs !== null) checkTargets(serverReleaseMs, waitSliceMs, queryTimeoutMs, 'waitSliceMs');
 
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);
@@ -205,6 +229,8 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     autoReacquire,
     signal: options.signal,
     queryTimeoutMs,
+    acquireMode,
+    waitSliceMs,
     serverReleaseMs,
     closeTimeoutMs,
     logger: options.logger ?? defaultLogger(),

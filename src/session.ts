@@ -7,8 +7,9 @@
  */
 import os from 'node:os';
 import pg from 'pg';
+import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
-import { ConnectionError, describe, LockError, toError } from './errors.js';
+import { ConnectionError, describe, LockError, sqlStateOf, toError } from './errors.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 
 /** Opens a connected client that the lock then owns (the `connect` option). */
@@ -26,6 +27,17 @@ const TRY_LOCK = 'SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_back
 const TRY_LOCK_ARMED = `SELECT l.ok, l.pid,
   CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle
   FROM (SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid) AS l`;
+/**
+ * Wait mode: block server-side in pg_advisory_lock for at most lock_timeout (one slice),
+ * arming idle_session_timeout in the same statement once granted (so a waiter whose client
+ * vanished and was granted the lock anyway is cut by the server within serverReleaseMs).
+ */
+const WAIT_LOCK = `SELECT true AS ok, l.pid, set_config('idle_session_timeout', $3, false) AS idle
+  FROM (SELECT pg_advisory_lock($1::int4, $2::int4) AS locked, pg_backend_pid() AS pid) AS l`;
+const WAIT_LOCK_PRE14 =
+  'SELECT true AS ok, l.pid FROM (SELECT pg_advisory_lock($1::int4, $2::int4) AS locked, pg_backend_pid() AS pid) AS l';
+/** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
+const SLICE_ENDED = '55P03';
 const PREPARE = `SELECT current_setting('server_version_num')::int AS version,
   pg_is_in_recovery() AS recovery, pg_backend_pid() AS pid`;
 const READ_SETTINGS = 'SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])';
@@ -49,6 +61,8 @@ export interface SessionOptions {
   /** Target for the server's release of a dead leader's lock (session settings). */
   serverReleaseMs: number;
   healthIntervalMs: number;
+  /** Wait mode: the longest single server-side wait (lock_timeout); null in poll mode. */
+  waitSliceMs: number | null;
   /** Deadline for connecting and for each query. */
   queryTimeoutMs: number;
   /** Deadline for a graceful `end()` before the socket is destroyed. */
@@ -136,6 +150,8 @@ export class Session {
     }
     this.openedPid = info.pid;
     const wanted = connectSettings(this.opts.serverReleaseMs, info.version);
+    if (this.opts.waitSliceMs !== null)
+      wanted.push(['lock_timeout', String(Math.ceil(this.opts.waitSliceMs))]);
     const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
     await this.query(`SELECT ${calls}`, wanted.flat());
     const rows = await this.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
@@ -202,17 +218,61 @@ export class Session {
         ])
       : await this.query<{ ok: boolean; pid: number; idle?: null }>(TRY_LOCK);
     if (!row?.ok) return false;
-    if (this.openedPid !== null && row.pid !== this.openedPid) {
+    return this.granted(row.pid, row.idle ?? null, armed);
+  }
+
+  /** After a grant: refuse a changed backend, record the pid, compute the lease. */
+  private granted(pid: number, idle: string | null, armed: boolean): true {
+    const settings = this.settings as AppliedSettings;
+    if (this.openedPid !== null && pid !== this.openedPid) {
       throw new LockError(
-        `backend pid changed from ${this.openedPid} to ${row.pid} between statements: a transaction-mode pooler ` +
+        `backend pid changed from ${this.openedPid} to ${pid} between statements: a transaction-mode pooler ` +
           'breaks session advisory locks; connect directly to PostgreSQL or through session mode',
         { code: 'ERR_PGLEADERLOCK_UNSAFE' },
       );
     }
-    this.lockedPid = row.pid;
-    const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle ?? null) : null };
+    this.lockedPid = pid;
+    const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(idle) : null };
     this.currentSafety = safetyFor(applied, this.opts.healthIntervalMs, this.opts.queryTimeoutMs);
     return true;
+  }
+
+  /**
+   * Wait mode: queue server-side in `pg_advisory_lock` for one slice (lock_timeout). True
+   * when granted (then as `tryLock`), false when the slice ended or the wait was cancelled.
+   * The query's deadline is the slice plus `queryTimeoutMs`.
+   */
+  async waitLock(): Promise<boolean> {
+    const settings = this.settings;
+    const slice = this.opts.waitSliceMs;
+    if (!settings || slice === null) throw new ConnectionError('session not prepared for waiting');
+    const armed = settings.serverVersion >= 140000;
+    let rows: { ok: boolean; pid: number; idle?: string | null }[];
+    try {
+      rows = armed
+        ? await this.query(
+            WAIT_LOCK,
+            [this.opts.key1, this.opts.key2, String(Math.ceil(this.opts.serverReleaseMs))],
+            slice,
+          )
+        : await this.query(WAIT_LOCK_PRE14, undefined, slice);
+    } catch (err) {
+      if (!this.deathCause && sqlStateOf(err) === SLICE_ENDED) return false;
+      throw err;
+    }
+    const row = rows[0];
+    if (!row?.ok) return false;
+    return this.granted(row.pid, armed ? (row.idle ?? null) : null, armed);
+  }
+
+  /**
+   * End the running statement (a wait) within milliseconds: a CancelRequest, or if it
+   * cannot be sent, destroying the socket (the server then drops the waiter within
+   * client_connection_check_interval).
+   */
+  async cancel(): Promise<void> {
+    const sent = await sendCancel(this.client, this.opts.clock, this.opts.closeTimeoutMs);
+    if (!sent) this.destroy(new ConnectionError('wait cancelled by closing the session'));
   }
 
   /** `pg_advisory_unlock`: true if the lock was held and is now released. */
@@ -240,13 +300,15 @@ export class Session {
   private async query<R extends pg.QueryResultRow>(
     text: string,
     values: unknown[] = [this.opts.key1, this.opts.key2],
+    extraMs = 0,
   ): Promise<R[]> {
     if (this.deathCause) {
       throw new ConnectionError(`connection is closed: ${this.deathCause.message}`, {
         cause: this.deathCause,
       });
     }
-    const { clock, queryTimeoutMs } = this.opts;
+    const { clock } = this.opts;
+    const queryTimeoutMs = this.opts.queryTimeoutMs + extraMs;
     let timer: unknown;
     const timeout = new Promise<never>((_, reject) => {
       timer = clock.setTimeout(() => {

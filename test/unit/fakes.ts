@@ -91,6 +91,7 @@ export class FakeClient extends EventEmitter {
   query(text: string, values: unknown[] = []): Promise<{ rows: unknown[] }> {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
+    if (text.includes('pg_advisory_lock(')) return this.waitLock(values);
     const kind = text.includes('pg_try_advisory_lock')
       ? 'tryLock'
       : text.includes('pg_advisory_unlock')
@@ -121,6 +122,38 @@ export class FakeClient extends EventEmitter {
     });
   }
 
+  /** Wait mode: granted now if free, else queued until released or lock_timeout (fake clock). */
+  private waitLock(values: unknown[]): Promise<{ rows: unknown[] }> {
+    const grant = (): { rows: unknown[] } => {
+      this.db.holder = this;
+      const idle = typeof values[2] === 'string' ? values[2] : null;
+      if (idle) this.settings.set('idle_session_timeout', idle);
+      return { rows: [{ ok: true, pid: this.processID, idle: idle ? `${idle}ms` : null }] };
+    };
+    if (this.db.holder === null || this.db.holder === this) return Promise.resolve(grant());
+    return new Promise((resolve, reject) => {
+      const q = new PendingQuery(resolve, reject);
+      this.pending.add(q);
+      const sliceMs = Number(this.settings.get('lock_timeout') ?? 0);
+      const timer =
+        sliceMs > 0
+          ? this.db.clock?.setTimeout(() => {
+              this.pending.delete(q);
+              this.db.waiters = this.db.waiters.filter((w) => w.q !== q);
+              reject(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }));
+            }, sliceMs)
+          : undefined;
+      this.db.waiters.push({
+        q,
+        grant: () => {
+          this.db.clock?.clearTimeout(timer);
+          this.pending.delete(q);
+          resolve(grant());
+        },
+      });
+    });
+  }
+
   /** Connection setup: version/recovery/pid, set_config of session settings, read-back. */
   private answerSetup(text: string, values: unknown[]): unknown[] {
     if (text.includes('server_version_num')) {
@@ -142,6 +175,10 @@ export class FakeClient extends EventEmitter {
       return [{}];
     }
     return [{}];
+  }
+
+  owns(q: PendingQuery): boolean {
+    return this.pending.has(q);
   }
 
   end(): Promise<void> {
@@ -213,8 +250,17 @@ export class FakeDb {
     return c;
   }
 
+  /** Sessions queued in pg_advisory_lock, in order. */
+  waiters: { q: PendingQuery; grant: () => void }[] = [];
+
+  constructor(readonly clock?: FakeClock) {}
+
   released(c: FakeClient): void {
-    if (this.holder === c) this.holder = null;
+    this.waiters = this.waiters.filter((w) => !c.owns(w.q));
+    if (this.holder === c) {
+      this.holder = null;
+      this.waiters.shift()?.grant();
+    }
   }
 
   answer(kind: 'tryLock' | 'unlock' | 'check', c: FakeClient): Record<string, unknown> {
@@ -228,6 +274,9 @@ export class FakeDb {
       case 'unlock':
         if (this.holder === c) {
           this.holder = null;
+          queueMicrotask(() => {
+            if (this.holder === null) this.waiters.shift()?.grant();
+          });
           return { ok: true };
         }
         return { ok: false };

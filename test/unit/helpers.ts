@@ -13,11 +13,12 @@ export interface Harness {
 }
 
 export function makeLock(options: Partial<LeaderLockOptions> = {}): Harness {
-  const db = new FakeDb();
   const clock = new FakeClock();
+  const db = new FakeDb(clock);
   const lock = new LeaderLock({
     key1: 1,
     key2: 2,
+    acquireMode: 'poll', // the specification's mode; wait mode has its own tests
     connect: db.connect,
     clock,
     healthIntervalMs: 1000,

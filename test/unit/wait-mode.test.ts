@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { LockState } from '../../src/index.js';
+import { flush } from './fakes.js';
+import { makeLock } from './helpers.js';
+
+const waitLock = (o = {}) => makeLock({ acquireMode: 'wait', waitSliceMs: 1000, ...o });
+
+describe("acquireMode: 'wait'", () => {
+  it('acquires at once when the lock is free, then checks ownership at once', async () => {
+    const h = waitLock();
+    await h.lock.start();
+    await flush();
+    expect(h.lock.isLeader).toBe(true);
+    await h.clock.advance(0); // the first check is due at once (a zero-delay timer)
+    const q = h.db.last.queries;
+    expect(q.some((t) => t.includes('pg_advisory_lock('))).toBe(true);
+    expect(q.filter((t) => t.includes('pg_locks'))).toHaveLength(1); // the immediate check after a grant
+    expect(h.db.last.settings.get('lock_timeout')).toBe('1000');
+    await h.lock.shutdown();
+  });
+
+  it('waits server-side: no query while waiting, granted when the holder lets go', async () => {
+    const h = waitLock();
+    h.db.takeByOther();
+    const other = h.db.holder;
+    await h.lock.start();
+    await flush();
+    expect(h.lock.state).toBe(LockState.ACQUIRING);
+    const before = h.db.last.queries.length;
+    await h.clock.advance(900);
+    expect(h.db.last.queries.length).toBe(before);
+    other?.end(); // the leader releases
+    await flush();
+    expect(h.lock.isLeader).toBe(true);
+    await h.lock.shutdown();
+  });
+
+  it('a slice that ends (lock_timeout) fires onAcquireFailed and re-queues at once, without a back-off', async () => {
+    const h = waitLock({ retryStrategy: { nextDelayMs: () => 60_000 } });
+    h.db.takeByOther();
+    await h.lock.start();
+    await flush();
+    h.take();
+    await h.clock.advance(1000);
+    expect(h.take()).toEqual(['acquiring->follower', 'acquireFailed', 'follower->acquiring']);
+    await h.clock.advance(1000);
+    expect(h.events.filter((e) => e === 'acquireFailed')).toHaveLength(2);
+    await h.lock.shutdown();
+  });
+
+  it('shutdown during a wait ends it at once and leaves no connection', async () => {
+    const h = waitLock({ waitSliceMs: 100_000, serverReleaseMs: 250_000 });
+    h.db.takeByOther();
+    await h.lock.start();
+    await flush();
+    expect(h.lock.state).toBe(LockState.ACQUIRING);
+    await h.lock.shutdown();
+    expect(h.lock.state).toBe(LockState.STOPPED);
+    expect(h.db.open).toHaveLength(0);
+    expect(h.db.waiters).toHaveLength(0);
+  });
+
+  it('rejects a wait slice that does not fit in the lease', () => {
+    expect(() => waitLock({ waitSliceMs: 5000 })).toThrow(/waitSliceMs \+ queryTimeoutMs = 5000 \+ 500/);
+    expect(() => makeLock({ acquireMode: 'sometimes' as 'wait' })).toThrow(
+      /acquireMode must be 'wait' or 'poll'/,
+    );
+  });
+
+  it('the lease after a grant counts from when the wait was sent', async () => {
+    const h = waitLock();
+    h.db.takeByOther();
+    const other = h.db.holder;
+    await h.lock.start();
+    await flush();
+    await h.clock.advance(800); // waited 800 ms of the slice
+    h.db.behaviour.check = 'hang'; // the first check will not renew
+    other?.end();
+    await flush();
+    expect(h.lock.state).toBe(LockState.LEADER);
+    // lease 2700 ms from the send (t=0): ends at 2700 although the grant came at 800
+    expect(h.lock.leaseExpiresAt).toBe(2700);
+    h.db.behaviour.check = 'normal';
+    await h.lock.shutdown();
+  });
+});
