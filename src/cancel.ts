@@ -21,10 +21,9 @@ export function sendCancel(client: pg.Client, clock: Clock, timeoutMs: number): 
   const { processID, secretKey, host, port } = client as unknown as CancelTarget;
   if (processID == null || secretKey == null || !port) return Promise.resolve(false);
   return new Promise((resolve) => {
-    const socket =
-      host && host.startsWith('/')
-        ? net.connect(`${host}/.s.PGSQL.${port}`)
-        : net.connect(port, host ?? 'localhost');
+    const socket = host?.startsWith('/')
+      ? net.connect(`${host}/.s.PGSQL.${port}`)
+      : net.connect(port, host ?? 'localhost');
     let sent = false;
     const timer = clock.setTimeout(() => socket.destroy(), timeoutMs);
     socket.on('connect', () => {

@@ -15,6 +15,7 @@ export interface CandidateConfig {
   healthIntervalMs: number;
   queryTimeoutMs: number;
   pollMs: number;
+  acquireMode: 'wait' | 'poll';
 }
 
 export type CandidateMessage =
@@ -43,6 +44,7 @@ const lock = new LeaderLock({
   healthIntervalMs: cfg.healthIntervalMs,
   queryTimeoutMs: cfg.queryTimeoutMs,
   retryStrategy: new FixedInterval({ intervalMs: cfg.pollMs }),
+  acquireMode: cfg.acquireMode,
   clock,
 });
 

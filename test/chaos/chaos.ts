@@ -27,6 +27,7 @@ export interface ChaosOptions {
   healthIntervalMs?: number;
   queryTimeoutMs?: number;
   pollMs?: number;
+  acquireMode?: 'wait' | 'poll';
   log?: (line: string) => void;
 }
 
@@ -107,6 +108,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       healthIntervalMs,
       queryTimeoutMs,
       pollMs,
+      acquireMode: opts.acquireMode ?? 'wait',
     };
     const proc = fork(path.join(import.meta.dirname, 'candidate.ts'), [JSON.stringify(cfg)], {
       execArgv: ['--import', 'tsx'],

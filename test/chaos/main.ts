@@ -3,8 +3,10 @@ import { formatReport, runChaos } from './chaos.js';
 
 const seconds = Number(process.argv[2] ?? 120);
 const candidates = Number(process.argv[3] ?? 5);
+const acquireMode = (process.argv[4] ?? 'wait') as 'wait' | 'poll';
 const report = await runChaos({
   candidates,
+  acquireMode,
   durationMs: seconds * 1000,
   log: (l) => process.stderr.write(`${l}\n`),
 });

@@ -21,216 +21,226 @@ async function holderPid(key1: number, key2: number): Promise<number> {
   return rows[0].pid;
 }
 
-describe('LeaderLock against PostgreSQL', () => {
-  it('a single lock acquires, holds the lock in pg_locks, and releases on shutdown', async () => {
-    const keys = randomKeys();
-    const lock = locks.make(keys);
-    const acquired: string[] = [];
-    lock.onAcquired(() => {
-      acquired.push('acquired');
-    });
-    await lock.start();
-    expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(lock.isLeader).toBe(true);
-    const [app] = await adminQuery<{ application_name: string }>(
-      databaseUrl(),
-      'SELECT application_name FROM pg_stat_activity WHERE pid = $1',
-      [await holderPid(keys.key1, keys.key2)],
-    );
-    expect(app?.application_name).toBe(`pgleaderlock:${lock.id}`);
-    await lock.shutdown();
-    expect(acquired).toEqual(['acquired']);
-    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
-  });
+describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
+  const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
 
-  it.each([2, 10])('mutual exclusion: exactly one of %i candidates leads', async (n) => {
-    const keys = randomKeys();
-    const all = Array.from({ length: n }, () => locks.make(keys));
-    await Promise.all(all.map((l) => l.start()));
-    await Promise.race(all.map((l) => l.waitForLeadership()));
-    // watch for a while: never two leaders
-    for (let i = 0; i < 20; i++) {
-      expect(all.filter((l) => l.isLeader)).toHaveLength(1);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => r.granted)).toHaveLength(1);
-  });
+  describe('LeaderLock against PostgreSQL', () => {
+    it('a single lock acquires, holds the lock in pg_locks, and releases on shutdown', async () => {
+      const keys = randomKeys();
+      const lock = make(keys);
+      const acquired: string[] = [];
+      lock.onAcquired(() => {
+        acquired.push('acquired');
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(lock.isLeader).toBe(true);
+      const [app] = await adminQuery<{ application_name: string }>(
+        databaseUrl(),
+        'SELECT application_name FROM pg_stat_activity WHERE pid = $1',
+        [await holderPid(keys.key1, keys.key2)],
+      );
+      expect(app?.application_name).toBe(`pgleaderlock:${lock.id}`);
+      await lock.shutdown();
+      expect(acquired).toEqual(['acquired']);
+      expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
+    });
 
-  it('step-down hands leadership to the other candidate, callbacks fire', async () => {
-    const keys = randomKeys();
-    const a = locks.make(keys);
-    const events: string[] = [];
-    a.onAcquired(() => {
-      events.push('a:acquired');
+    it.each([2, 10])('mutual exclusion: exactly one of %i candidates leads', async (n) => {
+      const keys = randomKeys();
+      const all = Array.from({ length: n }, () => make(keys));
+      await Promise.all(all.map((l) => l.start()));
+      await Promise.race(all.map((l) => l.waitForLeadership()));
+      // watch for a while: never two leaders
+      for (let i = 0; i < 20; i++) {
+        expect(all.filter((l) => l.isLeader)).toHaveLength(1);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => r.granted)).toHaveLength(
+        1,
+      );
     });
-    a.onReleased(() => {
-      events.push('a:released');
-    });
-    a.onLost(() => {
-      events.push('a:lost');
-    });
-    await a.start();
-    await a.waitForLeadership();
-    const b = locks.make(keys);
-    b.onAcquired(() => {
-      events.push('b:acquired');
-    });
-    b.onAcquireFailed(() => {
-      if (!events.includes('b:failed')) events.push('b:failed');
-    });
-    await b.start();
-    await eventually(() => events.includes('b:failed'));
-    await a.stepDown();
-    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(a.isLeader).toBe(false);
-    // callbacks run on their own queue, just after the state change
-    await eventually(() => events.includes('b:acquired'));
-    expect(events).toEqual(['a:acquired', 'b:failed', 'a:released', 'b:acquired']);
-  });
 
-  it('leader backend terminated: onLost fires, a follower takes over', async () => {
-    const keys = randomKeys();
-    // without autoReacquire: in poll mode the old leader's immediate re-attempt could win the race
-    const a = locks.make({ ...keys, healthIntervalMs: 5000, autoReacquire: false });
-    await a.start();
-    await a.waitForLeadership();
-    const b = locks.make(keys);
-    await b.start();
-    const lost = deferred<number>();
-    a.onLost(() => lost.resolve(performance.now()));
-    const t0 = performance.now();
-    await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
-    const lostAt = await lost.promise;
-    expect(lostAt - t0).toBeLessThan(1000); // the 'error' event, not the 5 s health tick
-    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(a.isLeader).toBe(false);
-  });
+    it('step-down hands leadership to the other candidate, callbacks fire', async () => {
+      const keys = randomKeys();
+      const a = make(keys);
+      const events: string[] = [];
+      a.onAcquired(() => {
+        events.push('a:acquired');
+      });
+      a.onReleased(() => {
+        events.push('a:released');
+      });
+      a.onLost(() => {
+        events.push('a:lost');
+      });
+      await a.start();
+      await a.waitForLeadership();
+      const b = make(keys);
+      b.onAcquired(() => {
+        events.push('b:acquired');
+      });
+      b.onAcquireFailed(() => {
+        if (!events.includes('b:failed')) events.push('b:failed');
+      });
+      await b.start();
+      await eventually(() => events.includes('b:failed'));
+      await a.stepDown();
+      expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(a.isLeader).toBe(false);
+      // callbacks run on their own queue, just after the state change
+      await eventually(() => events.includes('b:acquired'));
+      // each lock's callbacks run in order; across the two locks, b may hear of its grant
+      // (milliseconds after the unlock, in wait mode) before a's onReleased has run
+      expect(events.filter((e) => e.startsWith('a:'))).toEqual(['a:acquired', 'a:released']);
+      expect(events.filter((e) => e.startsWith('b:'))).toEqual(['b:failed', 'b:acquired']);
+      expect(events.indexOf('b:failed')).toBeLessThan(events.indexOf('b:acquired'));
+    });
 
-  it('three-way failover: each terminated leader is replaced by one of the others', async () => {
-    const keys = randomKeys();
-    const all = [0, 1, 2].map(() => locks.make({ ...keys, autoReacquire: false }));
-    await Promise.all(all.map((l) => l.start()));
-    for (let round = 0; round < 2; round++) {
-      await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'one leader' });
-      const leader = all.find((l) => l.isLeader);
+    it('leader backend terminated: onLost fires, a follower takes over', async () => {
+      const keys = randomKeys();
+      // without autoReacquire: in poll mode the old leader's immediate re-attempt could win the race
+      const a = make({ ...keys, healthIntervalMs: 5000, autoReacquire: false });
+      await a.start();
+      await a.waitForLeadership();
+      const b = make(keys);
+      await b.start();
+      const lost = deferred<number>();
+      a.onLost(() => lost.resolve(performance.now()));
+      const t0 = performance.now();
       await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
-      await eventually(() => leader?.state === LockState.STOPPED, { what: 'old leader stopped' });
-    }
-    await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'third leader' });
-    expect(all.filter((l) => l.state === LockState.STOPPED)).toHaveLength(2);
-  });
-
-  it('grace period: a terminated backend is reconnected and re-acquired with no onLost and no onAcquired', async () => {
-    const keys = randomKeys();
-    const lock = locks.make({ ...keys, reconnectGraceMs: 3000 });
-    const events: string[] = [];
-    lock.onAcquired(() => {
-      events.push('acquired');
+      const lostAt = await lost.promise;
+      expect(lostAt - t0).toBeLessThan(1000); // the 'error' event, not the 5 s health tick
+      expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(a.isLeader).toBe(false);
     });
-    lock.onLost(() => {
-      events.push('lost');
+
+    it('three-way failover: each terminated leader is replaced by one of the others', async () => {
+      const keys = randomKeys();
+      const all = [0, 1, 2].map(() => make({ ...keys, autoReacquire: false }));
+      await Promise.all(all.map((l) => l.start()));
+      for (let round = 0; round < 2; round++) {
+        await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'one leader' });
+        const leader = all.find((l) => l.isLeader);
+        await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+        await eventually(() => leader?.state === LockState.STOPPED, { what: 'old leader stopped' });
+      }
+      await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'third leader' });
+      expect(all.filter((l) => l.state === LockState.STOPPED)).toHaveLength(2);
     });
-    lock.onStateChange((from, to) => {
-      events.push(`${from}->${to}`);
-    });
-    await lock.start();
-    await lock.waitForLeadership();
-    const pid = await holderPid(keys.key1, keys.key2);
-    await terminate(databaseUrl(), pid);
-    await eventually(() => events.includes('reconnecting->leader'), { what: 'recovery' });
-    expect(events.filter((e) => e === 'lost' || e === 'acquired')).toEqual(['acquired']);
-    expect(await holderPid(keys.key1, keys.key2)).not.toBe(pid);
-  });
 
-  it('grace period lost to a competitor fires onLost', async () => {
-    const keys = randomKeys();
-    const gate = deferred<void>();
-    const tagged = gatedConnect(databaseUrl(), `pgleaderlock:${locks.tag}-gated`);
-    tagged.holdAttempt(2, gate.promise); // the reconnect waits until the competitor leads
-    const a = locks.make({ ...keys, connect: tagged.connect, reconnectGraceMs: 10_000 });
-    const lost = deferred<void>();
-    a.onLost(() => lost.resolve());
-    await a.start();
-    await a.waitForLeadership();
-    const b = locks.make(keys);
-    await b.start();
-    await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
-    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(a.state).toBe(LockState.RECONNECTING);
-    expect(a.isLeader).toBe(false);
-    gate.resolve();
-    await lost.promise;
-    expect(a.state).toBe(LockState.FOLLOWER);
-  });
-
-  it('no grace: a terminated backend fires onLost at once', async () => {
-    const keys = randomKeys();
-    const lock = locks.make({ ...keys, healthIntervalMs: 10_000 });
-    const lost = deferred<void>();
-    lock.onLost(() => lost.resolve());
-    await lock.start();
-    await lock.waitForLeadership();
-    await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
-    await lost.promise;
-  });
-
-  it('different keys are independent', async () => {
-    const k = randomKeys();
-    const a = locks.make(k);
-    const b = locks.make({ key1: k.key1, key2: k.key2 ^ 1 });
-    const c = locks.make({ key1: k.key1 ^ 1, key2: k.key2 });
-    await Promise.all([a.start(), b.start(), c.start()]);
-    expect(await Promise.all([a, b, c].map((l) => l.waitForLeadership({ timeoutMs: 5000 })))).toEqual([
-      true,
-      true,
-      true,
-    ]);
-  });
-
-  it.each([
-    [-2_147_483_648, 2_147_483_647],
-    [2_147_483_647, -2_147_483_648],
-    [-1, -1],
-    [0, 0],
-  ])('keys (%i, %i) acquire and stay leader through many health checks', async (key1, key2) => {
-    // fixed keys may collide with a parallel run on a shared server: scope by a random tag in id only
-    const lock = locks.make({ key1, key2, healthIntervalMs: 20 });
-    const lost: string[] = [];
-    lock.onLost(() => {
-      lost.push('lost');
-    });
-    await lock.start();
-    expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
-    await new Promise((r) => setTimeout(r, 400)); // ~20 ownership checks
-    expect(lock.isLeader).toBe(true);
-    expect(lost).toEqual([]);
-  });
-
-  it('await using releases the lock on scope exit', async () => {
-    const keys = randomKeys();
-    {
-      await using lock = locks.make(keys);
+    it('grace period: a terminated backend is reconnected and re-acquired with no onLost and no onAcquired', async () => {
+      const keys = randomKeys();
+      const lock = make({ ...keys, reconnectGraceMs: 3000 });
+      const events: string[] = [];
+      lock.onAcquired(() => {
+        events.push('acquired');
+      });
+      lock.onLost(() => {
+        events.push('lost');
+      });
+      lock.onStateChange((from, to) => {
+        events.push(`${from}->${to}`);
+      });
       await lock.start();
       await lock.waitForLeadership();
-      expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).length).toBe(1);
-    }
-    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
-  });
+      const pid = await holderPid(keys.key1, keys.key2);
+      await terminate(databaseUrl(), pid);
+      await eventually(() => events.includes('reconnecting->leader'), { what: 'recovery' });
+      expect(events.filter((e) => e === 'lost' || e === 'acquired')).toEqual(['acquired']);
+      expect(await holderPid(keys.key1, keys.key2)).not.toBe(pid);
+    });
 
-  it('no connection is left after shutdown, from any state', async () => {
-    const keys = randomKeys();
-    const leader = locks.make(keys);
-    const follower = locks.make(keys);
-    await leader.start();
-    await leader.waitForLeadership();
-    await follower.start();
-    await eventually(() => follower.state === LockState.FOLLOWER);
-    await Promise.all([leader.shutdown(), follower.shutdown()]);
-    await eventually(
-      async () => (await sessionsLike(databaseUrl(), `pgleaderlock:${locks.tag}`)).length === 0,
+    it('grace period lost to a competitor fires onLost', async () => {
+      const keys = randomKeys();
+      const gate = deferred<void>();
+      const tagged = gatedConnect(databaseUrl(), `pgleaderlock:${locks.tag}-gated`);
+      tagged.holdAttempt(2, gate.promise); // the reconnect waits until the competitor leads
+      const a = make({ ...keys, connect: tagged.connect, reconnectGraceMs: 10_000 });
+      const lost = deferred<void>();
+      a.onLost(() => lost.resolve());
+      await a.start();
+      await a.waitForLeadership();
+      const b = make(keys);
+      await b.start();
+      await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+      expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(a.state).toBe(LockState.RECONNECTING);
+      expect(a.isLeader).toBe(false);
+      gate.resolve();
+      await lost.promise;
+      expect(a.state).toBe(LockState.FOLLOWER);
+    });
+
+    it('no grace: a terminated backend fires onLost at once', async () => {
+      const keys = randomKeys();
+      const lock = make({ ...keys, healthIntervalMs: 10_000 });
+      const lost = deferred<void>();
+      lock.onLost(() => lost.resolve());
+      await lock.start();
+      await lock.waitForLeadership();
+      await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+      await lost.promise;
+    });
+
+    it('different keys are independent', async () => {
+      const k = randomKeys();
+      const a = make(k);
+      const b = make({ key1: k.key1, key2: k.key2 ^ 1 });
+      const c = make({ key1: k.key1 ^ 1, key2: k.key2 });
+      await Promise.all([a.start(), b.start(), c.start()]);
+      expect(await Promise.all([a, b, c].map((l) => l.waitForLeadership({ timeoutMs: 5000 })))).toEqual([
+        true,
+        true,
+        true,
+      ]);
+    });
+
+    it.each([
+      [-2_147_483_648, 2_147_483_647],
+      [2_147_483_647, -2_147_483_648],
+      [-1, -1],
+      [0, 0],
+    ])('keys (%i, %i) acquire and stay leader through many health checks', async (key1, key2) => {
+      // fixed keys may collide with a parallel run on a shared server: scope by a random tag in id only
+      const lock = make({ key1, key2, healthIntervalMs: 20 });
+      const lost: string[] = [];
+      lock.onLost(() => {
+        lost.push('lost');
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+      await new Promise((r) => setTimeout(r, 400)); // ~20 ownership checks
+      expect(lock.isLeader).toBe(true);
+      expect(lost).toEqual([]);
+    });
+
+    it('await using releases the lock on scope exit', async () => {
+      const keys = randomKeys();
       {
-        what: 'sessions closed',
-      },
-    );
+        await using lock = make(keys);
+        await lock.start();
+        await lock.waitForLeadership();
+        expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).length).toBe(1);
+      }
+      expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
+    });
+
+    it('no connection is left after shutdown, from any state', async () => {
+      const keys = randomKeys();
+      const leader = make(keys);
+      const follower = make(keys);
+      await leader.start();
+      await leader.waitForLeadership();
+      await follower.start();
+      await eventually(() => follower.state === LockState.FOLLOWER);
+      await Promise.all([leader.shutdown(), follower.shutdown()]);
+      await eventually(
+        async () => (await sessionsLike(databaseUrl(), `pgleaderlock:${locks.tag}`)).length === 0,
+        {
+          what: 'sessions closed',
+        },
+      );
+    });
   });
 });

@@ -1,0 +1,164 @@
+/** What only wait mode has: server-side waiters, prompt cancellation, no inheritance by a dead waiter. */
+import { describe, expect, it } from 'vitest';
+import { deferred } from '../../src/clock.js';
+import { LockState } from '../../src/index.js';
+import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys } from '../harness/db.js';
+import { startFaultProxy } from '../harness/fault-proxy.js';
+import { useLocks } from '../harness/locks.js';
+
+const locks = useLocks();
+const make: typeof locks.make = (o) => locks.make({ acquireMode: 'wait', ...o });
+
+describe("acquireMode: 'wait' against PostgreSQL", () => {
+  it('waiting followers are visible in pg_locks as not granted, and cost no statements while they wait', async () => {
+    const keys = randomKeys();
+    const leader = make(keys);
+    await leader.start();
+    await leader.waitForLeadership();
+    const followers = [0, 1, 2].map(() => make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000 }));
+    await Promise.all(followers.map((f) => f.start()));
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 4);
+    const rows = await lockHolders(databaseUrl(), keys.key1, keys.key2);
+    expect(rows.filter((r) => !r.granted)).toHaveLength(3);
+    // while waiting, each follower's backend runs one statement: its xact_start does not move
+    const before = await adminQuery<{ pid: number; query_start: Date }>(
+      databaseUrl(),
+      "SELECT pid, query_start FROM pg_stat_activity WHERE wait_event = 'advisory' ORDER BY pid",
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const after = await adminQuery<{ pid: number; query_start: Date }>(
+      databaseUrl(),
+      "SELECT pid, query_start FROM pg_stat_activity WHERE wait_event = 'advisory' ORDER BY pid",
+    );
+    const mine = new Set(rows.filter((r) => !r.granted).map((r) => r.pid));
+    const b = before.filter((r) => mine.has(r.pid));
+    const a = after.filter((r) => mine.has(r.pid));
+    expect(a.map((r) => r.query_start.getTime())).toEqual(b.map((r) => r.query_start.getTime()));
+  });
+
+  it('graceful handoff: a waiting follower leads within milliseconds of stepDown', async () => {
+    const keys = randomKeys();
+    const a = make(keys);
+    await a.start();
+    await a.waitForLeadership();
+    const b = make(keys);
+    const acquired = deferred<number>();
+    b.onAcquired(() => acquired.resolve(performance.now()));
+    await b.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+    const t0 = performance.now();
+    await a.stepDown();
+    const took = (await acquired.promise) - t0;
+    console.log(`[wait] handoff after stepDown: ${took.toFixed(1)} ms`);
+    expect(took).toBeLessThan(100);
+  });
+
+  it('shutdown during a wait: the backend leaves the queue at once, no connection is left', async () => {
+    const keys = randomKeys();
+    const leader = make(keys);
+    await leader.start();
+    await leader.waitForLeadership();
+    const follower = make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000 });
+    await follower.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+    const t0 = performance.now();
+    await follower.shutdown();
+    const took = performance.now() - t0;
+    expect(took).toBeLessThan(500);
+    expect(follower.state).toBe(LockState.STOPPED);
+    expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => !r.granted)).toEqual([]);
+    // the leader keeps leading
+    expect(leader.isLeader).toBe(true);
+  });
+
+  it('the AbortSignal cancels a wait just as promptly', async () => {
+    const keys = randomKeys();
+    const leader = make(keys);
+    await leader.start();
+    await leader.waitForLeadership();
+    const ac = new AbortController();
+    const follower = make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000, signal: ac.signal });
+    const stopped = deferred<void>();
+    follower.onStopped(() => stopped.resolve());
+    await follower.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+    ac.abort();
+    await stopped.promise;
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 1);
+  });
+
+  it('a waiter whose client vanished (upstream reset) leaves the queue and never inherits the lock', async () => {
+    const keys = randomKeys();
+    const leader = make(keys);
+    await leader.start();
+    await leader.waitForLeadership();
+    const target = new URL(databaseUrl());
+    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    try {
+      const ghost = make({
+        ...keys,
+        connectionString: proxy.url(databaseUrl()),
+        healthIntervalMs: 200,
+        queryTimeoutMs: 500,
+        waitSliceMs: 500,
+      });
+      await ghost.start();
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+      const ghostPid = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).find((r) => !r.granted)?.pid;
+      proxy.blackhole();
+      proxy.resetUpstream(); // the server sees the client go; the client hears nothing
+      // client_connection_check_interval (350 ms here) takes the dead waiter out of the queue
+      await eventually(
+        async () => !(await lockHolders(databaseUrl(), keys.key1, keys.key2)).some((r) => r.pid === ghostPid),
+        { timeoutMs: 3000, what: 'the dead waiter to leave the queue' },
+      );
+      const heir = make(keys);
+      await heir.start();
+      await leader.shutdown();
+      expect(await heir.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+      expect(ghost.isLeader).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a blackholed waiter granted the lock anyway is cut by the server within serverReleaseMs', async () => {
+    const keys = randomKeys();
+    const leader = make(keys);
+    await leader.start();
+    await leader.waitForLeadership();
+    const target = new URL(databaseUrl());
+    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    try {
+      // first in the queue, behind a blackhole the server cannot see (the proxy answers for it)
+      const ghost = make({
+        ...keys,
+        connectionString: proxy.url(databaseUrl()),
+        healthIntervalMs: 200,
+        queryTimeoutMs: 500,
+        waitSliceMs: 500,
+      });
+      let ghostLed = false;
+      ghost.onAcquired(() => {
+        ghostLed = true;
+      });
+      await ghost.start();
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+      proxy.blackhole();
+      const heir = make(keys);
+      await heir.start();
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 3);
+      const t0 = performance.now();
+      await leader.shutdown(); // the ghost's backend is granted the lock, and arms idle_session_timeout itself
+      expect(await heir.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      const took = performance.now() - t0;
+      console.log(
+        `[wait] blackholed first waiter: heir led after ${took.toFixed(0)} ms (serverReleaseMs 1400)`,
+      );
+      expect(took).toBeLessThan(1400 + 1000);
+      expect(ghostLed).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
