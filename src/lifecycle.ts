@@ -40,8 +40,6 @@ export class Lifecycle {
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
   private leaseEnd = Number.NEGATIVE_INFINITY;
   private lastSafety: Safety | null = null;
-  /** Run the first health check without waiting a health interval (after a wait-mode grant). */
-  private checkNow = false;
   private running: Promise<void> | null = null;
 
   constructor(
@@ -189,14 +187,22 @@ export class Lifecycle {
     let ok: boolean;
     const sentAt = this.o.clock.now();
     try {
-      ok =
-        this.o.acquireMode === 'wait' ? await this.waitForLock(this.session) : await this.session.tryLock();
-      // the lease counts from when the statement was sent: never later than the server's
-      // last activity on the session, even if this process froze before reading the reply.
-      // After a long wait little of it may be left, so the first check runs at once.
-      if (ok) {
-        this.renew(this.session, sentAt);
-        this.checkNow = this.o.acquireMode === 'wait';
+      if (this.o.acquireMode === 'wait') {
+        ok = await this.waitForLock(this.session);
+        // The grant may have come at any point of a long wait, and this process may have
+        // been frozen before reading it: verify ownership with a check and count the lease
+        // from when that check was sent (never later than the server's last activity).
+        if (ok && !this.stopRequested) {
+          const checkedAt = this.o.clock.now();
+          const result = await this.session.check();
+          if (!result.ok) throw new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' });
+          this.renew(this.session, checkedAt);
+        }
+      } else {
+        // the lease counts from when the try-lock was sent: never later than the server's
+        // last activity on the session, even if this process froze before reading the reply
+        ok = await this.session.tryLock();
+        if (ok) this.renew(this.session, sentAt);
       }
     } catch (err) {
       this.fail(err);
@@ -243,9 +249,7 @@ export class Lifecycle {
         );
         return 'HealthFailed';
       }
-      const delay = this.checkNow ? 0 : this.o.healthIntervalMs;
-      this.checkNow = false;
-      const elapsed = await sleep(this.o.clock, delay, signal);
+      const elapsed = await sleep(this.o.clock, this.o.healthIntervalMs, signal);
       if (!elapsed) continue; // woken: the top of the loop says why
       let result: Awaited<ReturnType<Session['check']>>;
       const sentAt = this.o.clock.now();

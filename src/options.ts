@@ -63,7 +63,12 @@ export interface LeaderLockOptions {
    * The retry strategy governs connection failures in both modes.
    */
   acquireMode?: 'wait' | 'poll';
-  /** Wait mode: the longest single server-side wait; `onAcquireFailed` fires per slice. Default `healthIntervalMs`. */
+  /**
+   * Wait mode: the longest single server-side wait (`lock_timeout`). Each slice that ends
+   * with the lock still held elsewhere fires `onAcquireFailed` and re-queues at once; it
+   * also bounds how long a follower can sit on a connection that died silently. Each
+   * waiting follower runs one statement per slice. Default 30000.
+   */
   waitSliceMs?: number;
   /** Deadline for connecting and for every query. Default 5000. */
   queryTimeoutMs?: number;
@@ -179,10 +184,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
   }
   const waitSliceMs =
-    acquireMode === 'wait'
-      ? checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? healthIntervalMs)
-      : null;
-  if (waitSliceMs !== null) checkTargets(serverReleaseMs, waitSliceMs, queryTimeoutMs, 'waitSliceMs');
+    acquireMode === 'wait' ? checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000) : null;
 
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);

@@ -123,16 +123,15 @@ function describeSettings(s: AppliedSettings): string {
 /** Constructor check: the configured target leaves room for a health period and its deadline. */
 export function checkTargets(
   serverReleaseMs: number,
-  periodMs: number,
+  healthIntervalMs: number,
   queryTimeoutMs: number,
-  periodName: 'healthIntervalMs' | 'waitSliceMs' = 'healthIntervalMs',
 ): void {
   const leaseMs = serverReleaseMs - marginFor(serverReleaseMs);
-  if (periodMs + queryTimeoutMs >= leaseMs) {
+  if (healthIntervalMs + queryTimeoutMs >= leaseMs) {
     throw new RangeError(
       `serverReleaseMs ${serverReleaseMs} leaves a lease of ${leaseMs} ms (after a ${marginFor(serverReleaseMs)} ms margin), ` +
-        `which must exceed ${periodName} + queryTimeoutMs = ${periodMs} + ${queryTimeoutMs} = ` +
-        `${periodMs + queryTimeoutMs} ms; raise serverReleaseMs or lower the other two`,
+        `which must exceed healthIntervalMs + queryTimeoutMs = ${healthIntervalMs} + ${queryTimeoutMs} = ` +
+        `${healthIntervalMs + queryTimeoutMs} ms; raise serverReleaseMs or lower the other two`,
     );
   }
 }

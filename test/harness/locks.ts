@@ -40,6 +40,7 @@ export function lockFactory(url: () => string = databaseUrl): LockFactory {
         id: `${tag}-${n++}`,
         healthIntervalMs: 100,
         retryStrategy: new FixedInterval({ intervalMs: 25 }),
+        waitSliceMs: 200, // so onAcquireFailed fires quickly in wait mode (the default is 30 s)
         queryTimeoutMs: 2000,
         ...options,
       });

@@ -15,7 +15,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     const leader = make(keys);
     await leader.start();
     await leader.waitForLeadership();
-    const followers = [0, 1, 2].map(() => make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000 }));
+    const followers = [0, 1, 2].map(() => make({ ...keys, waitSliceMs: 60_000 }));
     await Promise.all(followers.map((f) => f.start()));
     await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 4);
     const rows = await lockHolders(databaseUrl(), keys.key1, keys.key2);
@@ -58,7 +58,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     const leader = make(keys);
     await leader.start();
     await leader.waitForLeadership();
-    const follower = make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000 });
+    const follower = make({ ...keys, waitSliceMs: 60_000 });
     await follower.start();
     await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
     const t0 = performance.now();
@@ -77,7 +77,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     await leader.start();
     await leader.waitForLeadership();
     const ac = new AbortController();
-    const follower = make({ ...keys, waitSliceMs: 60_000, serverReleaseMs: 200_000, signal: ac.signal });
+    const follower = make({ ...keys, waitSliceMs: 60_000, signal: ac.signal });
     const stopped = deferred<void>();
     follower.onStopped(() => stopped.resolve());
     await follower.start();

@@ -11,10 +11,9 @@ describe("acquireMode: 'wait'", () => {
     await h.lock.start();
     await flush();
     expect(h.lock.isLeader).toBe(true);
-    await h.clock.advance(0); // the first check is due at once (a zero-delay timer)
     const q = h.db.last.queries;
     expect(q.some((t) => t.includes('pg_advisory_lock('))).toBe(true);
-    expect(q.filter((t) => t.includes('pg_locks'))).toHaveLength(1); // the immediate check after a grant
+    expect(q.filter((t) => t.includes('pg_locks'))).toHaveLength(1); // the check that verifies a grant
     expect(h.db.last.settings.get('lock_timeout')).toBe('1000');
     await h.lock.shutdown();
   });
@@ -49,7 +48,7 @@ describe("acquireMode: 'wait'", () => {
   });
 
   it('shutdown during a wait ends it at once and leaves no connection', async () => {
-    const h = waitLock({ waitSliceMs: 100_000, serverReleaseMs: 250_000 });
+    const h = waitLock({ waitSliceMs: 100_000 });
     h.db.takeByOther();
     await h.lock.start();
     await flush();
@@ -60,27 +59,34 @@ describe("acquireMode: 'wait'", () => {
     expect(h.db.waiters).toHaveLength(0);
   });
 
-  it('rejects a wait slice that does not fit in the lease', () => {
-    expect(() => waitLock({ waitSliceMs: 5000 })).toThrow(/waitSliceMs \+ queryTimeoutMs = 5000 \+ 500/);
+  it('validates acquireMode and waitSliceMs', () => {
     expect(() => makeLock({ acquireMode: 'sometimes' as 'wait' })).toThrow(
       /acquireMode must be 'wait' or 'poll'/,
     );
+    expect(() => waitLock({ waitSliceMs: 0 })).toThrow(/waitSliceMs must be greater than 0/);
   });
 
-  it('the lease after a grant counts from when the wait was sent', async () => {
-    const h = waitLock();
+  it('a grant is verified by a check, and the lease counts from that check, not from the grant', async () => {
+    const h = waitLock({ waitSliceMs: 100_000 });
     h.db.takeByOther();
     const other = h.db.holder;
     await h.lock.start();
     await flush();
-    await h.clock.advance(800); // waited 800 ms of the slice
-    h.db.behaviour.check = 'hang'; // the first check will not renew
+    await h.clock.advance(5000); // a long wait: a lease counted from the wait's send would be over
     other?.end();
     await flush();
-    expect(h.lock.state).toBe(LockState.LEADER);
-    // lease 2700 ms from the send (t=0): ends at 2700 although the grant came at 800
-    expect(h.lock.leaseExpiresAt).toBe(2700);
-    h.db.behaviour.check = 'normal';
+    expect(h.lock.isLeader).toBe(true);
+    expect(h.lock.leaseExpiresAt).toBe(5000 + 2700);
     await h.lock.shutdown();
+  });
+
+  it('a grant whose check finds the lock gone is not leadership', async () => {
+    const h = waitLock({ autoReacquire: false });
+    h.db.silentLoss = true; // the check reports the lock missing
+    await h.lock.start();
+    await flush();
+    expect(h.events).not.toContain('acquired');
+    expect(h.lock.state).toBe(LockState.STOPPED);
+    expect(h.db.holder).toBeNull();
   });
 });
