@@ -4,7 +4,9 @@
  * Run: npm run bench:probe
  */
 import pg from 'pg';
-import { startPgServer } from '../test/harness/pg-server.js';
+import { startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
+
+stopServersOnSignals();
 
 const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
   SELECT 1 FROM pg_locks

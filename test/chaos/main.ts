@@ -1,5 +1,8 @@
 /** Long chaos run: npm run chaos [-- seconds candidates]. Prints a markdown table. */
+import { stopServersOnSignals } from '../harness/pg-server.js';
 import { formatReport, runChaos } from './chaos.js';
+
+stopServersOnSignals();
 
 const seconds = Number(process.argv[2] ?? 120);
 const candidates = Number(process.argv[3] ?? 5);

@@ -11,7 +11,6 @@
  *    cache folder and run from there.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -72,6 +71,16 @@ process.once('exit', () => {
     }
   }
 });
+
+/**
+ * For scripts (bench, chaos): on SIGINT or SIGTERM exit with the conventional code, which
+ * runs the 'exit' hook above and so stops every server this process started. (A signal
+ * with no handler ends Node without the 'exit' event, leaving the servers running.)
+ */
+export function stopServersOnSignals(): void {
+  process.once('SIGINT', () => process.exit(130));
+  process.once('SIGTERM', () => process.exit(143));
+}
 
 function binariesPackage(): string {
   const platform = os.platform();
@@ -338,9 +347,4 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
     },
   };
   return server;
-}
-
-/** Stable short hash, for naming things. */
-export function shortHash(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 8);
 }

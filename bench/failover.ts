@@ -1,0 +1,378 @@
+/**
+ * Failover benchmark: npm run bench [-- --quick]. Own embedded server; prints markdown
+ * tables and writes them to docs/benchmarks.md (with the machine and, when run twice,
+ * the spread). Not part of npm test.
+ *
+ * Times are from the event (the call, the kill, the terminate, the stop signal) to the new
+ * leader's onAcquired, on one machine over loopback, candidates in this process except for
+ * the SIGKILL case (leader in a child process).
+ */
+import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import advisoryLock from 'advisory-lock';
+import pg from 'pg';
+import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../src/index.js';
+import { randomKeys } from '../test/harness/db.js';
+import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
+
+const quick = process.argv.includes('--quick');
+const TRIALS = quick ? 10 : 50;
+const root = path.resolve(import.meta.dirname, '..');
+
+interface Config {
+  name: string;
+  options: Partial<LeaderLockOptions>;
+  /** Poll phase: how long a follower may be into its back-off when the event comes. */
+  phaseMs: number;
+}
+
+const WAIT: Config = { name: 'wait (default)', options: { acquireMode: 'wait' }, phaseMs: 200 };
+const POLL_SPEC: Config = {
+  name: 'poll, spec defaults (exp. 1–30 s)',
+  options: { acquireMode: 'poll', retryStrategy: new ExponentialBackoff() },
+  phaseMs: 5000,
+};
+const POLL_100: Config = {
+  name: 'poll, fixed 100 ms',
+  options: { acquireMode: 'poll', retryStrategy: new FixedInterval({ intervalMs: 100 }) },
+  phaseMs: 200,
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN;
+};
+const fmt = (xs: number[]) =>
+  xs.length ? `${pct(xs, 50).toFixed(1)} / ${pct(xs, 95).toFixed(1)} / ${pct(xs, 99).toFixed(1)}` : '–';
+
+let server: PgServer;
+let adminClient: pg.Client | undefined;
+/** The bench's own connection for terminate and statistics (reconnected after server restarts). */
+const admin = {
+  query<R extends pg.QueryResultRow>(text: string, values?: unknown[]) {
+    if (!adminClient) throw new Error('admin not connected');
+    return adminClient.query<R>(text, values);
+  },
+  end: () => adminClient?.end() ?? Promise.resolve(),
+};
+
+function lock(
+  cfg: Config,
+  keys: { key1: number; key2: number },
+  extra: Partial<LeaderLockOptions> = {},
+): LeaderLock {
+  return new LeaderLock({
+    connectionString: server.url,
+    ...keys,
+    healthIntervalMs: 1000,
+    queryTimeoutMs: 1000,
+    ...cfg.options,
+    ...extra,
+  } as LeaderLockOptions);
+}
+
+function nextAcquired(l: LeaderLock): Promise<number> {
+  return new Promise((resolve) => {
+    const off = l.onAcquired(() => {
+      resolve(performance.now());
+      void off;
+    });
+  });
+}
+
+async function holderPid(keys: { key1: number; key2: number }): Promise<number | undefined> {
+  const { rows } = await admin.query<{ pid: number }>(
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::int4::oid AND objid = $2::int4::oid
+       AND objsubid = 2 AND granted`,
+    [keys.key1, keys.key2],
+  );
+  return rows[0]?.pid;
+}
+
+async function lockRows(keys: { key1: number; key2: number }): Promise<number> {
+  const { rows } = await admin.query(
+    `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2`,
+    [keys.key1, keys.key2],
+  );
+  return rows.length;
+}
+
+/** Leader + follower in this process; `event` returns when triggered; returns [failover, detection]. */
+async function inProcess(
+  cfg: Config,
+  event: 'stepDown' | 'shutdown' | 'terminate',
+  trials: number,
+): Promise<{ failover: number[]; detection: number[] }> {
+  const failover: number[] = [];
+  const detection: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    const keys = randomKeys();
+    const leader = lock(cfg, keys, { autoReacquire: false });
+    await leader.start();
+    await leader.waitForLeadership();
+    const follower = lock(cfg, keys);
+    const acquired = nextAcquired(follower);
+    await follower.start();
+    if (cfg.options.acquireMode === 'wait') {
+      while ((await lockRows(keys)) < 2) await sleep(2);
+    } else {
+      await sleep(Math.random() * cfg.phaseMs); // a random point of the follower's back-off
+    }
+    const lost = new Promise<number>((resolve) => leader.onLost(() => resolve(performance.now())));
+    const t0 = performance.now();
+    if (event === 'stepDown') void leader.stepDown();
+    else if (event === 'shutdown') void leader.shutdown();
+    else await admin.query('SELECT pg_terminate_backend($1)', [await holderPid(keys)]);
+    failover.push((await acquired) - t0);
+    if (event === 'terminate') detection.push((await lost) - t0);
+    await Promise.all([leader.shutdown(), follower.shutdown()]);
+  }
+  return { failover, detection };
+}
+
+/** Leader in a child process killed with SIGKILL; follower here. */
+async function killed(cfg: Config, trials: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    const keys = randomKeys();
+    const child = fork(
+      path.join(root, 'test/chaos/candidate.ts'),
+      [
+        JSON.stringify({
+          url: server.url,
+          ...keys,
+          id: `bench-${i}`,
+          healthIntervalMs: 1000,
+          queryTimeoutMs: 1000,
+          pollMs: 100,
+          acquireMode: cfg.options.acquireMode,
+        }),
+      ],
+      { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
+    );
+    await new Promise<void>((resolve) =>
+      child.on('message', (m: { type: string }) => {
+        if (m.type === 'start') resolve();
+      }),
+    );
+    const follower = lock(cfg, keys);
+    const acquired = nextAcquired(follower);
+    await follower.start();
+    if (cfg.options.acquireMode === 'wait') while ((await lockRows(keys)) < 2) await sleep(2);
+    else await sleep(Math.random() * cfg.phaseMs);
+    const exited = new Promise((r) => child.once('exit', r));
+    const t0 = performance.now();
+    child.kill('SIGKILL');
+    out.push((await acquired) - t0);
+    await exited;
+    await follower.shutdown();
+  }
+  return out;
+}
+
+/** Two candidates; fast server restart; time from the stop signal to the next leader. */
+async function restarted(cfg: Config, trials: number): Promise<number[]> {
+  const out: number[] = [];
+  const keys = randomKeys();
+  const a = lock(cfg, keys);
+  const b = lock(cfg, keys);
+  await Promise.all([a.start(), b.start()]);
+  await Promise.race([a.waitForLeadership(), b.waitForLeadership()]);
+  for (let i = 0; i < trials; i++) {
+    await sleep(50);
+    const next = Promise.race([nextAcquired(a), nextAcquired(b)]);
+    const t0 = performance.now();
+    await server.restart('fast');
+    out.push((await next) - t0);
+  }
+  await Promise.all([a.shutdown(), b.shutdown()]);
+  return out;
+}
+
+async function connectAdmin(): Promise<void> {
+  await adminClient?.end().catch(() => {});
+  adminClient = new pg.Client({ connectionString: server.url });
+  adminClient.on('error', () => {});
+  await adminClient.connect();
+}
+
+async function statements(): Promise<number> {
+  const { rows } = await admin.query<{ n: string }>(
+    'SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()',
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Statements per second on the server with a leader and n idle followers (minus the leader-only baseline). */
+async function load(cfg: Config, n: number, windowMs: number): Promise<number> {
+  const keys = randomKeys();
+  const leader = lock(cfg, keys);
+  await leader.start();
+  await leader.waitForLeadership();
+  const measure = async () => {
+    await sleep(1500); // stats are flushed about once a second
+    const s0 = await statements();
+    await sleep(windowMs);
+    await sleep(1100);
+    const s1 = await statements();
+    return ((s1 - s0 - 2) * 1000) / (windowMs + 1100);
+  };
+  const base = await measure();
+  const followers = Array.from({ length: n }, () => lock(cfg, keys));
+  await Promise.all(followers.map((f) => f.start()));
+  const withFollowers = await measure();
+  await Promise.all([leader, ...followers].map((l) => l.shutdown()));
+  return Math.max(0, withFollowers - base);
+}
+
+/** n waiting followers; terminate the leader `trials` times; failover p99 and client memory per lock. */
+async function scale(cfg: Config, n: number, trials: number) {
+  const keys = randomKeys();
+  global.gc?.();
+  const m0 = process.memoryUsage();
+  const all = Array.from({ length: n + 1 }, () => lock(cfg, keys));
+  await Promise.all(all.map((l) => l.start()));
+  while ((await lockRows(keys)) < n + 1) await sleep(20);
+  global.gc?.();
+  const m1 = process.memoryUsage();
+  const times: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    const next = Promise.race(all.map((l) => nextAcquired(l)));
+    await sleep(20);
+    const t0 = performance.now();
+    await admin.query('SELECT pg_terminate_backend($1)', [await holderPid(keys)]);
+    times.push((await next) - t0);
+    while ((await lockRows(keys)) < n + 1) await sleep(10); // the old leader re-queued
+  }
+  await Promise.all(all.map((l) => l.shutdown()));
+  return {
+    times,
+    heapPerLockKb: (m1.heapUsed - m0.heapUsed) / (n + 1) / 1024,
+    rssPerLockKb: (m1.rss - m0.rss) / (n + 1) / 1024,
+  };
+}
+
+async function advisoryLockGraceful(trials: number): Promise<number[]> {
+  const out: number[] = [];
+  // a CommonJS module whose `exports.default` is the factory
+  const mutexOf = advisoryLock.default(server.url);
+  for (let i = 0; i < trials; i++) {
+    const name = `bench-${randomBytes(6).toString('hex')}`;
+    const release = await mutexOf(name).lock();
+    const waiting = mutexOf(name)
+      .lock()
+      .then((unlock: () => Promise<void>) => ({ at: performance.now(), unlock }));
+    while (
+      (await admin.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows.length <
+      1
+    ) {
+      await sleep(2);
+    }
+    const t0 = performance.now();
+    await release();
+    const got = await waiting;
+    out.push(got.at - t0);
+    await got.unlock();
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  server = await startPgServer({ settings: { max_connections: 700 } });
+  await connectAdmin();
+  const lines: string[] = [];
+  const log = (s = '') => {
+    lines.push(s);
+    console.log(s);
+  };
+  const started = new Date();
+  try {
+    log(
+      `Run at ${started.toISOString()}: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, PostgreSQL ${(await admin.query('SHOW server_version')).rows[0]?.server_version}, ${TRIALS} trials per cell unless noted.`,
+    );
+    log();
+    log("### Failover latency (ms, p50 / p95 / p99): event → new leader's onAcquired");
+    log();
+    log(
+      '| event | wait (default) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
+    );
+    log('|---|---|---|---|---|');
+    const detection: Record<string, number[]> = {};
+    for (const event of ['stepDown', 'shutdown'] as const) {
+      const w = await inProcess(WAIT, event, TRIALS);
+      const p = await inProcess(POLL_100, event, TRIALS);
+      const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
+      const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
+      log(
+        `| graceful ${event} | ${fmt(w.failover)} | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+      );
+    }
+    {
+      const w = await inProcess(WAIT, 'terminate', TRIALS);
+      const p = await inProcess(POLL_100, 'terminate', TRIALS);
+      detection.wait = w.detection;
+      detection.poll = p.detection;
+      log(`| leader backend terminated | ${fmt(w.failover)} | ${fmt(p.failover)} | not run | n/a |`);
+    }
+    log(
+      `| leader process SIGKILL | ${fmt(await killed(WAIT, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+    );
+    log(
+      `| server restart (fast) | ${fmt(await restarted(WAIT, TRIALS))} | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
+    );
+    const waitFastRetry: Config = {
+      ...WAIT,
+      name: 'wait + 100 ms retry',
+      options: { ...WAIT.options, retryStrategy: new FixedInterval({ intervalMs: 100 }) },
+    };
+    log(
+      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | |`,
+    );
+    await connectAdmin(); // the restarts ended the admin session
+    log();
+    log(
+      '### Loss detection on the old leader after pg_terminate_backend (ms, p50 / p95 / p99), healthIntervalMs 1000',
+    );
+    log();
+    log('| wait | poll |');
+    log('|---|---|');
+    log(`| ${fmt(detection.wait ?? [])} | ${fmt(detection.poll ?? [])} |`);
+    log();
+    log('### Database load of idle followers (statements per second on the server, leader excluded)');
+    log();
+    log('| followers | wait (default, 30 s slices) | poll, fixed 100 ms | poll, spec defaults |');
+    log('|---|---|---|---|');
+    for (const n of [1, 10, 100]) {
+      const w = await load(WAIT, n, quick ? 3000 : 6000);
+      const p = await load(POLL_100, n, quick ? 3000 : 6000);
+      const s = await load(POLL_SPEC, n, quick ? 3000 : 6000);
+      log(`| ${n} | ${w.toFixed(1)} | ${p.toFixed(1)} | ${s.toFixed(1)} |`);
+    }
+    log();
+    log('### Scale: followers waiting on one key, leader backend terminated (wait mode)');
+    log();
+    log(
+      '| followers | failover p50 (ms) | p99 (ms) | client heap per lock (KiB) | client RSS per lock (KiB) |',
+    );
+    log('|---|---|---|---|---|');
+    for (const n of [10, 100, 500]) {
+      const r = await scale(WAIT, n, TRIALS);
+      log(
+        `| ${n} | ${pct(r.times, 50).toFixed(1)} | ${pct(r.times, 99).toFixed(1)} | ${r.heapPerLockKb.toFixed(0)} | ${r.rssPerLockKb.toFixed(0)} |`,
+      );
+    }
+  } finally {
+    await admin.end().catch(() => {});
+    await server.dispose();
+  }
+  const out = process.env.BENCH_OUT ?? path.join(root, 'docs/benchmarks.run.md');
+  fs.writeFileSync(out, `${lines.join('\n')}\n`);
+  console.log(`\nwritten to ${path.relative(root, out)}`);
+}
+
+stopServersOnSignals();
+await main();
