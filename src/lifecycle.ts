@@ -373,8 +373,12 @@ export class Lifecycle {
         return this.callbacks.emit('released');
       case 'emitStopped':
         return this.callbacks.emit('stopped');
-      case 'emitError':
-        return this.callbacks.emit('error', error ?? new PgLeaderLockError('unknown error'));
+      case 'emitError': {
+        const err = error ?? new PgLeaderLockError('unknown error');
+        const code = (err as { code?: unknown }).code;
+        logger.error({ event: 'error', key1, key2, code, error: err.message }, 'error');
+        return this.callbacks.emit('error', err);
+      }
       case 'resetRetry':
         this.retry = { attempt: 0, cycleStart: this.o.clock.now(), lastError: null, previousDelayMs: null };
         return;

@@ -21,7 +21,7 @@ export interface Logger {
 function format(fields: LogFields, message: string): string {
   const parts = [message];
   for (const [k, v] of Object.entries(fields)) {
-    if (v === undefined) continue;
+    if (v === undefined || (k === 'event' && v === message)) continue;
     const text = typeof v === 'string' ? (/\s|"/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v);
     parts.push(`${k}=${text}`);
   }

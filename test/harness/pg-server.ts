@@ -126,7 +126,9 @@ function installedBinaries(): string {
   const pkgDir = path.dirname(path.dirname(require.resolve(binariesPackage())));
   const pkgJson = path.join(pkgDir, 'package.json');
   const version = (JSON.parse(fs.readFileSync(pkgJson, 'utf8')) as { version: string }).version;
-  const root = path.join(os.tmpdir(), `pgleaderlock-pg-${version}-${os.arch()}`);
+  // one cache per OS user: the template data directory belongs to whoever runs the server
+  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
+  const root = path.join(os.tmpdir(), `pgleaderlock-pg-${version}-${os.arch()}-u${uid}`);
   if (fs.existsSync(path.join(root, 'ready'))) return root;
 
   const staging = fs.mkdtempSync(`${root}.staging-`);
