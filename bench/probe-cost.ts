@@ -8,12 +8,7 @@ import { startPgServer, stopServersOnSignals } from '../test/harness/pg-server.j
 
 stopServersOnSignals();
 
-const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
-  SELECT 1 FROM pg_locks
-   WHERE locktype = 'advisory'
-     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-     AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
-     AND pid = pg_backend_pid() AND granted) AS held`;
+import { CHECK } from '../src/session.js';
 
 async function time(client: pg.Client, text: string, values: unknown[], n: number): Promise<number[]> {
   const out: number[] = [];

@@ -1,7 +1,7 @@
-// The built ESM entry loads and exports the public API.
-const m = Object.fromEntries(Object.entries(await import('../dist/index.js')));
+// The built package loads through both entry points and exports the public API.
+import { createRequire } from 'node:module';
 
-for (const name of [
+const names = [
   'LeaderLock',
   'LockState',
   'ExponentialBackoff',
@@ -11,7 +11,14 @@ for (const name of [
   'ConnectionError',
   'LockError',
   'ShutdownError',
-]) {
-  if (!m[name]) throw new Error(`dist/index.js does not export ${name}`);
+];
+const entries = {
+  'dist/index.js (ESM)': Object.fromEntries(Object.entries(await import('../dist/index.js'))),
+  'dist/index.cjs (CommonJS)': createRequire(import.meta.url)('../dist/index.cjs'),
+};
+for (const [entry, mod] of Object.entries(entries)) {
+  for (const name of names) {
+    if (!mod[name]) throw new Error(`${entry} does not export ${name}`);
+  }
+  console.log(`smoke: ${entry} ok`);
 }
-console.log('smoke (esm): ok');

@@ -47,7 +47,7 @@ const UNLOCK = 'SELECT pg_advisory_unlock($1::int4, $2::int4) AS ok';
  * and does it still hold (key1, key2)? Advisory keys are stored as unsigned OIDs in
  * pg_locks, hence `::int4::oid`; the two-key form has objsubid = 2.
  */
-const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
+export const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
   SELECT 1 FROM pg_locks
    WHERE locktype = 'advisory'
      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())

@@ -62,6 +62,13 @@ export async function lockHolders(
   );
 }
 
+/** The pid of the one backend holding (key1, key2); throws if there is not exactly one. */
+export async function holderPid(url: string, key1: number, key2: number): Promise<number> {
+  const rows = (await lockHolders(url, key1, key2)).filter((r) => r.granted);
+  if (rows.length !== 1 || !rows[0]) throw new Error(`expected one holder, found ${JSON.stringify(rows)}`);
+  return rows[0].pid;
+}
+
 export async function terminate(url: string, pid: number): Promise<void> {
   await adminQuery(url, 'SELECT pg_terminate_backend($1)', [pid]);
 }

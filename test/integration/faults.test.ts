@@ -12,7 +12,7 @@ import {
   assertNoSessions,
   databaseUrl,
   eventually,
-  lockHolders,
+  holderPid,
   ownServer,
   randomKeys,
   terminate,
@@ -21,12 +21,6 @@ import { startFaultProxy } from '../harness/fault-proxy.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
-
-async function holderPid(url: string, key1: number, key2: number): Promise<number> {
-  const rows = (await lockHolders(url, key1, key2)).filter((r) => r.granted);
-  if (rows.length !== 1 || !rows[0]) throw new Error(`expected one holder, found ${JSON.stringify(rows)}`);
-  return rows[0].pid;
-}
 
 describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });

@@ -5,6 +5,7 @@ import {
   adminQuery,
   databaseUrl,
   eventually,
+  holderPid,
   lockHolders,
   randomKeys,
   sessionsLike,
@@ -14,12 +15,8 @@ import { gatedConnect, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
 
-/** The pid of the backend holding (key1, key2). */
-async function holderPid(key1: number, key2: number): Promise<number> {
-  const rows = (await lockHolders(databaseUrl(), key1, key2)).filter((r) => r.granted);
-  if (rows.length !== 1 || !rows[0]) throw new Error(`expected one holder, found ${JSON.stringify(rows)}`);
-  return rows[0].pid;
-}
+/** The pid of the backend holding (key1, key2) on the shared server. */
+const holder = (key1: number, key2: number) => holderPid(databaseUrl(), key1, key2);
 
 describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
@@ -38,7 +35,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       const [app] = await adminQuery<{ application_name: string }>(
         databaseUrl(),
         'SELECT application_name FROM pg_stat_activity WHERE pid = $1',
-        [await holderPid(keys.key1, keys.key2)],
+        [await holder(keys.key1, keys.key2)],
       );
       expect(app?.application_name).toBe(`pgleaderlock:${lock.id}`);
       await lock.shutdown();
@@ -108,7 +105,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       const lost = deferred<number>();
       a.onLost(() => lost.resolve(performance.now()));
       const t0 = performance.now();
-      await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+      await terminate(databaseUrl(), await holder(keys.key1, keys.key2));
       const lostAt = await lost.promise;
       expect(lostAt - t0).toBeLessThan(1000); // the 'error' event, not the 5 s health tick
       expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
@@ -122,7 +119,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       for (let round = 0; round < 2; round++) {
         await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'one leader' });
         const leader = all.find((l) => l.isLeader);
-        await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+        await terminate(databaseUrl(), await holder(keys.key1, keys.key2));
         await eventually(() => leader?.state === LockState.STOPPED, { what: 'old leader stopped' });
       }
       await eventually(() => all.filter((l) => l.isLeader).length === 1, { what: 'third leader' });
@@ -144,11 +141,11 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       });
       await lock.start();
       await lock.waitForLeadership();
-      const pid = await holderPid(keys.key1, keys.key2);
+      const pid = await holder(keys.key1, keys.key2);
       await terminate(databaseUrl(), pid);
       await eventually(() => events.includes('reconnecting->leader'), { what: 'recovery' });
       expect(events.filter((e) => e === 'lost' || e === 'acquired')).toEqual(['acquired']);
-      expect(await holderPid(keys.key1, keys.key2)).not.toBe(pid);
+      expect(await holder(keys.key1, keys.key2)).not.toBe(pid);
     });
 
     it('grace period lost to a competitor fires onLost', async () => {
@@ -163,7 +160,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       await a.waitForLeadership();
       const b = make(keys);
       await b.start();
-      await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+      await terminate(databaseUrl(), await holder(keys.key1, keys.key2));
       expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
       expect(a.state).toBe(LockState.RECONNECTING);
       expect(a.isLeader).toBe(false);
@@ -179,7 +176,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       lock.onLost(() => lost.resolve());
       await lock.start();
       await lock.waitForLeadership();
-      await terminate(databaseUrl(), await holderPid(keys.key1, keys.key2));
+      await terminate(databaseUrl(), await holder(keys.key1, keys.key2));
       await lost.promise;
     });
 

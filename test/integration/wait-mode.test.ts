@@ -9,6 +9,28 @@ import { useLocks } from '../harness/locks.js';
 const locks = useLocks();
 const make: typeof locks.make = (o) => locks.make({ acquireMode: 'wait', ...o });
 
+/**
+ * A leader on the shared server, and a "ghost" candidate whose connection runs through a
+ * fault proxy (healthIntervalMs 200, queryTimeoutMs 500: serverReleaseMs 1400), queued
+ * behind the leader. Close the returned proxy in `finally`.
+ */
+async function leaderAndGhost() {
+  const keys = randomKeys();
+  const leader = make(keys);
+  await leader.start();
+  await leader.waitForLeadership();
+  const target = new URL(databaseUrl());
+  const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+  const ghost = make({
+    ...keys,
+    connectionString: proxy.url(databaseUrl()),
+    healthIntervalMs: 200,
+    queryTimeoutMs: 500,
+    waitSliceMs: 500,
+  });
+  return { keys, leader, proxy, ghost };
+}
+
 describe("acquireMode: 'wait' against PostgreSQL", () => {
   it('waiting followers are visible in pg_locks as not granted, and cost no statements while they wait', async () => {
     const keys = randomKeys();
@@ -88,20 +110,8 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
   });
 
   it('a waiter whose client vanished (upstream reset) leaves the queue and never inherits the lock', async () => {
-    const keys = randomKeys();
-    const leader = make(keys);
-    await leader.start();
-    await leader.waitForLeadership();
-    const target = new URL(databaseUrl());
-    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const { keys, leader, proxy, ghost } = await leaderAndGhost();
     try {
-      const ghost = make({
-        ...keys,
-        connectionString: proxy.url(databaseUrl()),
-        healthIntervalMs: 200,
-        queryTimeoutMs: 500,
-        waitSliceMs: 500,
-      });
       await ghost.start();
       await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
       const ghostPid = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).find((r) => !r.granted)?.pid;
@@ -123,21 +133,9 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
   });
 
   it('a blackholed waiter granted the lock anyway is cut by the server within serverReleaseMs', async () => {
-    const keys = randomKeys();
-    const leader = make(keys);
-    await leader.start();
-    await leader.waitForLeadership();
-    const target = new URL(databaseUrl());
-    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    // the ghost is first in the queue, behind a blackhole the server cannot see (the proxy answers for it)
+    const { keys, leader, proxy, ghost } = await leaderAndGhost();
     try {
-      // first in the queue, behind a blackhole the server cannot see (the proxy answers for it)
-      const ghost = make({
-        ...keys,
-        connectionString: proxy.url(databaseUrl()),
-        healthIntervalMs: 200,
-        queryTimeoutMs: 500,
-        waitSliceMs: 500,
-      });
       let ghostLed = false;
       ghost.onAcquired(() => {
         ghostLed = true;
