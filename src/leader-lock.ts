@@ -3,6 +3,7 @@ import { type Callback, Callbacks, type ErrorCallback, type StateChangeCallback 
 import { deferred } from './clock.js';
 import { ShutdownError } from './errors.js';
 import type { Input } from './fsm.js';
+import { keysFromName } from './keys.js';
 import { Lifecycle } from './lifecycle.js';
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import type { Safety } from './safety.js';
@@ -49,6 +50,14 @@ export class LeaderLock implements AsyncDisposable {
   private readonly stateWaiters = new Set<(to: LockState) => void>();
   private detachSignal: (() => void) | null = null;
   private lastSafety: Safety | null = null;
+
+  /**
+   * Lock keys for a name: the first 8 bytes of SHA-256 of `"pgleaderlock:" + name` (UTF-8),
+   * as two big-endian signed 32-bit integers. Stable across versions and platforms.
+   */
+  static keysFromName(name: string): [key1: number, key2: number] {
+    return keysFromName(name);
+  }
 
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);

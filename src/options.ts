@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
 import { defaultLogger, type Logger } from './logger.js';
+import { keysFromName } from './keys.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
 import { checkTargets, defaultServerReleaseMs } from './safety.js';
 import { applicationName, type ConnectFn, defaultConnect, defaultId } from './session.js';
@@ -33,10 +34,12 @@ export interface LeaderLockOptions {
    * fail before it is returned.
    */
   connect?: () => Promise<pg.Client>;
-  /** First advisory lock key: a 32-bit signed integer. */
-  key1: number;
+  /** First advisory lock key: a 32-bit signed integer. Give `key1` and `key2`, or `name`. */
+  key1?: number;
   /** Second advisory lock key: a 32-bit signed integer. */
-  key2: number;
+  key2?: number;
+  /** A name to derive the keys from (`LeaderLock.keysFromName`), instead of `key1`/`key2`. */
+  name?: string;
   /**
    * This candidate's id, shown in `pg_stat_activity.application_name` as
    * `pgleaderlock:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
@@ -116,6 +119,7 @@ const KNOWN = new Set<string>([
   'connect',
   'key1',
   'key2',
+  'name',
   'id',
   'retryStrategy',
   'healthIntervalMs',
@@ -151,8 +155,17 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   for (const name of Object.keys(options)) {
     if (!KNOWN.has(name)) throw new TypeError(`unknown LeaderLock option ${JSON.stringify(name)}`);
   }
-  const key1 = checkKey('key1', options.key1);
-  const key2 = checkKey('key2', options.key2);
+  let key1: number;
+  let key2: number;
+  if (options.name !== undefined) {
+    if (options.key1 !== undefined || options.key2 !== undefined) {
+      throw new TypeError('pass either name or key1 and key2, not both');
+    }
+    [key1, key2] = keysFromName(options.name);
+  } else {
+    key1 = checkKey('key1', options.key1);
+    key2 = checkKey('key2', options.key2);
+  }
 
   const id = options.id ?? defaultId();
   if (typeof id !== 'string' || id.length === 0) {
