@@ -8,16 +8,19 @@
 import { CallbackError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { LockState } from './state.js';
+import type { Term } from './term.js';
 
-/** A callback for `acquired`, `released`, `lost`, `acquireFailed`, `stopped`. Sync or async. */
+/** A callback for `released`, `lost`, `acquireFailed`, `stopped`. Sync or async. */
 export type Callback = () => void | Promise<void>;
+/** Called with the new leadership term when the lock is acquired. */
+export type AcquiredCallback = (term: Term) => void | Promise<void>;
 /** Called on every state change with the state left and the state entered. */
 export type StateChangeCallback = (from: LockState, to: LockState) => void | Promise<void>;
 /** Called with every error the lifecycle meets (it never throws them at you). */
 export type ErrorCallback = (error: Error) => void | Promise<void>;
 
 export interface CallbackMap {
-  acquired: Callback;
+  acquired: AcquiredCallback;
   released: Callback;
   lost: Callback;
   acquireFailed: Callback;

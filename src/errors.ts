@@ -14,7 +14,9 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
   | 'ERR_PGLEADERLOCK_UNSAFE'
   | 'ERR_PGLEADERLOCK_SHUTDOWN'
-  | 'ERR_PGLEADERLOCK_CALLBACK';
+  | 'ERR_PGLEADERLOCK_CALLBACK'
+  | 'ERR_PGLEADERLOCK_TERM_ENDED'
+  | 'ERR_PGLEADERLOCK_RUN';
 
 /** Base class of every error this library produces. */
 export class PgLeaderLockError extends Error {

@@ -2,7 +2,7 @@
  * pgleaderlock: leader election on PostgreSQL session advisory locks.
  * @packageDocumentation
  */
-export type { Callback, ErrorCallback, StateChangeCallback } from './callbacks.js';
+export type { AcquiredCallback, Callback, ErrorCallback, StateChangeCallback } from './callbacks.js';
 export type { Clock } from './clock.js';
 export {
   CallbackError,
@@ -15,6 +15,15 @@ export {
 export { type Effect, type Flags, type Input, type Transition, transition } from './fsm.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
 export type { LogFields, LogFn, Logger } from './logger.js';
+export {
+  type AcquiredMessage,
+  CHANNELS,
+  type ChannelBase,
+  type ErrorMessage,
+  type LockStats,
+  type LostMessage,
+  type StateMessage,
+} from './observe.js';
 export type { LeaderLockOptions } from './options.js';
 export {
   DecorrelatedJitter,
@@ -23,5 +32,7 @@ export {
   type RetryContext,
   type RetryStrategy,
 } from './retry.js';
+export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './runner.js';
 export type { AppliedSettings, Safety } from './safety.js';
 export { LockState } from './state.js';
+export { type Term, TermEndedError } from './term.js';

@@ -1,13 +1,22 @@
 /** The public class: configuration, callbacks, and the lifecycle's start/stop orchestration. */
-import { type Callback, Callbacks, type ErrorCallback, type StateChangeCallback } from './callbacks.js';
+import {
+  type AcquiredCallback,
+  type Callback,
+  Callbacks,
+  type ErrorCallback,
+  type StateChangeCallback,
+} from './callbacks.js';
 import { deferred } from './clock.js';
 import { ShutdownError } from './errors.js';
 import type { Input } from './fsm.js';
 import { keysFromName } from './keys.js';
 import { Lifecycle } from './lifecycle.js';
+import { Counters, type LockStats, publish, type StateMessage } from './observe.js';
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type LeaderWork, type LeaderWorkHandle, Runners } from './runner.js';
 import type { Safety } from './safety.js';
 import { LockState } from './state.js';
+import { type Term, Terms } from './term.js';
 import { checkDuration } from './validate.js';
 
 /** Options of {@link LeaderLock.shutdown} and {@link LeaderLock.stepDown}. */
@@ -50,6 +59,9 @@ export class LeaderLock implements AsyncDisposable {
   private readonly stateWaiters = new Set<(to: LockState) => void>();
   private detachSignal: (() => void) | null = null;
   private lastSafety: Safety | null = null;
+  private readonly terms = new Terms();
+  private readonly counters = new Counters();
+  private readonly runners: Runners;
 
   /**
    * Lock keys for a name: the first 8 bytes of SHA-256 of `"pgleaderlock:" + name` (UTF-8),
@@ -62,6 +74,7 @@ export class LeaderLock implements AsyncDisposable {
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);
     this.callbacks = new Callbacks(this.o.logger);
+    this.runners = new Runners(this.terms, this.callbacks);
   }
 
   /** The lock keys. */
@@ -111,8 +124,45 @@ export class LeaderLock implements AsyncDisposable {
     return this.lifecycle?.safety ?? this.lastSafety;
   }
 
-  /** Register a callback for when leadership is acquired. Returns `fn`. */
-  onAcquired<F extends Callback>(fn: F): F {
+  /** The current leadership term, or null when not leader. Its `signal` aborts when the term ends. */
+  get term(): Term | null {
+    return this.terms.current;
+  }
+
+  /** Counters and the current state and term (a snapshot). */
+  stats(): LockStats {
+    const c = this.counters;
+    const since = c.leaderSince;
+    return {
+      state: this.state,
+      term: this.terms.current,
+      acquisitions: c.acquisitions,
+      losses: c.losses,
+      releases: c.releases,
+      failedAttempts: c.failedAttempts,
+      reconnects: c.reconnects,
+      recoveries: c.recoveries,
+      leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
+      lastError: c.lastError,
+    };
+  }
+
+  /**
+   * Run `fn` in every leadership term, starting now if already leader. `fn` gets the term;
+   * its `signal` aborts the moment the term ends (loss, release, step-down, shutdown,
+   * RECONNECTING), and `fn` should return promptly then. The next term's run starts only
+   * after the previous run settled. Errors (other than the term's abort) go to `onError`.
+   * `stepDown()` and `shutdown()` end the term and wait for the run to settle (within their
+   * `timeoutMs`) before unlocking, so the work never outlives the lock voluntarily.
+   */
+  runWhileLeader(fn: LeaderWork): LeaderWorkHandle {
+    if (typeof fn !== 'function')
+      throw new TypeError(`runWhileLeader expects a function, received ${typeof fn}`);
+    return this.runners.add(fn);
+  }
+
+  /** Register a callback for when leadership is acquired; it receives the new term. Returns `fn`. */
+  onAcquired<F extends AcquiredCallback>(fn: F): F {
     return this.callbacks.add('acquired', fn);
   }
   /** Register a callback for a voluntary release (`stepDown()` or `shutdown()` while leader). Returns `fn`. */
@@ -149,8 +199,12 @@ export class LeaderLock implements AsyncDisposable {
   async start(): Promise<void> {
     if (this.stopping) await this.stopping.catch(() => {});
     if (this.lifecycle || this.o.signal?.aborted) return;
-    const lifecycle = new Lifecycle(this.o, this.callbacks, (from, to, input) =>
-      this.changed(from, to, input),
+    const lifecycle = new Lifecycle(
+      this.o,
+      this.callbacks,
+      (from, to, input) => this.changed(from, to, input),
+      this.terms,
+      this.counters,
     );
     this.lifecycle = lifecycle;
     const signal = this.o.signal;
@@ -183,10 +237,13 @@ export class LeaderLock implements AsyncDisposable {
     const lifecycle = this.lifecycle;
     if (!lifecycle) return this.stopping ?? this.callbacks.drained();
     if (this.stopping) return this.stopping;
-    lifecycle.requestStop();
-    const ended = lifecycle.run();
-    const done = ended.then(() => this.callbacks.drained());
-    this.stopping = this.bounded(done, ended, timeoutMs, lifecycle, 'shutdown').finally(() => {
+    this.stopping = (async () => {
+      const left = await this.endWork('shutdown', timeoutMs);
+      lifecycle.requestStop();
+      const ended = lifecycle.run();
+      const done = ended.then(() => this.callbacks.drained());
+      await this.bounded(done, ended, left, lifecycle, 'shutdown');
+    })().finally(() => {
       this.stopping = null;
     });
     return this.stopping;
@@ -204,15 +261,38 @@ export class LeaderLock implements AsyncDisposable {
     const timeoutMs =
       options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
     const lifecycle = this.lifecycle;
-    if (!lifecycle) return;
+    if (!lifecycle || lifecycle.state !== LockState.LEADER) return;
+    const left = await this.endWork('step-down', timeoutMs);
     const released = lifecycle.requestStepDown();
     await this.bounded(
       released.then(() => this.callbacks.drained()),
       released,
-      timeoutMs,
+      left,
       lifecycle,
       'stepDown',
     );
+  }
+
+  /**
+   * Before a voluntary release: end the current term (its signal aborts) and wait for the
+   * runWhileLeader functions to settle, within `timeoutMs`. Returns the time left.
+   */
+  private async endWork(
+    why: 'shutdown' | 'step-down',
+    timeoutMs: number | undefined,
+  ): Promise<number | undefined> {
+    const { clock } = this.o;
+    const t0 = clock.now();
+    if (this.lifecycle?.state === LockState.LEADER) this.terms.end(why);
+    const settled = this.runners.settled();
+    if (timeoutMs === undefined) {
+      await settled;
+      return undefined;
+    }
+    let timer: unknown;
+    await Promise.race([settled, new Promise<void>((r) => (timer = clock.setTimeout(r, timeoutMs)))]);
+    clock.clearTimeout(timer);
+    return Math.max(0, timeoutMs - (clock.now() - t0));
   }
 
   /**
@@ -266,6 +346,14 @@ export class LeaderLock implements AsyncDisposable {
       'state_change',
     );
     this.callbacks.emit('stateChange', from, to);
+    publish('state', {
+      id: this.o.id,
+      key1: this.o.key1,
+      key2: this.o.key2,
+      from,
+      to,
+      input,
+    } as StateMessage);
     for (const w of [...this.stateWaiters]) w(to);
   }
 

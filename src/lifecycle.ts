@@ -9,11 +9,19 @@ import type { Callbacks } from './callbacks.js';
 import { type Deferred, deferred, sleep } from './clock.js';
 import { ConnectionError, LockError, PgLeaderLockError, toError } from './errors.js';
 import { type Effect, type Input, transition } from './fsm.js';
+import {
+  type AcquiredMessage,
+  type Counters,
+  type ErrorMessage,
+  type LostMessage,
+  publish,
+} from './observe.js';
 import type { ResolvedOptions } from './options.js';
 import type { RetryContext } from './retry.js';
 import type { Safety } from './safety.js';
 import { Session } from './session.js';
 import { LockState } from './state.js';
+import type { Terms } from './term.js';
 
 const { STOPPED, FOLLOWER, ACQUIRING, LEADER, RECONNECTING, RELEASING } = LockState;
 
@@ -46,6 +54,8 @@ export class Lifecycle {
     private readonly o: ResolvedOptions,
     private readonly callbacks: Callbacks,
     private readonly onTransition: TransitionListener,
+    private readonly terms: Terms,
+    private readonly counters: Counters,
   ) {}
 
   get state(): LockState {
@@ -347,6 +357,7 @@ export class Lifecycle {
     if (!t) return;
     this.current = t.to;
     if (t.to !== LEADER) this.stepDownRequested = false;
+    if (from !== t.to) this.onLeadershipEdge(from, t.to, input);
     if (from !== t.to) this.onTransition(from, t.to, input);
     for (const effect of t.effects) await this.perform(effect, error);
     if ((from === LEADER && t.to !== RELEASING && t.to !== LEADER) || from === RELEASING) {
@@ -355,21 +366,51 @@ export class Lifecycle {
     }
   }
 
+  /** Terms and leader time: a term ends the moment LEADER is left, and opens on entering it. */
+  private onLeadershipEdge(from: LockState, to: LockState, input: Input): void {
+    const c = this.counters;
+    const now = this.o.clock.now();
+    if (from === LEADER) {
+      if (c.leaderSince !== null) c.leaderMsClosed += now - c.leaderSince;
+      c.leaderSince = null;
+      this.terms.end(termEndReason(input, to));
+    }
+    if (to === RECONNECTING) c.reconnects += 1;
+    if (to === LEADER) {
+      c.leaderSince = now;
+      if (from === RECONNECTING) c.recoveries += 1;
+      this.terms.open();
+    }
+  }
+
   private async perform(effect: Effect, error: Error | null): Promise<void> {
     const { logger, key1, key2 } = this.o;
     switch (effect) {
       case 'closeConnection':
         return this.closeSession();
-      case 'emitAcquired':
-        logger.info({ event: 'lock_acquired', key1, key2, attempt: this.retry.attempt + 1 }, 'lock_acquired');
-        return this.callbacks.emit('acquired');
+      case 'emitAcquired': {
+        const term = this.terms.current;
+        logger.info(
+          { event: 'lock_acquired', key1, key2, attempt: this.retry.attempt + 1, term: term?.id },
+          'lock_acquired',
+        );
+        this.counters.acquisitions += 1;
+        if (!term) return;
+        publish('acquired', { id: this.o.id, key1, key2, term } as AcquiredMessage);
+        return this.callbacks.emit('acquired', term);
+      }
       case 'emitAcquireFailed':
+        this.counters.failedAttempts += 1;
         return this.callbacks.emit('acquireFailed');
       case 'emitLost':
         logger.warn({ event: 'lock_lost', key1, key2, error: error?.message }, 'lock_lost');
+        this.counters.losses += 1;
+        publish('lost', { id: this.o.id, key1, key2, error } as LostMessage);
         return this.callbacks.emit('lost');
       case 'emitReleased':
         logger.info({ event: 'lock_released', key1, key2 }, 'lock_released');
+        this.counters.releases += 1;
+        publish('released', { id: this.o.id, key1, key2 });
         return this.callbacks.emit('released');
       case 'emitStopped':
         return this.callbacks.emit('stopped');
@@ -377,6 +418,8 @@ export class Lifecycle {
         const err = error ?? new PgLeaderLockError('unknown error');
         const code = (err as { code?: unknown }).code;
         logger.error({ event: 'error', key1, key2, code, error: err.message }, 'error');
+        this.counters.lastError = err;
+        publish('error', { id: this.o.id, key1, key2, error: err } as ErrorMessage);
         return this.callbacks.emit('error', err);
       }
       case 'resetRetry':
@@ -468,4 +511,12 @@ export class Lifecycle {
     this.releaseWaiters = [];
     for (const w of waiters) w.resolve();
   }
+}
+
+/** Words for why a term ended, from the input that ended it. */
+function termEndReason(input: Input, to: LockState): string {
+  if (input === 'StopRequested') return 'shutdown';
+  if (input === 'ReleaseRequested') return 'step-down';
+  if (to === RECONNECTING) return 'connection lost; reconnecting (leader work is suspended)';
+  return 'leadership lost';
 }

@@ -24,7 +24,10 @@ describe('keysFromName', () => {
   });
 
   it('the constructor takes name instead of keys, and rejects both or neither', () => {
-    const lock = new LeaderLock({ name: 'billing-scheduler', connectionString: 'postgres://x@127.0.0.1:1/db' });
+    const lock = new LeaderLock({
+      name: 'billing-scheduler',
+      connectionString: 'postgres://x@127.0.0.1:1/db',
+    });
     expect([lock.key1, lock.key2]).toEqual(VECTORS['billing-scheduler']);
     expect(() => new LeaderLock({ name: 'x', key1: 1, key2: 2 })).toThrow(/either name or key1 and key2/);
     expect(() => new LeaderLock({ name: '' })).toThrow(/name must be a non-empty string/);

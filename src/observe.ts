@@ -1,0 +1,85 @@
+/**
+ * Observability without dependencies: counters behind `lock.stats()`, and events on
+ * `node:diagnostics_channel` (published only when someone subscribes).
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { LockState } from './state.js';
+import type { Term } from './term.js';
+
+/** Channel names. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
+export const CHANNELS = {
+  state: 'pgleaderlock:state',
+  acquired: 'pgleaderlock:acquired',
+  lost: 'pgleaderlock:lost',
+  released: 'pgleaderlock:released',
+  error: 'pgleaderlock:error',
+} as const;
+
+/** Every message carries the lock's identity. */
+export interface ChannelBase {
+  id: string;
+  key1: number;
+  key2: number;
+}
+export interface StateMessage extends ChannelBase {
+  from: LockState;
+  to: LockState;
+  input: string;
+}
+export interface AcquiredMessage extends ChannelBase {
+  term: Term;
+}
+export interface LostMessage extends ChannelBase {
+  /** Why, when known. */
+  error: Error | null;
+}
+export interface ErrorMessage extends ChannelBase {
+  error: Error;
+}
+
+const channels = {
+  state: diagnosticsChannel.channel(CHANNELS.state),
+  acquired: diagnosticsChannel.channel(CHANNELS.acquired),
+  lost: diagnosticsChannel.channel(CHANNELS.lost),
+  released: diagnosticsChannel.channel(CHANNELS.released),
+  error: diagnosticsChannel.channel(CHANNELS.error),
+};
+
+export function publish(name: keyof typeof CHANNELS, message: ChannelBase): void {
+  const ch = channels[name];
+  if (ch.hasSubscribers) ch.publish(message);
+}
+
+/** A snapshot from `lock.stats()`. */
+export interface LockStats {
+  state: LockState;
+  /** The current term, or null. */
+  term: Term | null;
+  /** Times leadership was acquired (recoveries from RECONNECTING not included). */
+  acquisitions: number;
+  /** Involuntary losses (onLost). */
+  losses: number;
+  /** Voluntary releases (onReleased). */
+  releases: number;
+  /** Attempts that found the lock held elsewhere (onAcquireFailed). */
+  failedAttempts: number;
+  /** Times RECONNECTING was entered, and how many of those recovered leadership. */
+  reconnects: number;
+  recoveries: number;
+  /** Total milliseconds spent as LEADER, the current stretch included. */
+  leaderMs: number;
+  /** The last error reported to onError, or null. */
+  lastError: Error | null;
+}
+
+export class Counters {
+  acquisitions = 0;
+  losses = 0;
+  releases = 0;
+  failedAttempts = 0;
+  reconnects = 0;
+  recoveries = 0;
+  leaderMsClosed = 0;
+  leaderSince: number | null = null;
+  lastError: Error | null = null;
+}
