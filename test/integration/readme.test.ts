@@ -34,7 +34,6 @@ describe('README', () => {
       log.mockRestore();
     }
   });
-  });
 
   it('examples/worker.ts works in terms and stops cleanly', async () => {
     const [key1, key2] = LeaderLock.keysFromName('example-worker');
@@ -46,7 +45,9 @@ describe('README', () => {
       await eventually(() => log.mock.calls.some((c) => c[0] === '[term 1] tick 1'));
       ac.abort();
       await running;
-      expect(log.mock.calls.map((c) => String(c[0]))).toContain('term 1 over: TermEndedError: leadership term 1 ended: shutdown');
+      expect(log.mock.calls.map((c) => String(c[0]))).toContain(
+        'term 1 over: TermEndedError: leadership term 1 ended: shutdown',
+      );
       expect(await lockHolders(databaseUrl(), key1, key2)).toEqual([]);
     } finally {
       log.mockRestore();
