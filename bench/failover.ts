@@ -1,7 +1,8 @@
 /**
  * Failover benchmark: npm run bench [-- --quick]. Own embedded server; prints markdown
- * tables and writes them to docs/benchmarks.md (with the machine and, when run twice,
- * the spread). Not part of npm test.
+ * tables (with the machine) and writes them to docs/benchmarks.run.md, or to $BENCH_OUT.
+ * docs/benchmarks.md keeps two consecutive runs side by side for their spread.
+ * Not part of npm test.
  *
  * Times are from the event (the call, the kill, the terminate, the stop signal) to the new
  * leader's onAcquired, on one machine over loopback, candidates in this process except for
@@ -154,11 +155,19 @@ async function killed(cfg: Config, trials: number): Promise<number[]> {
       ],
       { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
     );
-    await new Promise<void>((resolve) =>
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('bench child did not lead within 15 s')), 15_000);
       child.on('message', (m: { type: string }) => {
-        if (m.type === 'start') resolve();
-      }),
-    );
+        if (m.type === 'start') {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`bench child exited (${code}) before leading`));
+      });
+    });
     const follower = lock(cfg, keys);
     const acquired = nextAcquired(follower);
     await follower.start();

@@ -13,6 +13,7 @@ export {
   ShutdownError,
 } from './errors.js';
 export { type Effect, type Flags, type Input, type Transition, transition } from './fsm.js';
+export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
 export type { LogFields, LogFn, Logger } from './logger.js';
 export {

@@ -9,6 +9,7 @@ import {
 import { deferred } from './clock.js';
 import { ShutdownError } from './errors.js';
 import type { Input } from './fsm.js';
+import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
 import { keysFromName } from './keys.js';
 import { Lifecycle } from './lifecycle.js';
 import { Counters, type LockStats, publish, type StateMessage } from './observe.js';
@@ -69,6 +70,15 @@ export class LeaderLock implements AsyncDisposable {
    */
   static keysFromName(name: string): [key1: number, key2: number] {
     return keysFromName(name);
+  }
+
+  /**
+   * Who holds `(key1, key2)` (or `name`) and who waits for it, from `pg_locks` and
+   * `pg_stat_activity`, on a connection of its own. Never takes the lock. Waiters appear in
+   * wait mode; polling followers are between attempts and do not.
+   */
+  static inspect(options: InspectOptions): Promise<LockInspection> {
+    return inspect(options);
   }
 
   constructor(options: LeaderLockOptions) {

@@ -1,0 +1,111 @@
+/** Terms against PostgreSQL: the signal aborts within 50 ms of each way a term ends; inspect. */
+import { describe, expect, it } from 'vitest';
+import { deferred } from '../../src/clock.js';
+import { LeaderLock, LockState } from '../../src/index.js';
+import { databaseUrl, eventually, holderPid, lockHolders, randomKeys, terminate } from '../harness/db.js';
+import { useLocks } from '../harness/locks.js';
+
+const locks = useLocks();
+
+describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
+  const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
+
+  it.each([
+    ['backend terminated', {}],
+    ['step-down', {}],
+    ['shutdown', {}],
+    ['RECONNECTING', { reconnectGraceMs: 3000 }],
+  ] as const)('the term signal aborts within 50 ms: %s', async (how, extra) => {
+    const keys = randomKeys();
+    const lock = make({ ...keys, ...extra, healthIntervalMs: 5000 });
+    await lock.start();
+    await lock.waitForLeadership();
+    const term = lock.term;
+    expect(term).not.toBeNull();
+    const aborted = deferred<number>();
+    term?.signal.addEventListener('abort', () => aborted.resolve(performance.now()));
+    const t0 = performance.now();
+    if (how === 'step-down') void lock.stepDown();
+    else if (how === 'shutdown') void lock.shutdown();
+    else await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+    const took = (await aborted.promise) - t0;
+    expect(took).toBeLessThan(50);
+    if (how === 'RECONNECTING') expect([LockState.RECONNECTING, LockState.LEADER]).toContain(lock.state);
+  });
+
+  it('runWhileLeader: one run per term, restarted after a failover, never two at once', async () => {
+    const keys = randomKeys();
+    const lock = make(keys);
+    let alive = 0;
+    let maxAlive = 0;
+    const terms: number[] = [];
+    lock.runWhileLeader(async (term) => {
+      alive += 1;
+      maxAlive = Math.max(maxAlive, alive);
+      terms.push(term.id);
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      alive -= 1;
+    });
+    await lock.start();
+    await eventually(() => terms.length === 1);
+    for (let i = 0; i < 3; i++) {
+      await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+      await eventually(() => terms.length === i + 2, { what: `run ${i + 2}` });
+    }
+    expect(maxAlive).toBe(1);
+    expect(terms).toEqual([1, 2, 3, 4]);
+  });
+});
+
+describe('LeaderLock.inspect', () => {
+  it('reports the leader and the waiters in queue order while leadership moves, without taking the lock', async () => {
+    const keys = randomKeys();
+    const [a, b, c] = [0, 1, 2].map(() => locks.make({ ...keys, acquireMode: 'wait' })) as [
+      LeaderLock,
+      LeaderLock,
+      LeaderLock,
+    ];
+    expect(await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).toEqual({
+      leader: null,
+      waiters: [],
+    });
+    await a.start();
+    await a.waitForLeadership();
+    await b.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+    await c.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 3);
+
+    const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys });
+    expect(seen.leader).toMatchObject({
+      id: a.id,
+      pid: await holderPid(databaseUrl(), keys.key1, keys.key2),
+    });
+    expect(seen.leader?.clientAddr).toBe('127.0.0.1');
+    expect(seen.leader?.since).toBeInstanceOf(Date);
+    expect(seen.waiters.map((w) => w.id)).toEqual([b.id, c.id]);
+    expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).length).toBe(3); // inspect took nothing
+
+    await a.stepDown();
+    await eventually(
+      async () =>
+        (await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).leader?.id === b.id,
+      {
+        what: 'b to show as leader',
+      },
+    );
+    await a.shutdown();
+    const after = await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys });
+    expect(after.waiters.map((w) => w.id)).toEqual([c.id]);
+  });
+
+  it('takes a name, and fails with a ConnectionError naming the cause', async () => {
+    expect(await LeaderLock.inspect({ connectionString: databaseUrl(), name: 'nobody-holds-this' })).toEqual({
+      leader: null,
+      waiters: [],
+    });
+    await expect(
+      LeaderLock.inspect({ connectionString: 'postgres://u:pw@127.0.0.1:1/db', key1: 1, key2: 2 }),
+    ).rejects.toMatchObject({ name: 'ConnectionError', code: 'ERR_PGLEADERLOCK_CONNECTION' });
+  });
+});
