@@ -251,6 +251,9 @@ async function scale(cfg: Config, n: number, trials: number) {
   const all = Array.from({ length: n + 1 }, () => lock(cfg, keys));
   await Promise.all(all.map((l) => l.start()));
   while ((await lockRows(keys)) < n + 1) await sleep(20);
+  // let the queue settle: every waiter runs PostgreSQL's deadlock check once, deadlock_timeout
+  // (1 s) after it started waiting; hundreds queued at once make a burst that stalls grants
+  await sleep(2500);
   global.gc?.();
   const m1 = process.memoryUsage();
   const times: number[] = [];
@@ -369,7 +372,9 @@ async function main(): Promise<void> {
       log(`| ${n} | ${w.toFixed(1)} | ${p.toFixed(1)} | ${s.toFixed(1)} |`);
     }
     log();
-    log('### Scale: followers waiting on one key, leader backend terminated (wait mode)');
+    log(
+      '### Scale: followers waiting on one key, leader backend terminated (wait mode, after a 2.5 s settle)',
+    );
     log();
     log(
       '| followers | failover p50 (ms) | p99 (ms) | client heap per lock (KiB) | client RSS per lock (KiB) |',

@@ -494,7 +494,10 @@ export class Lifecycle {
       closeTimeoutMs: this.o.closeTimeoutMs,
       serverReleaseMs: this.o.serverReleaseMs,
       healthIntervalMs: this.o.healthIntervalMs,
-      waitSliceMs: this.o.waitSliceMs,
+      // ±10 % per session: followers started together must not re-queue (and, 1 s later, all
+      // run PostgreSQL's deadlock check) in step every slice
+      waitSliceMs:
+        this.o.waitSliceMs === null ? null : Math.round(this.o.waitSliceMs * (0.9 + Math.random() * 0.2)),
     });
     session.onDeath(() => this.wake());
     return session;

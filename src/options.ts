@@ -70,7 +70,8 @@ export interface LeaderLockOptions {
    * Wait mode: the longest single server-side wait (`lock_timeout`). Each slice that ends
    * with the lock still held elsewhere fires `onAcquireFailed` and re-queues at once; it
    * also bounds how long a follower can sit on a connection that died silently. Each
-   * waiting follower runs one statement per slice. Default 30000.
+   * waiting follower runs one statement per slice. Each session uses this ±10 % so that
+   * followers started together do not re-queue in step. Default 30000.
    */
   waitSliceMs?: number;
   /** Deadline for connecting and for every query. Default 5000. */

@@ -14,7 +14,9 @@ describe("acquireMode: 'wait'", () => {
     const q = h.db.last.queries;
     expect(q.some((t) => t.includes('pg_advisory_lock('))).toBe(true);
     expect(q.filter((t) => t.includes('pg_locks'))).toHaveLength(1); // the check that verifies a grant
-    expect(h.db.last.settings.get('lock_timeout')).toBe('1000');
+    const slice = Number(h.db.last.settings.get('lock_timeout'));
+    expect(slice).toBeGreaterThanOrEqual(900); // waitSliceMs 1000, ±10 % per session
+    expect(slice).toBeLessThanOrEqual(1100);
     await h.lock.shutdown();
   });
 
@@ -40,9 +42,10 @@ describe("acquireMode: 'wait'", () => {
     await h.lock.start();
     await flush();
     h.take();
-    await h.clock.advance(1000);
+    const slice = Number(h.db.last.settings.get('lock_timeout')); // 1000 ± 10 %
+    await h.clock.advance(slice);
     expect(h.take()).toEqual(['acquiring->follower', 'acquireFailed', 'follower->acquiring']);
-    await h.clock.advance(1000);
+    await h.clock.advance(slice);
     expect(h.events.filter((e) => e === 'acquireFailed')).toHaveLength(2);
     await h.lock.shutdown();
   });
