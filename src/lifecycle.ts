@@ -17,7 +17,7 @@ import {
   publish,
 } from './observe.js';
 import type { ResolvedOptions } from './options.js';
-import type { RetryContext } from './retry.js';
+import { RetryCycle } from './retry.js';
 import type { Safety } from './safety.js';
 import { Session } from './session.js';
 import { LockState } from './state.js';
@@ -38,12 +38,7 @@ export class Lifecycle {
   private nextAttempt: 'attemptNow' | 'backOff' = 'attemptNow';
   /** Error behind the input being applied (for onError). */
   private inputError: Error | null = null;
-  private retry = {
-    attempt: 0,
-    cycleStart: 0,
-    lastError: null as Error | null,
-    previousDelayMs: null as number | null,
-  };
+  private readonly retry: RetryCycle;
   private releaseWaiters: Deferred<void>[] = [];
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
   private leaseEnd = Number.NEGATIVE_INFINITY;
@@ -56,7 +51,9 @@ export class Lifecycle {
     private readonly onTransition: TransitionListener,
     private readonly terms: Terms,
     private readonly counters: Counters,
-  ) {}
+  ) {
+    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+  }
 
   get state(): LockState {
     return this.current;
@@ -423,7 +420,7 @@ export class Lifecycle {
         return this.callbacks.emit('error', err);
       }
       case 'resetRetry':
-        this.retry = { attempt: 0, cycleStart: this.o.clock.now(), lastError: null, previousDelayMs: null };
+        this.retry.reset();
         return;
       case 'attemptNow':
       case 'backOff':
@@ -443,40 +440,12 @@ export class Lifecycle {
 
   /** Ask the retry strategy for the next delay; null (or a bad answer) gives up. */
   private nextDelay(): number | null {
-    const r = this.retry;
-    r.attempt += 1;
-    const ctx: RetryContext = {
-      attempt: r.attempt,
-      elapsedMs: this.o.clock.now() - r.cycleStart,
-      lastError: r.lastError,
-      previousDelayMs: r.previousDelayMs,
-    };
-    let delay: number | null;
-    try {
-      delay = this.o.retryStrategy.nextDelayMs(ctx);
-    } catch (err) {
-      this.inputError = new LockError(`retryStrategy.nextDelayMs threw: ${toError(err).message}`, {
-        cause: err,
-        code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED',
-      });
+    const next = this.retry.next();
+    if ('giveUp' in next) {
+      this.inputError = next.giveUp;
       return null;
     }
-    if (delay === null) {
-      this.inputError = new LockError(`retry strategy gave up after ${r.attempt - 1} failed attempts`, {
-        cause: r.lastError ?? undefined,
-        code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED',
-      });
-      return null;
-    }
-    if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0) {
-      this.inputError = new LockError(
-        `retryStrategy.nextDelayMs must return a finite number >= 0 or null, returned ${String(delay)}`,
-        { code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED' },
-      );
-      return null;
-    }
-    r.previousDelayMs = delay;
-    return delay;
+    return next.delayMs;
   }
 
   private fail(err: unknown): void {

@@ -1,11 +1,11 @@
 /** The constructor's options, their defaults, and their validation. */
 import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
+import { applicationName, type ConnectFn, defaultConnect, defaultId } from './connect.js';
 import { keysFromName } from './keys.js';
 import { defaultLogger, type Logger } from './logger.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
 import { checkTargets, defaultServerReleaseMs } from './safety.js';
-import { applicationName, type ConnectFn, defaultConnect, defaultId } from './session.js';
 import {
   checkBoolean,
   checkDuration,

@@ -2,6 +2,7 @@
  * Retry strategies (spec §4.5): the delay before the next acquisition attempt, and before
  * the next connection attempt (spec §12.3: one strategy governs both).
  */
+import { LockError, toError } from './errors.js';
 import { checkDuration } from './validate.js';
 
 /** What a strategy knows when asked for the next delay. */
@@ -98,4 +99,62 @@ export function isRetryStrategy(value: unknown): value is RetryStrategy {
     value !== null &&
     typeof (value as { nextDelayMs?: unknown }).nextDelayMs === 'function'
   );
+}
+
+/**
+ * One retry cycle's bookkeeping: attempts, elapsed time, last error and previous delay,
+ * reset when the lock is acquired. `next()` asks the strategy and checks its answer.
+ */
+export class RetryCycle {
+  attempt = 0;
+  lastError: Error | null = null;
+  private cycleStart: number;
+  private previousDelayMs: number | null = null;
+
+  constructor(
+    private readonly strategy: RetryStrategy,
+    private readonly now: () => number,
+  ) {
+    this.cycleStart = now();
+  }
+
+  reset(): void {
+    this.attempt = 0;
+    this.lastError = null;
+    this.previousDelayMs = null;
+    this.cycleStart = this.now();
+  }
+
+  /** The next delay, or why the cycle gives up (null from the strategy, a throw, a bad number). */
+  next(): { delayMs: number } | { giveUp: LockError } {
+    this.attempt += 1;
+    const ctx: RetryContext = {
+      attempt: this.attempt,
+      elapsedMs: this.now() - this.cycleStart,
+      lastError: this.lastError,
+      previousDelayMs: this.previousDelayMs,
+    };
+    const code = 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED';
+    let delay: number | null;
+    try {
+      delay = this.strategy.nextDelayMs(ctx);
+    } catch (err) {
+      return {
+        giveUp: new LockError(`retryStrategy.nextDelayMs threw: ${toError(err).message}`, {
+          cause: err,
+          code,
+        }),
+      };
+    }
+    if (delay === null) {
+      const message = `retry strategy gave up after ${this.attempt - 1} failed attempts`;
+      return { giveUp: new LockError(message, { cause: this.lastError ?? undefined, code }) };
+    }
+    if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0) {
+      const message = `retryStrategy.nextDelayMs must return a finite number >= 0 or null, returned ${String(delay)}`;
+      return { giveUp: new LockError(message, { code }) };
+    }
+    this.previousDelayMs = delay;
+    return { delayMs: delay };
+  }
 }

@@ -5,54 +5,28 @@
  * client's `'error'` and `'end'` events, and the notices PostgreSQL sends on an
  * immediate shutdown or a crash, mark the session dead at once, exactly once.
  */
-import os from 'node:os';
-import pg from 'pg';
+import type pg from 'pg';
 import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
+import { type ConnectFn, destroyClient, parseSettingMs } from './connect.js';
 import { ConnectionError, describe, LockError, sqlStateOf, toError } from './errors.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
-
-/** Opens a connected client that the lock then owns (the `connect` option). */
-export type ConnectFn = () => Promise<pg.Client>;
+import {
+  CHECK,
+  PREPARE,
+  READ_SETTINGS,
+  TRY_LOCK,
+  TRY_LOCK_ARMED,
+  UNLOCK,
+  WAIT_LOCK,
+  WAIT_LOCK_PRE14,
+} from './sql.js';
 
 /** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
 const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
 
-const TRY_LOCK = 'SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid';
-/**
- * PG14+: take the lock and, only if granted, arm idle_session_timeout in the same round trip
- * (a follower must never be cut for being idle). The subquery is not flattened because
- * pg_try_advisory_lock is volatile, so the lock call runs once, before the CASE.
- */
-const TRY_LOCK_ARMED = `SELECT l.ok, l.pid,
-  CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle
-  FROM (SELECT pg_try_advisory_lock($1::int4, $2::int4) AS ok, pg_backend_pid() AS pid) AS l`;
-/**
- * Wait mode: block server-side in pg_advisory_lock for at most lock_timeout (one slice),
- * arming idle_session_timeout in the same statement once granted (so a waiter whose client
- * vanished and was granted the lock anyway is cut by the server within serverReleaseMs).
- */
-const WAIT_LOCK = `SELECT true AS ok, l.pid, set_config('idle_session_timeout', $3, false) AS idle
-  FROM (SELECT pg_advisory_lock($1::int4, $2::int4) AS locked, pg_backend_pid() AS pid) AS l`;
-const WAIT_LOCK_PRE14 =
-  'SELECT true AS ok, l.pid FROM (SELECT pg_advisory_lock($1::int4, $2::int4) AS locked, pg_backend_pid() AS pid) AS l';
 /** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
 const SLICE_ENDED = '55P03';
-const PREPARE = `SELECT current_setting('server_version_num')::int AS version,
-  pg_is_in_recovery() AS recovery, pg_backend_pid() AS pid`;
-const READ_SETTINGS = 'SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])';
-const UNLOCK = 'SELECT pg_advisory_unlock($1::int4, $2::int4) AS ok';
-/**
- * Liveness and ownership in one round trip: is the backend still the one that acquired,
- * and does it still hold (key1, key2)? Advisory keys are stored as unsigned OIDs in
- * pg_locks, hence `::int4::oid`; the two-key form has objsubid = 2.
- */
-export const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
-  SELECT 1 FROM pg_locks
-   WHERE locktype = 'advisory'
-     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-     AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
-     AND pid = pg_backend_pid() AND granted) AS held`;
 
 export interface SessionOptions {
   key1: number;
@@ -73,7 +47,6 @@ export interface SessionOptions {
 export type CheckResult = { ok: true } | { ok: false; reason: string };
 
 interface PgInternals {
-  connection?: { stream?: { destroy(): void } };
   processID?: number | null;
 }
 
@@ -386,63 +359,4 @@ export class Session {
     })();
     return this.closing;
   }
-}
-
-/** Parse a formatted time setting (`'4200ms'`, `'5s'`, `'1min'`, `'0'`) into milliseconds. */
-export function parseSettingMs(value: string | null): number | null {
-  if (value === null) return null;
-  const m = /^(\d+)\s*(ms|s|min|h|d)?$/.exec(value.trim());
-  if (!m) return null;
-  const factor = { ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 'ms'] ?? 1;
-  return Number(m[1]) * factor;
-}
-
-/** Destroy a client's socket without waiting; keeps an 'error' listener so nothing is unhandled. */
-function destroyClient(client: pg.Client): void {
-  if (client.listenerCount('error') === 0) client.on('error', () => {});
-  const internals = client as unknown as PgInternals;
-  internals.connection?.stream?.destroy();
-  client.end().catch(() => {});
-}
-
-/** PostgreSQL truncates application_name to 63 bytes; keep ours within it. */
-export function applicationName(id: string): string {
-  const full = `pgleaderlock:${id}`;
-  const buf = Buffer.from(full, 'utf8');
-  if (buf.length <= 63) return full;
-  // cut on a character boundary
-  let end = 63;
-  while (end > 0 && ((buf[end] ?? 0) & 0xc0) === 0x80) end--;
-  return buf.subarray(0, end).toString('utf8');
-}
-
-/** Default candidate id: host-pid-random. */
-export function defaultId(): string {
-  return `${os.hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-}
-
-/**
- * The default `connect`: a new `pg.Client` with listeners attached before `connect()`,
- * TCP keepalive on, identified by `application_name`.
- */
-export function defaultConnect(config: pg.ClientConfig, appName: string, timeoutMs: number): ConnectFn {
-  return async () => {
-    const client = new pg.Client({
-      ...config,
-      application_name: appName,
-      keepAlive: true,
-      keepAliveInitialDelayMillis: 2000,
-      connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
-    });
-    client.on('error', () => {}); // replaced by the session's handler; never unhandled
-    try {
-      await client.connect();
-    } catch (err) {
-      destroyClient(client);
-      throw err;
-    }
-    client.removeAllListeners('error');
-    client.on('error', () => {}); // until the session attaches
-    return client;
-  };
 }

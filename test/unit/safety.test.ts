@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { parseSettingMs } from '../../src/connect.js';
 import { LeaderLock, LockState } from '../../src/index.js';
 import { type AppliedSettings, connectSettings, safetyFor, serverReleaseBound } from '../../src/safety.js';
-import { parseSettingMs } from '../../src/session.js';
 import { flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 

@@ -1,0 +1,69 @@
+/** Building and tearing down the lock's pg clients. */
+import os from 'node:os';
+import pg from 'pg';
+
+/** Opens a connected client that the lock then owns (the `connect` option). */
+export type ConnectFn = () => Promise<pg.Client>;
+
+interface PgInternals {
+  connection?: { stream?: { destroy(): void } };
+}
+
+/** Parse a formatted time setting (`'4200ms'`, `'5s'`, `'1min'`, `'0'`) into milliseconds. */
+export function parseSettingMs(value: string | null): number | null {
+  if (value === null) return null;
+  const m = /^(\d+)\s*(ms|s|min|h|d)?$/.exec(value.trim());
+  if (!m) return null;
+  const factor = { ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 'ms'] ?? 1;
+  return Number(m[1]) * factor;
+}
+
+/** Destroy a client's socket without waiting; keeps an 'error' listener so nothing is unhandled. */
+export function destroyClient(client: pg.Client): void {
+  if (client.listenerCount('error') === 0) client.on('error', () => {});
+  const internals = client as unknown as PgInternals;
+  internals.connection?.stream?.destroy();
+  client.end().catch(() => {});
+}
+
+/** PostgreSQL truncates application_name to 63 bytes; keep ours within it. */
+export function applicationName(id: string): string {
+  const full = `pgleaderlock:${id}`;
+  const buf = Buffer.from(full, 'utf8');
+  if (buf.length <= 63) return full;
+  // cut on a character boundary
+  let end = 63;
+  while (end > 0 && ((buf[end] ?? 0) & 0xc0) === 0x80) end--;
+  return buf.subarray(0, end).toString('utf8');
+}
+
+/** Default candidate id: host-pid-random. */
+export function defaultId(): string {
+  return `${os.hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/**
+ * The default `connect`: a new `pg.Client` with listeners attached before `connect()`,
+ * TCP keepalive on, identified by `application_name`.
+ */
+export function defaultConnect(config: pg.ClientConfig, appName: string, timeoutMs: number): ConnectFn {
+  return async () => {
+    const client = new pg.Client({
+      ...config,
+      application_name: appName,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 2000,
+      connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
+    });
+    client.on('error', () => {}); // replaced by the session's handler; never unhandled
+    try {
+      await client.connect();
+    } catch (err) {
+      destroyClient(client);
+      throw err;
+    }
+    client.removeAllListeners('error');
+    client.on('error', () => {}); // until the session attaches
+    return client;
+  };
+}
