@@ -179,7 +179,10 @@ export class Lifecycle {
     }
   }
 
-  /** ACQUIRING: connect if needed, then one `pg_try_advisory_lock`. */
+  /**
+   * ACQUIRING: connect if needed, then one attempt: a `pg_try_advisory_lock` (poll mode) or
+   * one server-side wait of at most a slice followed by an ownership check (wait mode).
+   */
   private async acquire(): Promise<Input> {
     if (!this.session || this.session.dead) {
       await this.closeSession();
