@@ -16,7 +16,8 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_SHUTDOWN'
   | 'ERR_PGLEADERLOCK_CALLBACK'
   | 'ERR_PGLEADERLOCK_TERM_ENDED'
-  | 'ERR_PGLEADERLOCK_RUN';
+  | 'ERR_PGLEADERLOCK_RUN'
+  | 'ERR_PGLEADERLOCK_FENCED';
 
 /** Base class of every error this library produces. */
 export class PgLeaderLockError extends Error {

@@ -12,6 +12,7 @@ export {
   PgLeaderLockError,
   ShutdownError,
 } from './errors.js';
+export { FencedError } from './fencing.js';
 export { type Effect, type Flags, type Input, type Transition, transition } from './fsm.js';
 export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';

@@ -1,4 +1,6 @@
 /** The public class: configuration, callbacks, and the lifecycle's start/stop orchestration. */
+
+import type pg from 'pg';
 import {
   type AcquiredCallback,
   type Callback,
@@ -8,6 +10,7 @@ import {
 } from './callbacks.js';
 import { deferred } from './clock.js';
 import { ShutdownError } from './errors.js';
+import { FencedError, fencedWrite } from './fencing.js';
 import type { Input } from './fsm.js';
 import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
 import { keysFromName } from './keys.js';
@@ -169,6 +172,21 @@ export class LeaderLock implements AsyncDisposable {
     if (typeof fn !== 'function')
       throw new TypeError(`runWhileLeader expects a function, received ${typeof fn}`);
     return this.runners.add(fn);
+  }
+
+  /**
+   * Fencing (`fencing: true`): run `fn(client)` in a transaction on `client` (a connection
+   * of yours to the same database, not inside a transaction already) that commits only if
+   * this process's current term still holds the current epoch. The epoch row stays
+   * share-locked until commit, so a newer leader's increment waits for the write; a write
+   * from a superseded term is refused with a `FencedError`. See docs/safety.md.
+   */
+  fenced<T>(client: pg.ClientBase, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+    const table = this.o.fencingTable;
+    if (table === null) return Promise.reject(new FencedError('fencing is not enabled: pass fencing: true'));
+    const term = this.terms.current;
+    if (!term) return Promise.reject(new FencedError('fenced write refused: this process is not the leader'));
+    return fencedWrite(client, table, { key1: this.o.key1, key2: this.o.key2 }, term, fn);
   }
 
   /** Register a callback for when leadership is acquired; it receives the new term. Returns `fn`. */

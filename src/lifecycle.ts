@@ -43,6 +43,8 @@ export class Lifecycle {
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
   private leaseEnd = Number.NEGATIVE_INFINITY;
   private lastSafety: Safety | null = null;
+  /** Epoch for the term about to open (fencing). */
+  private pendingEpoch: bigint | null = null;
   private running: Promise<void> | null = null;
 
   constructor(
@@ -220,6 +222,14 @@ export class Lifecycle {
     }
     // a lock granted to a session about to be closed is released by the close
     if (this.stopRequested) return 'StopRequested';
+    if (ok) {
+      try {
+        await this.bumpEpoch(this.session);
+      } catch (err) {
+        this.fail(err);
+        return this.stopRequested ? 'StopRequested' : 'DbError';
+      }
+    }
     this.retry.lastError = null;
     return ok ? 'AcquireSucceeded' : 'AcquireFailed';
   }
@@ -296,6 +306,7 @@ export class Lifecycle {
         if (this.stopRequested) return 'StopRequested';
         if (ok) {
           this.renew(this.session, sentAt);
+          await this.bumpEpoch(this.session);
           return 'ReacquireSucceeded';
         }
         this.inputError = new LockError('the lock is held by another session', {
@@ -379,7 +390,8 @@ export class Lifecycle {
     if (to === LEADER) {
       c.leaderSince = now;
       if (from === RECONNECTING) c.recoveries += 1;
-      this.terms.open();
+      this.terms.open(this.pendingEpoch);
+      this.pendingEpoch = null;
     }
   }
 
@@ -439,6 +451,11 @@ export class Lifecycle {
         logger.info({ event: 'leadership_recovered', key1, key2 }, 'leadership_recovered');
         return;
     }
+  }
+
+  /** Fencing: the next term's epoch, bumped while holding the lock, before the term opens. */
+  private async bumpEpoch(session: Session): Promise<void> {
+    this.pendingEpoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
   }
 
   /** Ask the retry strategy for the next delay; null (or a bad answer) gives up. */

@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
 import { applicationName, type ConnectFn, defaultConnect, defaultId } from './connect.js';
+import { DEFAULT_FENCING_TABLE, quoteTable } from './fencing.js';
 import { keysFromName } from './keys.js';
 import { defaultLogger, type Logger } from './logger.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
@@ -86,6 +87,12 @@ export interface LeaderLockOptions {
   serverReleaseMs?: number;
   /** How long a graceful close may take before the socket is destroyed. Default 1000. */
   closeTimeoutMs?: number;
+  /**
+   * Fencing tokens: on each acquisition increment a per-key epoch in a table the lock
+   * creates if missing (default `pgleaderlock_epochs`); `term.epoch` carries it and
+   * `lock.fenced(client, fn)` commits writes only while it is current. Default off.
+   */
+  fencing?: boolean | { table?: string };
   /** A pino-compatible logger. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
   logger?: Logger;
   /** Time source (tests). Default: `performance.now()` and the global timers. */
@@ -110,6 +117,8 @@ export interface ResolvedOptions {
   waitSliceMs: number | null;
   serverReleaseMs: number;
   closeTimeoutMs: number;
+  /** Quoted table name when fencing is on, else null. */
+  fencingTable: string | null;
   logger: Logger;
   clock: Clock;
 }
@@ -132,6 +141,7 @@ const KNOWN = new Set<string>([
   'waitSliceMs',
   'serverReleaseMs',
   'closeTimeoutMs',
+  'fencing',
   'logger',
   'clock',
 ]);
@@ -220,6 +230,14 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new TypeError('pass either connect or connectionString, not both');
   }
 
+  let fencingTable: string | null = null;
+  if (options.fencing !== undefined && options.fencing !== false) {
+    if (options.fencing === true) fencingTable = quoteTable(DEFAULT_FENCING_TABLE);
+    else if (typeof options.fencing === 'object' && options.fencing !== null) {
+      fencingTable = quoteTable(options.fencing.table ?? DEFAULT_FENCING_TABLE);
+    } else throw new TypeError(`fencing must be a boolean or { table }, received ${show(options.fencing)}`);
+  }
+
   const appName = applicationName(id);
   const connect =
     options.connect !== undefined
@@ -249,6 +267,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     waitSliceMs,
     serverReleaseMs,
     closeTimeoutMs,
+    fencingTable,
     logger: options.logger ?? defaultLogger(),
     clock: options.clock ?? systemClock,
   };

@@ -10,6 +10,7 @@ import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
 import { type ConnectFn, destroyClient, parseSettingMs } from './connect.js';
 import { ConnectionError, describe, LockError, sqlStateOf, toError } from './errors.js';
+import { bumpSql, createTableSql } from './fencing.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
@@ -57,6 +58,7 @@ export class Session {
   private openedPid: number | null = null;
   private settings: AppliedSettings | null = null;
   private currentSafety: Safety | null = null;
+  private fencingReady = false;
   private deathCause: Error | null = null;
   private readonly deathListeners = new Set<(err: Error) => void>();
   private closing: Promise<void> | null = null;
@@ -246,6 +248,29 @@ export class Session {
   async cancel(): Promise<void> {
     const sent = await sendCancel(this.client, this.opts.clock, this.opts.closeTimeoutMs);
     if (!sent) this.destroy(new ConnectionError('wait cancelled by closing the session'));
+  }
+
+  /**
+   * Fencing: while holding the lock, increment this key's epoch in `table` (creating the
+   * table on first use) and return the new value.
+   */
+  async bumpEpoch(table: string, leaderId: string): Promise<bigint> {
+    if (!this.fencingReady) {
+      try {
+        await this.query(createTableSql(table), []);
+      } catch (err) {
+        // two sessions creating it at once: one wins, the other sees a duplicate
+        if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
+      }
+      this.fencingReady = true;
+    }
+    const [row] = await this.query<{ epoch: string }>(bumpSql(table), [
+      this.opts.key1,
+      this.opts.key2,
+      leaderId,
+    ]);
+    if (!row) throw new LockError('the fencing epoch was not returned');
+    return BigInt(row.epoch);
   }
 
   /** `pg_advisory_unlock`: true if the lock was held and is now released. */

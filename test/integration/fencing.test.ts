@@ -1,0 +1,143 @@
+/** Fencing tokens against PostgreSQL. */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { deferred } from '../../src/clock.js';
+import { FencedError, LeaderLock, LockState } from '../../src/index.js';
+import {
+  adminQuery,
+  databaseUrl,
+  eventually,
+  holderPid,
+  lockHolders,
+  randomKeys,
+  terminate,
+} from '../harness/db.js';
+import { useLocks } from '../harness/locks.js';
+
+const locks = useLocks();
+const TABLE = 'pgleaderlock_epochs';
+
+async function writer(): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: databaseUrl(), application_name: 'pgleaderlock-test-writer' });
+  c.on('error', () => {});
+  await c.connect();
+  await c.query(
+    'CREATE TABLE IF NOT EXISTS fenced_writes (k int4, epoch int8, at timestamptz DEFAULT clock_timestamp())',
+  );
+  return c;
+}
+
+describe('fencing', () => {
+  it('epochs strictly increase across 100 failovers', async () => {
+    const keys = randomKeys();
+    const epochs: bigint[] = [];
+    const [a, b] = [0, 1].map(() => {
+      const l = locks.make({ ...keys, acquireMode: 'wait', fencing: true });
+      l.onAcquired((term) => {
+        if (term.epoch !== null) epochs.push(term.epoch);
+      });
+      return l;
+    }) as [LeaderLock, LeaderLock];
+    await a.start();
+    await a.waitForLeadership();
+    await b.start();
+    for (let i = 0; i < 100; i++) {
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
+        what: 'both queued',
+      });
+      const leader = a.isLeader ? a : b;
+      const other = leader === a ? b : a;
+      await leader.stepDown();
+      await eventually(() => other.isLeader, { what: `failover ${i + 1}` });
+    }
+    await eventually(() => epochs.length === 101);
+    for (let i = 1; i < epochs.length; i++) expect(epochs[i]).toBe((epochs[i - 1] as bigint) + 1n);
+    const [row] = await adminQuery<{ epoch: string }>(
+      databaseUrl(),
+      `SELECT epoch::text AS epoch FROM ${TABLE} WHERE key1 = $1 AND key2 = $2`,
+      [keys.key1, keys.key2],
+    );
+    expect(BigInt(row?.epoch ?? '0')).toBe(epochs.at(-1));
+  });
+
+  it('a fenced write from a superseded term is refused; a current one commits', async () => {
+    const keys = randomKeys();
+    const client = await writer();
+    try {
+      const a = locks.make({ ...keys, fencing: true, autoReacquire: false });
+      await a.start();
+      await a.waitForLeadership();
+      expect(a.term?.epoch).toBeGreaterThan(0n);
+      await a.fenced(client, (c) =>
+        c.query('INSERT INTO fenced_writes (k, epoch) VALUES ($1, $2)', [keys.key1, a.term?.epoch]),
+      );
+
+      // a write that passed its own term check, but reaches the epoch row only after a newer leader bumped it
+      const gate = deferred<void>();
+      const slow = Object.create(client) as pg.Client;
+      slow.query = ((text: string, values?: unknown[]) =>
+        String(text).includes('FOR SHARE')
+          ? gate.promise.then(() => client.query(text, values))
+          : client.query(text, values)) as pg.Client['query'];
+      const stale = a.fenced(slow, (c) =>
+        c.query('INSERT INTO fenced_writes (k, epoch) VALUES ($1, -1)', [keys.key1]),
+      );
+      const b = locks.make({ ...keys, fencing: true });
+      await b.start();
+      await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+      await b.waitForLeadership();
+      expect(b.term?.epoch).toBe(2n);
+      gate.resolve();
+      await expect(stale).rejects.toBeInstanceOf(FencedError);
+      await expect(stale).rejects.toThrow(/term \d+ has epoch \d+, the current epoch is \d+/);
+      const { rows } = await client.query('SELECT epoch FROM fenced_writes WHERE k = $1 ORDER BY at', [
+        keys.key1,
+      ]);
+      // only the write of the current term (epoch 1) is there; the stale one (-1) was rolled back
+      expect(rows.map((r) => String(r.epoch))).toEqual(['1']);
+      // and a process that is not leader cannot write at all
+      await expect(a.fenced(client, async () => 1)).rejects.toThrow(/not the leader/);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("a newer leader's increment waits until an in-flight fenced write has committed", async () => {
+    const keys = randomKeys();
+    const client = await writer();
+    try {
+      const a = locks.make({ ...keys, fencing: true, autoReacquire: false });
+      await a.start();
+      await a.waitForLeadership();
+      const inside = deferred<void>();
+      const finish = deferred<void>();
+      const write = a.fenced(client, async (c) => {
+        inside.resolve();
+        await finish.promise; // holding the epoch row FOR SHARE
+        await c.query('INSERT INTO fenced_writes (k, epoch) VALUES ($1, 1)', [keys.key1]);
+      });
+      await inside.promise;
+      const b = locks.make({ ...keys, fencing: true, queryTimeoutMs: 5000 });
+      await b.start();
+      await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+      await eventually(() => a.state === LockState.STOPPED);
+      // b holds the advisory lock but its epoch increment is blocked behind the fenced write
+      await new Promise((r) => setTimeout(r, 300));
+      expect(b.isLeader).toBe(false);
+      finish.resolve();
+      await write; // the write of the old term commits: it was current when it took the row
+      expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(b.term?.epoch).toBe(2n);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('rejects a bad table name, and fenced() without fencing', async () => {
+    expect(() => new LeaderLock({ key1: 1, key2: 2, fencing: { table: 'x; DROP TABLE y' } })).toThrow(
+      /fencing.table must be a table name/,
+    );
+    const lock = new LeaderLock({ key1: 1, key2: 2, connectionString: databaseUrl() });
+    await expect(lock.fenced({} as pg.Client, async () => 1)).rejects.toThrow(/fencing is not enabled/);
+  });
+});
