@@ -16,6 +16,8 @@ export type Callback = () => void | Promise<void>;
 export type AcquiredCallback = (term: Term) => void | Promise<void>;
 /** Called on every state change with the state left and the state entered. */
 export type StateChangeCallback = (from: LockState, to: LockState) => void | Promise<void>;
+/** Called with the id of another candidate that became leader. */
+export type NewLeaderCallback = (id: string) => void | Promise<void>;
 /** Called with every error the lifecycle meets (it never throws them at you). */
 export type ErrorCallback = (error: Error) => void | Promise<void>;
 
@@ -26,6 +28,7 @@ export interface CallbackMap {
   acquireFailed: Callback;
   stopped: Callback;
   stateChange: StateChangeCallback;
+  newLeader: NewLeaderCallback;
   error: ErrorCallback;
 }
 
@@ -41,6 +44,7 @@ export class Callbacks {
     acquireFailed: [],
     stopped: [],
     stateChange: [],
+    newLeader: [],
     error: [],
   };
   private tail: Promise<void> = Promise.resolve();

@@ -2,7 +2,13 @@
  * pgleaderlock: leader election on PostgreSQL session advisory locks.
  * @packageDocumentation
  */
-export type { AcquiredCallback, Callback, ErrorCallback, StateChangeCallback } from './callbacks.js';
+export type {
+  AcquiredCallback,
+  Callback,
+  ErrorCallback,
+  NewLeaderCallback,
+  StateChangeCallback,
+} from './callbacks.js';
 export type { Clock } from './clock.js';
 export {
   CallbackError,

@@ -6,6 +6,7 @@ import {
   type Callback,
   Callbacks,
   type ErrorCallback,
+  type NewLeaderCallback,
   type StateChangeCallback,
 } from './callbacks.js';
 import { deferred } from './clock.js';
@@ -208,6 +209,16 @@ export class LeaderLock implements AsyncDisposable {
   /** Register a callback for entering STOPPED. Returns `fn`. */
   onStopped<F extends Callback>(fn: F): F {
     return this.callbacks.add('stopped', fn);
+  }
+  /**
+   * Register a callback for another candidate becoming leader; it receives that candidate's
+   * id. Learned from the holder at connect and from the new leader's NOTIFY on the key's
+   * channel: promptly while this lock's session is idle (poll mode, LEADER), at the end of
+   * the current wait slice in wait mode (a session waiting in pg_advisory_lock receives
+   * notifications only between statements). Returns `fn`.
+   */
+  onNewLeader<F extends NewLeaderCallback>(fn: F): F {
+    return this.callbacks.add('newLeader', fn);
   }
   /** Register a callback for every state change `(from, to)`. Returns `fn`. */
   onStateChange<F extends StateChangeCallback>(fn: F): F {

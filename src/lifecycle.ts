@@ -43,6 +43,11 @@ export class Lifecycle {
   /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
   private leaseEnd = Number.NEGATIVE_INFINITY;
   private lastSafety: Safety | null = null;
+  private lastLeaderSeen: string | null = null;
+  /** The next health check must also announce this leader (NOTIFY). */
+  private announcePending = false;
+  /** The grant was announced already, by the check that verified it (wait mode). */
+  private announced = false;
   /** Epoch for the term about to open (fencing). */
   private pendingEpoch: bigint | null = null;
   private running: Promise<void> | null = null;
@@ -206,8 +211,9 @@ export class Lifecycle {
         // from when that check was sent (never later than the server's last activity).
         if (ok && !this.stopRequested) {
           const checkedAt = this.o.clock.now();
-          const result = await this.session.check();
+          const result = await this.session.check(this.o.id); // verifies the grant and announces it
           if (!result.ok) throw new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' });
+          this.announced = true;
           this.renew(this.session, checkedAt);
         }
       } else {
@@ -274,7 +280,9 @@ export class Lifecycle {
       let result: Awaited<ReturnType<Session['check']>>;
       const sentAt = this.o.clock.now();
       try {
-        result = await session.check();
+        // the first check of a term also announces this leader (onNewLeader elsewhere)
+        result = await session.check(this.announcePending ? this.o.id : undefined);
+        this.announcePending = false;
       } catch (err) {
         this.fail(err);
         return 'DbError';
@@ -391,6 +399,9 @@ export class Lifecycle {
       c.leaderSince = now;
       if (from === RECONNECTING) c.recoveries += 1;
       this.terms.open(this.pendingEpoch);
+      this.announcePending = !this.announced;
+      this.announced = false;
+      this.lastLeaderSeen = this.o.id;
       this.pendingEpoch = null;
     }
   }
@@ -458,6 +469,13 @@ export class Lifecycle {
     this.pendingEpoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
   }
 
+  /** onNewLeader: another candidate leads; reported once per change. */
+  private leaderSeen(id: string): void {
+    if (id === this.lastLeaderSeen) return;
+    this.lastLeaderSeen = id;
+    if (id !== this.o.id) this.callbacks.emit('newLeader', id);
+  }
+
   /** Ask the retry strategy for the next delay; null (or a bad answer) gives up. */
   private nextDelay(): number | null {
     const next = this.retry.next();
@@ -489,6 +507,8 @@ export class Lifecycle {
         this.o.waitSliceMs === null ? null : Math.round(this.o.waitSliceMs * (0.9 + Math.random() * 0.2)),
     });
     session.onDeath(() => this.wake());
+    if (session.holderAtConnect) this.leaderSeen(session.holderAtConnect);
+    session.onAnnouncement((id) => this.leaderSeen(id));
     return session;
   }
 

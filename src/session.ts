@@ -14,6 +14,9 @@ import { bumpSql, createTableSql } from './fencing.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
+  CHECK_ANNOUNCE,
+  CURRENT_HOLDER,
+  channelFor,
   PREPARE,
   READ_SETTINGS,
   TRY_LOCK,
@@ -59,6 +62,9 @@ export class Session {
   private settings: AppliedSettings | null = null;
   private currentSafety: Safety | null = null;
   private fencingReady = false;
+  /** The id of the lock's holder when this session connected (null if none, or not ours). */
+  holderAtConnect: string | null = null;
+  private announcementListener: ((id: string) => void) | null = null;
   private deathCause: Error | null = null;
   private readonly deathListeners = new Set<(err: Error) => void>();
   private closing: Promise<void> | null = null;
@@ -143,6 +149,11 @@ export class Session {
       tcpUserTimeoutMs: read('tcp_user_timeout'),
       clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
     };
+    // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
+    const channel = channelFor(this.opts.key1, this.opts.key2);
+    await this.query(`LISTEN ${channel}`, []);
+    const [holder] = await this.query<{ application_name: string | null }>(CURRENT_HOLDER);
+    this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
   }
 
   /** The safety figures of this session, known once it has acquired the lock. */
@@ -273,6 +284,11 @@ export class Session {
     return BigInt(row.epoch);
   }
 
+  /** Called with the id in each leadership announcement this session receives. */
+  onAnnouncement(fn: (id: string) => void): void {
+    this.announcementListener = fn;
+  }
+
   /** `pg_advisory_unlock`: true if the lock was held and is now released. */
   async unlock(): Promise<boolean> {
     const [row] = await this.query<{ ok: boolean }>(UNLOCK);
@@ -281,8 +297,17 @@ export class Session {
   }
 
   /** Health check: the session answers, is the same backend, and still holds the lock. */
-  async check(): Promise<CheckResult> {
-    const [row] = await this.query<{ pid: number; held: boolean }>(CHECK);
+  async check(announceAs?: string): Promise<CheckResult> {
+    const { key1, key2 } = this.opts;
+    const [row] =
+      announceAs === undefined
+        ? await this.query<{ pid: number; held: boolean }>(CHECK)
+        : await this.query<{ pid: number; held: boolean }>(CHECK_ANNOUNCE, [
+            key1,
+            key2,
+            channelFor(key1, key2),
+            announceAs,
+          ]);
     if (!row) return { ok: false, reason: 'health check returned no row' };
     if (this.lockedPid !== null && row.pid !== this.lockedPid) {
       return {
@@ -335,6 +360,10 @@ export class Session {
     const client = this.client;
     client.on('error', (err: Error) => this.die(err));
     client.on('end', () => this.die(new ConnectionError('connection ended')));
+    const channel = channelFor(this.opts.key1, this.opts.key2);
+    client.on('notification', (msg: { channel: string; payload?: string }) => {
+      if (msg.channel === channel && msg.payload) this.announcementListener?.(msg.payload);
+    });
     client.on('notice', (msg: { code?: string; message?: string }) => {
       if (msg.code && DYING_NOTICES.has(msg.code)) {
         const err = new ConnectionError(`server is shutting down (${msg.code}): ${msg.message ?? ''}`, {
@@ -384,4 +413,9 @@ export class Session {
     })();
     return this.closing;
   }
+}
+
+/** The candidate id in a `pgleaderlock:<id>` application_name, else null. */
+export function idFromApplicationName(name: string | null): string | null {
+  return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
 }

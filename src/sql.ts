@@ -32,3 +32,19 @@ export const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
      AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
      AND pid = pg_backend_pid() AND granted) AS held`;
+/** The application_name of the backend holding (key1, key2), if any. */
+export const CURRENT_HOLDER = `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE l.locktype = 'advisory'
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted`;
+/**
+ * The ownership check that also announces this leader's id on the key's channel (the first
+ * check of a term): no extra round trip, no extra stage in the health loop. The NOTIFY is
+ * sent when the statement's transaction commits, right after it.
+ */
+export const CHECK_ANNOUNCE = `${CHECK}, (SELECT count(*) FROM pg_notify($3, $4)) AS announced`;
+
+/** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
+export function channelFor(key1: number, key2: number): string {
+  return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
+}

@@ -1,7 +1,7 @@
 /** Terms against PostgreSQL: the signal aborts within 50 ms of each way a term ends; inspect. */
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/clock.js';
-import { LeaderLock, LockState } from '../../src/index.js';
+import { FixedInterval, LeaderLock, LockState } from '../../src/index.js';
 import { databaseUrl, eventually, holderPid, lockHolders, randomKeys, terminate } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
@@ -107,5 +107,34 @@ describe('LeaderLock.inspect', () => {
     await expect(
       LeaderLock.inspect({ connectionString: 'postgres://u:pw@127.0.0.1:1/db', key1: 1, key2: 2 }),
     ).rejects.toMatchObject({ name: 'ConnectionError', code: 'ERR_PGLEADERLOCK_CONNECTION' });
+  });
+});
+
+describe.each(['poll', 'wait'] as const)('onNewLeader (%s mode)', (mode) => {
+  it('a follower learns the current leader at connect and each new leader after', async () => {
+    const keys = randomKeys();
+    const make = (o: object = {}) => locks.make({ ...keys, acquireMode: mode, ...o });
+    const a = make();
+    await a.start();
+    await a.waitForLeadership();
+    const b = make();
+    // c never wins the race: in poll mode it polls once a minute, in wait mode it queues after b
+    const c = make({ retryStrategy: new FixedInterval({ intervalMs: 60_000 }) });
+    const seenByC: string[] = [];
+    c.onNewLeader((id) => {
+      seenByC.push(id);
+    });
+    await b.start();
+    await eventually(
+      async () =>
+        (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length >= (mode === 'wait' ? 2 : 1),
+    );
+    await c.start();
+    await eventually(() => seenByC.includes(a.id), { what: 'c to learn a leads (at connect)' });
+    await a.shutdown();
+    await eventually(() => b.isLeader, { what: 'b to lead' });
+    // poll mode: c's session is idle, so the NOTIFY arrives at once; wait mode: at c's slice end (200 ms here)
+    await eventually(() => seenByC.at(-1) === b.id, { what: 'c to learn b leads', timeoutMs: 3000 });
+    expect(seenByC).not.toContain(c.id);
   });
 });

@@ -92,6 +92,7 @@ export class FakeClient extends EventEmitter {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
     if (text.includes('pg_advisory_lock(')) return this.waitLock(values);
+    if (text.includes('application_name')) return Promise.resolve({ rows: [] }); // who holds: unknown here
     const kind = text.includes('pg_try_advisory_lock')
       ? 'tryLock'
       : text.includes('pg_advisory_unlock')
@@ -175,6 +176,11 @@ export class FakeClient extends EventEmitter {
       return [{}];
     }
     return [{}];
+  }
+
+  /** Ownership checks run on this client (not the who-holds query at connect). */
+  get checks(): number {
+    return this.queries.filter((q) => q.includes('pg_locks') && !q.includes('application_name')).length;
   }
 
   owns(q: PendingQuery): boolean {
