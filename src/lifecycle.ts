@@ -48,6 +48,11 @@ export class Lifecycle {
   private announcePending = false;
   /** The grant was announced already, by the check that verified it (wait mode). */
   private announced = false;
+  private leaseTimer: unknown = null;
+  /** Check without waiting a health interval (the lease lapsed). */
+  private checkSoon = false;
+  /** The fencing epoch of the current leadership (kept when a term reopens after a lapse). */
+  private leaderEpoch: bigint | null = null;
   /** Epoch for the term about to open (fencing). */
   private pendingEpoch: bigint | null = null;
   private running: Promise<void> | null = null;
@@ -87,6 +92,27 @@ export class Lifecycle {
     if (!safety) return;
     this.lastSafety = safety;
     this.leaseEnd = sentAt + safety.leaseMs;
+    this.clearLeaseTimer();
+    const { clock } = this.o;
+    this.leaseTimer = clock.setTimeout(() => this.leaseLapsed(), Math.max(0, this.leaseEnd - clock.now()));
+  }
+
+  /**
+   * The lease ran out with no check to renew it (a blocked event loop, a slow network):
+   * end the term now so leader work stops, and check at once. If the check proves the lock
+   * is still held, a new term opens (same fencing epoch: the lock was never lost).
+   */
+  private leaseLapsed(): void {
+    this.leaseTimer = null;
+    if (this.current !== LEADER || this.o.clock.now() < this.leaseEnd) return;
+    this.terms.end('lease expired before a check renewed it (leader work is suspended)');
+    this.checkSoon = true;
+    this.wake();
+  }
+
+  private clearLeaseTimer(): void {
+    if (this.leaseTimer !== null) this.o.clock.clearTimeout(this.leaseTimer);
+    this.leaseTimer = null;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
@@ -145,6 +171,7 @@ export class Lifecycle {
       this.current = STOPPED;
       if (from !== STOPPED) this.onTransition(from, STOPPED, 'StopRequested');
     } finally {
+      this.clearLeaseTimer();
       const s = this.session;
       this.session = null;
       if (s) await s.close();
@@ -275,7 +302,9 @@ export class Lifecycle {
         );
         return 'HealthFailed';
       }
-      const elapsed = await sleep(this.o.clock, this.o.healthIntervalMs, signal);
+      const delay = this.checkSoon ? 0 : this.o.healthIntervalMs;
+      this.checkSoon = false;
+      const elapsed = await sleep(this.o.clock, delay, signal);
       if (!elapsed) continue; // woken: the top of the loop says why
       let result: Awaited<ReturnType<Session['check']>>;
       const sentAt = this.o.clock.now();
@@ -292,6 +321,8 @@ export class Lifecycle {
         return 'HealthFailed';
       }
       this.renew(session, sentAt);
+      // the lease had lapsed, but the lock is still ours: leadership resumes in a new term
+      if (!this.terms.current) this.terms.open(this.leaderEpoch);
     }
   }
 
@@ -390,6 +421,7 @@ export class Lifecycle {
     const c = this.counters;
     const now = this.o.clock.now();
     if (from === LEADER) {
+      this.clearLeaseTimer();
       if (c.leaderSince !== null) c.leaderMsClosed += now - c.leaderSince;
       c.leaderSince = null;
       this.terms.end(termEndReason(input, to));
@@ -398,6 +430,7 @@ export class Lifecycle {
     if (to === LEADER) {
       c.leaderSince = now;
       if (from === RECONNECTING) c.recoveries += 1;
+      this.leaderEpoch = this.pendingEpoch;
       this.terms.open(this.pendingEpoch);
       this.announcePending = !this.announced;
       this.announced = false;

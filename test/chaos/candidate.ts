@@ -21,6 +21,8 @@ export interface CandidateConfig {
 export type CandidateMessage =
   | { type: 'start'; id: string; at: number }
   | { type: 'end'; id: string; start: number; end: number }
+  | { type: 'runStart'; id: string; at: number }
+  | { type: 'run'; id: string; start: number; end: number }
   | { type: 'ready'; id: string };
 
 export type ParentCommand = { type: 'stepDown' } | { type: 'freeze'; ms: number } | { type: 'shutdown' };
@@ -58,6 +60,20 @@ lock.onStateChange((from, to) => {
     send({ type: 'end', id: cfg.id, start, end: Math.min(now, lock.leaseExpiresAt ?? now) });
     start = null;
   }
+});
+
+// leader work: a run lasts from its start until its term's signal aborts, or its lease ended
+// if that came first (a frozen process does nothing while frozen; on waking it must not act)
+lock.runWhileLeader(async (term) => {
+  const start = hrtimeMs();
+  send({ type: 'runStart', id: cfg.id, at: start });
+  await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+  send({
+    type: 'run',
+    id: cfg.id,
+    start,
+    end: Math.min(hrtimeMs(), lock.leaseExpiresAt ?? Number.POSITIVE_INFINITY),
+  });
 });
 
 process.on('message', (cmd: ParentCommand) => {

@@ -15,6 +15,11 @@ it.each(['wait', 'poll'] as const)(
       if (COVERED.has(o.fault as never)) expect.soft(o, `overlap after ${o.fault}`).toBeUndefined();
       else expect.soft(o.ms, `overlap after ${o.fault}`).toBeLessThan(50);
     }
+    // runWhileLeader across processes: never two runs at once for the faults the bound covers
+    expect(report.runs.length).toBeGreaterThanOrEqual(report.faults.length / 2);
+    for (const o of report.runOverlaps) {
+      if (COVERED.has(o.fault as never)) expect.soft(o, `run overlap after ${o.fault}`).toBeUndefined();
+    }
     for (const f of report.faults) {
       expect.soft(f.gapMs, `no leader within the bound after ${f.kind}`).not.toBeNull();
       if (f.gapMs !== null)

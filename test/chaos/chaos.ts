@@ -55,6 +55,9 @@ export interface ChaosReport {
   faults: FaultRecord[];
   intervals: Interval[];
   overlaps: Overlap[];
+  /** runWhileLeader runs, and their overlaps across processes. */
+  runs: Interval[];
+  runOverlaps: Overlap[];
   /** Bound on the gap without a leader after each kind of fault, as stated for this run. */
   gapBoundMs: Record<FaultKind, number>;
   serverReleaseMs: number;
@@ -70,6 +73,7 @@ interface Candidate {
   proc: ChildProcess;
   proxy: FaultProxy;
   openSince: number | null;
+  runSince: number | null;
   exited: Promise<number | null>;
 }
 
@@ -92,6 +96,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const server: PgServer = await startPgServer();
   const candidates = new Map<string, Candidate>();
   const intervals: Interval[] = [];
+  const runs: Interval[] = [];
   const faults: FaultRecord[] = [];
   let started = 0;
   let cleanExits = 0;
@@ -115,7 +120,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-    const c: Candidate = { id, proc, proxy, openSince: null, exited };
+    const c: Candidate = { id, proc, proxy, openSince: null, runSince: null, exited };
     proc.on('message', (m: CandidateMessage) => {
       if (m.type === 'start') {
         c.openSince = m.at;
@@ -124,6 +129,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       } else if (m.type === 'end') {
         c.openSince = null;
         intervals.push({ id: m.id, start: m.start, end: m.end });
+      } else if (m.type === 'runStart') {
+        c.runSince = m.at;
+      } else if (m.type === 'run') {
+        c.runSince = null;
+        runs.push({ id: m.id, start: m.start, end: m.end });
       }
     });
     await new Promise<void>((resolve, reject) => {
@@ -219,6 +229,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const now = hrtimeMs();
     for (const c of candidates.values()) {
       if (c.openSince !== null) intervals.push({ id: c.id, start: c.openSince, end: now });
+      if (c.runSince !== null) runs.push({ id: c.id, start: c.runSince, end: now });
     }
   } finally {
     for (const c of candidates.values()) {
@@ -232,6 +243,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     faults,
     intervals,
     overlaps: findOverlaps(intervals, faults),
+    runs,
+    runOverlaps: findOverlaps(runs, faults),
     gapBoundMs,
     serverReleaseMs,
     cleanExits,
@@ -260,8 +273,8 @@ export function findOverlaps(intervals: Interval[], faults: FaultRecord[]): Over
 /** Markdown table of a report. */
 export function formatReport(r: ChaosReport): string {
   const lines = [
-    '| fault | injected | overlaps | max overlap (ms) | max gap without a leader (ms) | gap bound (ms) |',
-    '|---|---|---|---|---|---|',
+    '| fault | injected | overlaps | max overlap (ms) | run overlaps | max gap without a leader (ms) | gap bound (ms) |',
+    '|---|---|---|---|---|---|---|',
   ];
   const kinds: FaultKind[] = ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'];
   for (const k of kinds) {
@@ -271,7 +284,7 @@ export function formatReport(r: ChaosReport): string {
     lines.push(
       `| ${k}${COVERED.has(k) ? '' : ' (not covered by the bound)'} | ${fs.length} | ${os.length} | ${
         os.length ? Math.max(...os.map((o) => o.ms)).toFixed(1) : '0'
-      } | ${gaps.length ? Math.max(...gaps).toFixed(0) : '-'} | ${r.gapBoundMs[k]} |`,
+      } | ${r.runOverlaps.filter((o) => o.fault === k).length} | ${gaps.length ? Math.max(...gaps).toFixed(0) : '-'} | ${r.gapBoundMs[k]} |`,
     );
   }
   return lines.join('\n');

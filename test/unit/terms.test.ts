@@ -209,3 +209,21 @@ describe('stats and diagnostics_channel', () => {
     }
   });
 });
+
+describe('lease lapse', () => {
+  it('a lease that runs out unrenewed ends the term at once (leader work stops), before the check deadline', async () => {
+    const h = makeLock({ autoReacquire: false });
+    await startLeader(h);
+    const term = h.lock.term;
+    h.db.behaviour.check = 'hang';
+    h.clock.freeze(2800); // past the 2700 ms lease; the overdue health check is sent and hangs
+    await h.clock.advance(0);
+    expect(h.lock.state).toBe(LockState.LEADER); // the check has not failed yet
+    expect(h.lock.isLeader).toBe(false);
+    expect(term?.signal.aborted).toBe(true);
+    expect(String(term?.signal.reason)).toMatch(/lease expired/);
+    expect(h.lock.term).toBeNull();
+    await h.clock.advance(500); // the hung check hits its deadline: a loss
+    expect(h.lock.state).toBe(LockState.STOPPED);
+  });
+});
