@@ -9,6 +9,7 @@ import type { Callbacks } from './callbacks.js';
 import { type Deferred, deferred, sleep } from './clock.js';
 import { ConnectionError, LockError, PgLeaderLockError, toError } from './errors.js';
 import { type Effect, type Input, transition } from './fsm.js';
+import { Lease } from './lease.js';
 import {
   type AcquiredMessage,
   type Counters,
@@ -40,15 +41,12 @@ export class Lifecycle {
   private inputError: Error | null = null;
   private readonly retry: RetryCycle;
   private releaseWaiters: Deferred<void>[] = [];
-  /** Monotonic time until which leadership is believed: last successful check's send time + lease. */
-  private leaseEnd = Number.NEGATIVE_INFINITY;
-  private lastSafety: Safety | null = null;
+  private readonly lease: Lease;
   private lastLeaderSeen: string | null = null;
   /** The next health check must also announce this leader (NOTIFY). */
   private announcePending = false;
   /** The grant was announced already, by the check that verified it (wait mode). */
   private announced = false;
-  private leaseTimer: unknown = null;
   /** Check without waiting a health interval (the lease lapsed). */
   private checkSoon = false;
   /** The fencing epoch of the current leadership (kept when a term reopens after a lapse). */
@@ -65,6 +63,7 @@ export class Lifecycle {
     private readonly counters: Counters,
   ) {
     this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    this.lease = new Lease(o.clock, () => this.leaseLapsed());
   }
 
   get state(): LockState {
@@ -73,28 +72,22 @@ export class Lifecycle {
 
   /** LEADER and within the lease. Read from the clock at each call, so a process that was frozen sees false on waking. */
   get isLeader(): boolean {
-    return this.current === LEADER && this.o.clock.now() < this.leaseEnd;
+    return this.current === LEADER && this.lease.valid();
   }
 
   /** When the current lease ends, on the lock's clock; null if never acquired. */
   get leaseExpiresAt(): number | null {
-    return Number.isFinite(this.leaseEnd) ? this.leaseEnd : null;
+    return this.lease.expiresAt;
   }
 
   /** Safety figures of the session that last acquired the lock. */
   get safety(): Safety | null {
-    return this.lastSafety;
+    return this.lease.safety;
   }
 
   /** Renew the lease from a successful check or acquisition sent at `sentAt`. */
   private renew(session: Session, sentAt: number): void {
-    const safety = session.safety;
-    if (!safety) return;
-    this.lastSafety = safety;
-    this.leaseEnd = sentAt + safety.leaseMs;
-    this.clearLeaseTimer();
-    const { clock } = this.o;
-    this.leaseTimer = clock.setTimeout(() => this.leaseLapsed(), Math.max(0, this.leaseEnd - clock.now()));
+    if (session.safety) this.lease.renew(session.safety, sentAt);
   }
 
   /**
@@ -103,16 +96,10 @@ export class Lifecycle {
    * is still held, a new term opens (same fencing epoch: the lock was never lost).
    */
   private leaseLapsed(): void {
-    this.leaseTimer = null;
-    if (this.current !== LEADER || this.o.clock.now() < this.leaseEnd) return;
+    if (this.current !== LEADER) return;
     this.terms.end('lease expired before a check renewed it (leader work is suspended)');
     this.checkSoon = true;
     this.wake();
-  }
-
-  private clearLeaseTimer(): void {
-    if (this.leaseTimer !== null) this.o.clock.clearTimeout(this.leaseTimer);
-    this.leaseTimer = null;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
@@ -171,7 +158,7 @@ export class Lifecycle {
       this.current = STOPPED;
       if (from !== STOPPED) this.onTransition(from, STOPPED, 'StopRequested');
     } finally {
-      this.clearLeaseTimer();
+      this.lease.cancel();
       const s = this.session;
       this.session = null;
       if (s) await s.close();
@@ -421,7 +408,7 @@ export class Lifecycle {
     const c = this.counters;
     const now = this.o.clock.now();
     if (from === LEADER) {
-      this.clearLeaseTimer();
+      this.lease.cancel();
       if (c.leaderSince !== null) c.leaderMsClosed += now - c.leaderSince;
       c.leaderSince = null;
       this.terms.end(termEndReason(input, to));
