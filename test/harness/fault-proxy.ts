@@ -120,3 +120,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     },
   };
 }
+
+/** A fault proxy in front of the server at `url` (host and port taken from it). */
+export function proxyTo(url: string): Promise<FaultProxy> {
+  const target = new URL(url);
+  return startFaultProxy({ host: target.hostname, port: Number(target.port) });
+}

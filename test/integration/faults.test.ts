@@ -17,7 +17,7 @@ import {
   randomKeys,
   terminate,
 } from '../harness/db.js';
-import { startFaultProxy } from '../harness/fault-proxy.js';
+import { proxyTo } from '../harness/fault-proxy.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -87,8 +87,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   describe('the bound holds: the old leader lets go before anyone else can take over', () => {
     it('blackholed leader: isLeader false and onLost before the follower acquires; follower takes over within the bound', async () => {
       const keys = randomKeys();
-      const target = new URL(databaseUrl());
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+      const proxy = await proxyTo(databaseUrl());
       try {
         // healthIntervalMs 200 + queryTimeoutMs 500: the server drops the session 1400 ms after the last check
         const a = make({
@@ -191,8 +190,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       '%s on a blackholed socket finishes within its timeout and leaves nothing behind',
       async (call) => {
         const keys = randomKeys();
-        const target = new URL(databaseUrl());
-        const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+        const proxy = await proxyTo(databaseUrl());
         try {
           const lock = make({
             ...keys,
@@ -223,8 +221,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
 
     it('an upstream reset after the leader noticed: a follower takes over at once', async () => {
       const keys = randomKeys();
-      const target = new URL(databaseUrl());
-      const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+      const proxy = await proxyTo(databaseUrl());
       try {
         const a = make({
           ...keys,

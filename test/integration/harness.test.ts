@@ -3,7 +3,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { adminQuery, databaseUrl, ownServer } from '../harness/db.js';
-import { startFaultProxy } from '../harness/fault-proxy.js';
+import { proxyTo } from '../harness/fault-proxy.js';
 import { redactUrl } from '../harness/redact.js';
 
 function client(url: string): pg.Client {
@@ -64,8 +64,7 @@ describe('test database', () => {
 
 describe('fault proxy', () => {
   it('passes queries through, with added latency', async () => {
-    const target = new URL(databaseUrl());
-    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const proxy = await proxyTo(databaseUrl());
     try {
       proxy.setLatency(30);
       const c = client(proxy.url(databaseUrl()));
@@ -81,8 +80,7 @@ describe('fault proxy', () => {
   });
 
   it('blackhole: a query stays pending and the socket stays open', async () => {
-    const target = new URL(databaseUrl());
-    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const proxy = await proxyTo(databaseUrl());
     const c = client(proxy.url(databaseUrl()));
     try {
       await c.connect();
@@ -108,8 +106,7 @@ describe('fault proxy', () => {
   });
 
   it('reset: the client sees ECONNRESET', async () => {
-    const target = new URL(databaseUrl());
-    const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+    const proxy = await proxyTo(databaseUrl());
     const c = new pg.Client({ connectionString: proxy.url(databaseUrl()) });
     const errors: (Error & { code?: string })[] = [];
     c.on('error', (e) => errors.push(e));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/clock.js';
 import { LockState } from '../../src/index.js';
 import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys } from '../harness/db.js';
-import { startFaultProxy } from '../harness/fault-proxy.js';
+import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -19,8 +19,7 @@ async function leaderAndGhost() {
   const leader = make(keys);
   await leader.start();
   await leader.waitForLeadership();
-  const target = new URL(databaseUrl());
-  const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+  const proxy = await proxyTo(databaseUrl());
   const ghost = make({
     ...keys,
     connectionString: proxy.url(databaseUrl()),
