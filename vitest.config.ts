@@ -32,6 +32,17 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // spawns the built CLI (dist/cli.js, rebuilt by the setup) as a user would
+          name: 'cli',
+          include: ['test/cli/**/*.test.ts'],
+          globalSetup: ['test/harness/global-setup.ts', 'test/harness/build-cli.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
           // runs alone, after the others: it is timing-sensitive and loads both cores
           name: 'chaos',
           include: ['test/chaos/**/*.test.ts'],

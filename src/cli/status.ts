@@ -1,0 +1,58 @@
+/** `pgleaderlock status`: who holds the key and who waits, from pg_locks. Informational. */
+import { type Candidate, inspect } from '../inspect.js';
+import { type Dsn, type Keys, redact, UsageError } from './args.js';
+import { clientConfig, connectOrExit, EXIT, humanMs } from './common.js';
+
+const NOTE = 'informational: a snapshot of pg_locks, it may have changed by the time you read it';
+
+function who(c: Candidate): string {
+  return `${c.id || '(no application_name)'} (pid ${c.pid}${c.clientAddr ? `, ${c.clientAddr}` : ''})`;
+}
+
+function age(since: Date | null): string {
+  return since ? `since ${since.toISOString()} (${humanMs(Date.now() - since.getTime())} ago)` : '';
+}
+
+/** `" by <id> (pid N)"` for messages, or `""` if nobody holds it or the lookup fails. */
+export async function holderText(dsn: Dsn, keys: Keys): Promise<string> {
+  try {
+    const found = await inspect({ ...clientConfig(dsn), key1: keys.key1, key2: keys.key2, timeoutMs: 3000 });
+    return found.leader ? ` by ${who(found.leader)}` : '';
+  } catch {
+    return '';
+  }
+}
+
+export async function status(
+  dsn: Dsn,
+  keys: Keys,
+  json: boolean,
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  // connect first so an unreachable server or a bad password is a one-line usage error
+  const result = await inspect({
+    connect: () => connectOrExit(dsn, 'pgleaderlock-inspect'),
+    key1: keys.key1,
+    key2: keys.key2,
+  }).catch((err: unknown) => {
+    const cause = (err as { cause?: unknown }).cause;
+    throw cause instanceof UsageError ? cause : err;
+  });
+  if (json) {
+    out.write(
+      `${JSON.stringify({ key1: keys.key1, key2: keys.key2, ...(keys.name === undefined ? {} : { name: keys.name }), leader: result.leader, waiters: result.waiters, note: NOTE })}\n`,
+    );
+    return EXIT.OK;
+  }
+  const lines = [
+    `key (${keys.key1}, ${keys.key2})${keys.name === undefined ? '' : ` from name ${JSON.stringify(keys.name)}`} on ${redact(dsn.url)}`,
+    result.leader
+      ? `leader:  ${who(result.leader)}, session ${age(result.leader.since)}`
+      : 'leader:  none (the key is free)',
+    `waiting: ${result.waiters.length === 0 ? 'none' : result.waiters.length}`,
+    ...result.waiters.map((w, i) => `  ${i + 1}. ${who(w)} ${age(w.since)}`.trimEnd()),
+    `(${NOTE})`,
+  ];
+  out.write(`${lines.join('\n')}\n`);
+  return EXIT.OK;
+}

@@ -1,0 +1,97 @@
+/** Spawn the built CLI (dist/cli.js) as a user would, and watch its output. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/cli.js');
+
+export interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface Running {
+  proc: ChildProcess;
+  /** Resolves with the first stdout/stderr line matching `re` (rejects after timeoutMs). */
+  line(re: RegExp, timeoutMs?: number): Promise<string>;
+  /** Every line so far, from both streams. */
+  readonly lines: string[];
+  readonly exited: Promise<Finished>;
+}
+
+/** An environment without the variables the CLI reads for its database. */
+export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of ['PG_DSN', 'DATABASE_URL', 'PGHOST', 'NODE_DEBUG']) delete env[k];
+  return { ...env, ...extra };
+}
+
+export function startCli(args: string[], env: NodeJS.ProcessEnv = cleanEnv()): Running {
+  const proc = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
+  let stdout = '';
+  let stderr = '';
+  const onLine = (l: string): void => {
+    lines.push(l);
+    for (const w of [...waiters]) {
+      if (w.re.test(l)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(l);
+      }
+    }
+  };
+  proc.stdout?.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  proc.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', onLine);
+  createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', onLine);
+  const exited = new Promise<Finished>((resolve) => {
+    proc.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  return {
+    proc,
+    lines,
+    exited,
+    line(re, timeoutMs = 15_000) {
+      const seen = lines.find((l) => re.test(l));
+      if (seen !== undefined) return Promise.resolve(seen);
+      return new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          reject(new Error(`no line matching ${re} within ${timeoutMs} ms; output:\n${lines.join('\n')}`));
+        }, timeoutMs);
+        const w = {
+          re,
+          resolve: (l: string) => {
+            clearTimeout(timer);
+            resolve(l);
+          },
+        };
+        waiters.push(w);
+        void exited.then(() => {
+          if (waiters.includes(w)) {
+            clearTimeout(timer);
+            reject(new Error(`exited without a line matching ${re}; output:\n${lines.join('\n')}`));
+          }
+        });
+      });
+    },
+  };
+}
+
+/** Run the CLI to completion; SIGKILL it after `timeoutMs` so a hung run never outlives its test. */
+export async function cli(args: string[], env?: NodeJS.ProcessEnv, timeoutMs = 20_000): Promise<Finished> {
+  const r = startCli(args, env);
+  const timer = setTimeout(() => r.proc.kill('SIGKILL'), timeoutMs);
+  try {
+    return await r.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
