@@ -26,6 +26,7 @@ import {
   EXIT,
   explain,
   HELP_OPTION,
+  handleClosedOutput,
   JSON_OPTION,
   KEY_OPTIONS,
   Output,
@@ -191,6 +192,7 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+handleClosedOutput();
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -95,6 +95,22 @@ export async function checkConnection(dsn: Dsn): Promise<void> {
   await client.end().catch(() => {});
 }
 
+let outputClosed = false;
+
+/**
+ * When a reader of stdout or stderr goes away (`pgleaderlock run | head -1`, a demo killed
+ * with SIGKILL), stop writing and shut down as on SIGTERM instead of crashing on EPIPE.
+ */
+export function handleClosedOutput(): void {
+  const onError = (err: NodeJS.ErrnoException): void => {
+    if (outputClosed) return;
+    outputClosed = true;
+    if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') process.kill(process.pid, 'SIGTERM');
+  };
+  process.stdout.on('error', onError);
+  process.stderr.on('error', onError);
+}
+
 /** Event output: readable lines (`time  message  key=value …`) or one JSON object per line. */
 export class Output {
   constructor(
@@ -103,6 +119,7 @@ export class Output {
   ) {}
 
   event(event: string, text: string, fields: Record<string, unknown> = {}): void {
+    if (outputClosed) return;
     const now = Date.now();
     if (this.json) {
       this.stream.write(`${JSON.stringify({ time: new Date(now).toISOString(), event, ...fields })}\n`);

@@ -202,7 +202,11 @@ export async function demo(values: Values, write: (line: string) => void): Promi
     await server?.dispose();
     if (times.length > 0) {
       const sorted = [...times].sort((a, b) => a - b);
-      const median = sorted[Math.floor((sorted.length - 1) / 2)] ?? 0;
+      const mid = sorted.length / 2;
+      const median =
+        sorted.length % 2 === 1
+          ? (sorted[Math.floor(mid)] ?? 0)
+          : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
       write(
         `${times.length} failover${times.length === 1 ? '' : 's'}, kill -> new leader: min ${sorted[0]?.toFixed(1)} ms, median ${median.toFixed(1)} ms, max ${sorted.at(-1)?.toFixed(1)} ms (${mode} mode)`,
       );

