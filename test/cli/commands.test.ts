@@ -40,32 +40,62 @@ const keyArgs = (k: { key1: number; key2: number }): string[] => [
 ];
 const holders = async (k: { key1: number; key2: number }): Promise<number> =>
   (await lockHolders(databaseUrl(), k.key1, k.key2)).filter((r) => r.granted).length;
+/** `acquire … -- node -e script`. */
+const jobArgs = (k: { key1: number; key2: number }, script: string, extra: string[] = []): string[] => [
+  'acquire',
+  '--dsn',
+  databaseUrl(),
+  ...keyArgs(k),
+  ...extra,
+  '--',
+  process.execPath,
+  '-e',
+  script,
+];
 const tmp = (): string => fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-cli-'));
 
 describe('pgleaderlock run', () => {
-  it('two processes elect one leader; SIGTERM exits 0 and releases, the other takes over', async () => {
-    const name = `run-${locks.tag}`;
-    const [key1, key2] = LeaderLock.keysFromName(name);
-    const common = ['--dsn', databaseUrl(), '--name', name, '--json', '--health-interval', '500ms'];
-    const a = start(['run', ...common, '--id', `${locks.tag}-a`]);
-    await a.line(/"event":"acquired"/);
-    const b = start(['run', ...common, '--id', `${locks.tag}-b`]);
-    await b.line(/"to":"acquiring"/);
-    expect(await holders({ key1, key2 })).toBe(1);
-    expect(b.lines.some((l) => l.includes('"event":"acquired"'))).toBe(false);
+  it.each([
+    ['wait mode', []],
+    [
+      'poll mode, back-off and grace flags',
+      ['--acquire-mode', 'poll', '--retry-base', '50ms', '--retry-max', '200ms', '--reconnect-grace', '1s'],
+    ],
+  ])(
+    'two processes elect one leader; SIGTERM exits 0 and releases, the other takes over (%s)',
+    async (_mode, flags) => {
+      const name = `run-${locks.tag}`;
+      const [key1, key2] = LeaderLock.keysFromName(name);
+      const common = [
+        '--dsn',
+        databaseUrl(),
+        '--name',
+        name,
+        '--json',
+        '--health-interval',
+        '500ms',
+        ...flags,
+      ];
+      const a = start(['run', ...common, '--id', `${locks.tag}-a`]);
+      await a.line(/"event":"acquired"/);
+      const b = start(['run', ...common, '--id', `${locks.tag}-b`]);
+      await b.line(/"event":"acquire_failed"|"to":"acquiring"/);
+      expect(await holders({ key1, key2 })).toBe(1);
+      expect(b.lines.some((l) => l.includes('"event":"acquired"'))).toBe(false);
 
-    a.proc.kill('SIGTERM');
-    const aDone = await a.exited;
-    expect(aDone.code).toBe(0);
-    expect(aDone.stdout).toContain('"event":"released"');
-    expect(aDone.stdout).toMatch(/"event":"exit".*"code":0/);
-    await b.line(/"event":"acquired"/, 5000);
+      a.proc.kill('SIGTERM');
+      const aDone = await a.exited;
+      expect(aDone.code).toBe(0);
+      expect(aDone.stdout).toContain('"event":"released"');
+      expect(aDone.stdout).toMatch(/"event":"exit".*"code":0/);
+      await b.line(/"event":"acquired"/, 5000);
 
-    b.proc.kill('SIGINT');
-    expect((await b.exited).code).toBe(0);
-    expect(await holders({ key1, key2 })).toBe(0);
-    await assertNoSessions(locks.tag);
-  });
+      b.proc.kill('SIGINT');
+      expect((await b.exited).code).toBe(0);
+      expect(await holders({ key1, key2 })).toBe(0);
+      await assertNoSessions(locks.tag);
+    },
+  );
 
   it('readable lines carry the time, the state change and the key; every JSON line parses', async () => {
     const keys = randomKeys();
@@ -176,32 +206,12 @@ describe('pgleaderlock acquire', () => {
     const holder = locks.make({ ...keys });
     await holder.start();
     await holder.waitForLeadership();
-    const blocked = await cli([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--',
-      process.execPath,
-      '-e',
-      script,
-    ]);
+    const blocked = await cli(jobArgs(keys, script));
     expect(blocked.code).toBe(1);
     expect(fs.existsSync(marker)).toBe(false);
 
     await holder.shutdown();
-    const ran = await cli([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--id',
-      `${locks.tag}-job`,
-      '--',
-      process.execPath,
-      '-e',
-      script,
-    ]);
+    const ran = await cli(jobArgs(keys, script, ['--id', `${locks.tag}-job`]));
     expect(ran.code).toBe(7);
     expect(ran.stdout).toBe('hello from the job\n');
     expect(fs.readFileSync(marker, 'utf8')).toBe(`${locks.tag}-job`);
@@ -216,18 +226,7 @@ describe('pgleaderlock acquire', () => {
     const script = `const fs=require('fs'); fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
       process.on('SIGTERM', () => { fs.writeFileSync(${JSON.stringify(gotTerm)}, 'yes'); process.exit(0); });
       setInterval(() => {}, 1000);`;
-    const r = start([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--id',
-      `${locks.tag}-l`,
-      '--',
-      process.execPath,
-      '-e',
-      script,
-    ]);
+    const r = start(jobArgs(keys, script, ['--id', `${locks.tag}-l`]));
     await eventually(() => fs.existsSync(pidFile), { what: 'the command to start' });
     const t0 = performance.now();
     await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
@@ -244,18 +243,7 @@ describe('pgleaderlock acquire', () => {
     const pidFile = path.join(dir, 'pid');
     const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
       process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);`;
-    const r = start([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--kill-grace',
-      '300ms',
-      '--',
-      process.execPath,
-      '-e',
-      script,
-    ]);
+    const r = start(jobArgs(keys, script, ['--kill-grace', '300ms']));
     await eventually(() => fs.existsSync(pidFile), { what: 'the command to start' });
     const childPid = Number(fs.readFileSync(pidFile, 'utf8'));
     await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
