@@ -198,6 +198,29 @@ describe('pgleaderlock acquire', () => {
     expect(done.stderr).toContain('acquired');
   });
 
+  it('SIGINT while waiting: stops waiting, leaves the queue, exit 130', async () => {
+    const keys = randomKeys();
+    const holder = locks.make({ ...keys });
+    await holder.start();
+    await holder.waitForLeadership();
+    const waiting = start([
+      'acquire',
+      '--dsn',
+      databaseUrl(),
+      ...keyArgs(keys),
+      '--wait',
+      '--id',
+      `${locks.tag}-i`,
+    ]);
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
+      what: 'the CLI to queue for the lock',
+    });
+    waiting.proc.kill('SIGINT');
+    expect((await waiting.exited).code).toBe(130);
+    await assertNoSessions(`${locks.tag}-i`);
+    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toHaveLength(1);
+  });
+
   it('-- command: runs only while leader, with stdio passed through, and exits with its status', async () => {
     const keys = randomKeys();
     const dir = tmp();

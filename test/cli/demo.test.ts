@@ -1,8 +1,21 @@
 /** `pgleaderlock demo`: an election and failovers with nothing installed, and against a given server. */
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
 import { cli, startCli } from '../harness/cli.js';
 import { databaseUrl, eventually, lockHolders } from '../harness/db.js';
+
+/** Nothing listens on the port any more. */
+function portClosed(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('error', () => resolve(true));
+  });
+}
 
 describe('pgleaderlock demo', () => {
   it('with no database: starts an embedded PostgreSQL, kills the leader twice, exits 0 and cleans up', async () => {
@@ -20,17 +33,7 @@ describe('pgleaderlock demo', () => {
       /2 failovers, kill -> new leader: min [\d.]+ ms, median [\d.]+ ms, max [\d.]+ ms \(wait mode\)/,
     );
     expect(r.stdout.match(/SIGKILL candidate-\d+/g)).toHaveLength(2);
-    // the server and every candidate are gone
-    const { connect } = await import('node:net');
-    const refused = await new Promise<boolean>((resolve) => {
-      const s = connect(Number(port), '127.0.0.1');
-      s.once('connect', () => {
-        s.destroy();
-        resolve(false);
-      });
-      s.once('error', () => resolve(true));
-    });
-    expect(refused).toBe(true);
+    expect(await portClosed(Number(port))).toBe(true); // the server is gone
   });
 
   it('with --dsn: uses that server', async () => {
@@ -48,6 +51,17 @@ describe('pgleaderlock demo', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^using postgres:\/\/\w+:\*\*\*@/);
     expect(r.stdout).toMatch(/leads after [\d.]+ ms/);
+  });
+
+  it('Ctrl-C (SIGINT) stops the candidates and the embedded server, exit 130', async () => {
+    const r = startCli(['demo', '--interval', '1h']);
+    const port = Number(/on 127\.0\.0\.1:(\d+)/.exec(await r.line(/on 127\.0\.0\.1:\d+/))?.[1]);
+    await r.line(/candidate-\d+ leads/);
+    r.proc.kill('SIGINT');
+    const done = await r.exited;
+    expect(done.code).toBe(130);
+    expect(done.stderr).toBe('');
+    expect(await portClosed(port)).toBe(true);
   });
 
   it('candidates leave when the demo is killed with SIGKILL (they watch their parent)', async () => {
