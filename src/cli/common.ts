@@ -122,7 +122,9 @@ export class Output {
     if (outputClosed) return;
     const now = Date.now();
     if (this.json) {
-      this.stream.write(`${JSON.stringify({ time: new Date(now).toISOString(), event, ...fields })}\n`);
+      this.stream.write(
+        `${JSON.stringify({ time: new Date(now).toISOString(), event, message: text, ...fields })}\n`,
+      );
       return;
     }
     const extra = Object.entries(fields)

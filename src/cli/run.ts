@@ -153,7 +153,6 @@ export function logTransitions(lock: LeaderLock, out: Output, dsn: Dsn): void {
     const code = (err as { code?: unknown }).code;
     out.event('error', `error: ${scrub(explain(err), dsn.url)}`, {
       code: typeof code === 'string' ? code : undefined,
-      ...(out.json ? { message: scrub(explain(err), dsn.url) } : {}),
     });
   });
 }
