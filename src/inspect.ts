@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { ConnectionError, describe } from './errors.js';
 import { keysFromName } from './keys.js';
+import { KEY_LOCKS } from './sql.js';
 import { checkKey } from './validate.js';
 
 export interface InspectOptions {
@@ -43,9 +44,7 @@ export interface LockInspection {
 const INSPECT = `SELECT l.pid, l.granted, a.application_name, host(a.client_addr) AS client_addr,
     a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-  WHERE l.locktype = 'advisory'
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2
+  WHERE ${KEY_LOCKS}
   ORDER BY l.granted DESC, waitstart NULLS LAST, a.query_start`;
 
 interface Row {

@@ -32,11 +32,13 @@ export const CHECK = `SELECT pg_backend_pid() AS pid, EXISTS (
      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
      AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
      AND pid = pg_backend_pid() AND granted) AS held`;
+/** pg_locks rows (alias `l`) of the advisory key ($1, $2) in this database, held or awaited. */
+export const KEY_LOCKS = `l.locktype = 'advisory'
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2`;
 /** The application_name of the backend holding (key1, key2), if any. */
 export const CURRENT_HOLDER = `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-  WHERE l.locktype = 'advisory'
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted`;
+  WHERE ${KEY_LOCKS} AND l.granted`;
 /**
  * The ownership check that also announces this leader's id on the key's channel (the first
  * check of a term): no extra round trip, no extra stage in the health loop. The NOTIFY is

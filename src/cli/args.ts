@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { keysFromName } from '../keys.js';
-import { INT32_MAX, INT32_MIN } from '../validate.js';
+import { checkKey } from '../validate.js';
 
 /** Bad input on the command line or in the environment: exit code 2, one line, no stack. */
 export class UsageError extends Error {
@@ -112,13 +112,11 @@ function parseKey(flag: string, text: string): number {
   if (!/^-?\d+$/.test(text.trim())) {
     throw new UsageError(`--${flag} must be an integer, received ${JSON.stringify(text)}`);
   }
-  const n = Number(text);
-  if (n < INT32_MIN || n > INT32_MAX) {
-    throw new UsageError(
-      `--${flag} must be a 32-bit signed integer in [${INT32_MIN}, ${INT32_MAX}], received ${text.trim()}`,
-    );
+  try {
+    return checkKey(`--${flag}`, Number(text));
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
-  return n;
 }
 
 export interface Keys {

@@ -5,6 +5,7 @@
  */
 import type pg from 'pg';
 import { sqlStateOf } from '../errors.js';
+import { KEY_LOCKS } from '../sql.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
 import { CliExit, connectOrExit, EXIT, explain, humanMs } from './common.js';
 
@@ -19,9 +20,7 @@ export const BREAK_OPTIONS: OptionSpec[] = [
   },
 ];
 
-const KEY_MATCH = `l.locktype = 'advisory'
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted`;
+const KEY_MATCH = `${KEY_LOCKS} AND l.granted`;
 
 const HOLDER = `SELECT l.pid, a.application_name, host(a.client_addr) AS client_addr, a.usename,
     a.backend_start, (extract(epoch FROM clock_timestamp() - a.backend_start) * 1000)::float8 AS age_ms

@@ -52,6 +52,14 @@ const jobArgs = (k: { key1: number; key2: number }, script: string, extra: strin
   '-e',
   script,
 ];
+/** `acquire --wait` behind a holder, once it is queued in pg_locks. */
+async function queuedWaiter(k: { key1: number; key2: number }, id: string): Promise<Running> {
+  const waiting = start(['acquire', '--dsn', databaseUrl(), ...keyArgs(k), '--wait', '--id', id]);
+  await eventually(async () => (await lockHolders(databaseUrl(), k.key1, k.key2)).length === 2, {
+    what: 'the CLI to queue for the lock',
+  });
+  return waiting;
+}
 const tmp = (): string => fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-cli-'));
 
 describe('pgleaderlock run', () => {
@@ -180,18 +188,7 @@ describe('pgleaderlock acquire', () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(300);
     expect(timedOut.stderr).toContain('after waiting 300 ms');
 
-    const waiting = start([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--wait',
-      '--id',
-      `${locks.tag}-w`,
-    ]);
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
-      what: 'the CLI to queue for the lock',
-    });
+    const waiting = await queuedWaiter(keys, `${locks.tag}-w`);
     await holder.shutdown();
     const done = await waiting.exited;
     expect(done.code).toBe(0);
@@ -203,18 +200,7 @@ describe('pgleaderlock acquire', () => {
     const holder = locks.make({ ...keys });
     await holder.start();
     await holder.waitForLeadership();
-    const waiting = start([
-      'acquire',
-      '--dsn',
-      databaseUrl(),
-      ...keyArgs(keys),
-      '--wait',
-      '--id',
-      `${locks.tag}-i`,
-    ]);
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
-      what: 'the CLI to queue for the lock',
-    });
+    const waiting = await queuedWaiter(keys, `${locks.tag}-i`);
     waiting.proc.kill('SIGINT');
     expect((await waiting.exited).code).toBe(130);
     await assertNoSessions(`${locks.tag}-i`);
