@@ -17,6 +17,14 @@ import { useLocks } from '../harness/locks.js';
 const locks = useLocks();
 const TABLE = 'pgleaderlock_epochs';
 
+/** A fencing leader that stays down once it loses. */
+async function fencedLeader(keys: { key1: number; key2: number }): Promise<LeaderLock> {
+  const lock = locks.make({ ...keys, fencing: true, autoReacquire: false });
+  await lock.start();
+  await lock.waitForLeadership();
+  return lock;
+}
+
 async function writer(): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: databaseUrl(), application_name: 'pgleaderlock-test-writer' });
   c.on('error', () => {});
@@ -64,9 +72,7 @@ describe('fencing', () => {
     const keys = randomKeys();
     const client = await writer();
     try {
-      const a = locks.make({ ...keys, fencing: true, autoReacquire: false });
-      await a.start();
-      await a.waitForLeadership();
+      const a = await fencedLeader(keys);
       expect(a.term?.epoch).toBeGreaterThan(0n);
       await a.fenced(client, (c) =>
         c.query('INSERT INTO fenced_writes (k, epoch) VALUES ($1, $2)', [keys.key1, a.term?.epoch]),
@@ -106,9 +112,7 @@ describe('fencing', () => {
     const keys = randomKeys();
     const client = await writer();
     try {
-      const a = locks.make({ ...keys, fencing: true, autoReacquire: false });
-      await a.start();
-      await a.waitForLeadership();
+      const a = await fencedLeader(keys);
       const inside = deferred<void>();
       const finish = deferred<void>();
       const write = a.fenced(client, async (c) => {
