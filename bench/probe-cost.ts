@@ -38,8 +38,8 @@ try {
       others,
     ]);
     held = others;
-    await time(client, CHECK, [1, 2], 50); // warm up
-    const probe = await time(client, CHECK, [1, 2], 500);
+    await time(client, CHECK, [1, 2, 'probe'], 50); // warm up
+    const probe = await time(client, CHECK, [1, 2, 'probe'], 500);
     const one = await time(client, 'SELECT 1', [], 500);
     rows.push(
       `| ${others} | ${pct(probe, 50).toFixed(3)} | ${pct(probe, 99).toFixed(3)} | ${pct(one, 50).toFixed(3)} | ${pct(one, 99).toFixed(3)} |`,

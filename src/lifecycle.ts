@@ -516,6 +516,7 @@ export class Lifecycle {
     const session = await Session.open(this.o.connect, {
       key1: this.o.key1,
       key2: this.o.key2,
+      applicationName: this.o.applicationName,
       clock: this.o.clock,
       queryTimeoutMs: this.o.queryTimeoutMs,
       closeTimeoutMs: this.o.closeTimeoutMs,

@@ -5,25 +5,26 @@
  * client's `'error'` and `'end'` events, and the notices PostgreSQL sends on an
  * immediate shutdown or a crash, mark the session dead at once, exactly once.
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
 import { type ConnectFn, destroyClient, parseSettingMs } from './connect.js';
 import { ConnectionError, describe, LockError, sqlStateOf, toError } from './errors.js';
 import { bumpSql, createTableSql } from './fencing.js';
+import { PoolerGuard, reportedPid, SHARED_BACKEND } from './pooler.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
   CHECK_ANNOUNCE,
   CURRENT_HOLDER,
   channelFor,
+  FREE_STRANDED,
   PREPARE,
   READ_SETTINGS,
   TRY_LOCK,
-  TRY_LOCK_ARMED,
   UNLOCK,
   WAIT_LOCK,
-  WAIT_LOCK_PRE14,
 } from './sql.js';
 
 /** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
@@ -35,6 +36,8 @@ const SLICE_ENDED = '55P03';
 export interface SessionOptions {
   key1: number;
   key2: number;
+  /** Set on the session at connect (a `connect` hook's client may lack it). */
+  applicationName: string;
   clock: Clock;
   /** Target for the server's release of a dead leader's lock (session settings). */
   serverReleaseMs: number;
@@ -54,6 +57,21 @@ interface PgInternals {
   processID?: number | null;
 }
 
+/** A row of TRY_LOCK / WAIT_LOCK (sql.ts). */
+interface AcquireRow {
+  pid: number;
+  same: boolean;
+  held_before: boolean;
+  ok: boolean;
+  idle: string | null;
+}
+
+interface CheckRow {
+  pid: number;
+  same: boolean;
+  held: boolean;
+}
+
 export class Session {
   /** Backend pid at acquisition (null until a lock attempt succeeds). */
   private lockedPid: number | null = null;
@@ -68,6 +86,10 @@ export class Session {
   private deathCause: Error | null = null;
   private readonly deathListeners = new Set<(err: Error) => void>();
   private closing: Promise<void> | null = null;
+  /** The session marker (see sql.ts): proves each statement runs on this session's own backend. */
+  private readonly token = randomBytes(8).toString('hex');
+  /** Set when a pooler is in the path (null: a direct connection). */
+  private pooler: PoolerGuard | null = null;
 
   private constructor(
     private readonly client: pg.Client,
@@ -107,7 +129,7 @@ export class Session {
     const session = new Session(client, opts);
     session.attach();
     try {
-      await session.prepare();
+      await session.prepare(connect);
     } catch (err) {
       session.destroy(toError(err));
       throw err;
@@ -116,12 +138,16 @@ export class Session {
   }
 
   /**
-   * Refuse a server in recovery, remember the backend pid, set the keepalive and timeout
-   * settings that bound how long the server keeps a dead client's lock, and read back
-   * what it applied (Unix sockets, poolers and managed services may ignore some).
+   * Refuse a server in recovery and a pooler that shares backends, remember the backend
+   * pid, set the keepalive and timeout settings that bound how long the server keeps a
+   * dead client's lock, and read back what it applied (Unix sockets, poolers and managed
+   * services may ignore some).
    */
-  private async prepare(): Promise<void> {
-    const [info] = await this.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, []);
+  private async prepare(connect: ConnectFn): Promise<void> {
+    const [info] = await this.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, [
+      this.token,
+      this.opts.applicationName,
+    ]);
     if (!info) throw new ConnectionError('the server returned nothing for its version');
     if (info.recovery) {
       throw new LockError(
@@ -130,11 +156,23 @@ export class Session {
       );
     }
     this.openedPid = info.pid;
+    this.pooler = await PoolerGuard.open(
+      {
+        key1: this.opts.key1,
+        key2: this.opts.key2,
+        token: this.token,
+        connect,
+        clock: this.opts.clock,
+        timeoutMs: this.opts.queryTimeoutMs,
+      },
+      info.pid,
+      reportedPid(this.client),
+    );
     const wanted = connectSettings(this.opts.serverReleaseMs, info.version);
     if (this.opts.waitSliceMs !== null)
       wanted.push(['lock_timeout', String(Math.ceil(this.opts.waitSliceMs))]);
     const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
-    await this.query(`SELECT ${calls}`, wanted.flat());
+    await this.query(`/* pgleaderlock:configure */ SELECT ${calls}`, wanted.flat());
     const rows = await this.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
     const read = (name: string): number | null => {
       const row = rows.find((r) => r.name === name);
@@ -151,7 +189,7 @@ export class Session {
     };
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     const channel = channelFor(this.opts.key1, this.opts.key2);
-    await this.query(`LISTEN ${channel}`, []);
+    await this.query(`/* pgleaderlock:listen */ LISTEN ${channel}`, []);
     const [holder] = await this.query<{ application_name: string | null }>(CURRENT_HOLDER);
     this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
   }
@@ -193,24 +231,42 @@ export class Session {
    * frees the lock) if the backend changed since connect or the bound cannot hold.
    */
   async tryLock(): Promise<boolean> {
+    const [row] = await this.query<AcquireRow>(TRY_LOCK, this.acquireParams());
+    return this.acquired(row);
+  }
+
+  /** Parameters of TRY_LOCK / WAIT_LOCK: keys, marker, and the idle_session_timeout to arm (PG14+). */
+  private acquireParams(): unknown[] {
     const settings = this.settings;
     if (!settings) throw new ConnectionError('session not prepared');
-    const armed = settings.serverVersion >= 140000;
-    const [row] = armed
-      ? await this.query<{ ok: boolean; pid: number; idle: string | null }>(TRY_LOCK_ARMED, [
-          this.opts.key1,
-          this.opts.key2,
-          String(Math.ceil(this.opts.serverReleaseMs)),
-        ])
-      : await this.query<{ ok: boolean; pid: number; idle?: null }>(TRY_LOCK);
-    if (!row?.ok) return false;
-    return this.granted(row.pid, row.idle ?? null, armed);
+    const arm = settings.serverVersion >= 140000 ? String(Math.ceil(this.opts.serverReleaseMs)) : null;
+    return [this.opts.key1, this.opts.key2, this.token, arm];
+  }
+
+  /** Read an acquisition row: refuse a shared or moved backend; on a grant, as `granted`. */
+  private async acquired(row: AcquireRow | undefined): Promise<boolean> {
+    if (!row) throw new LockError('the acquisition returned no row');
+    if (!row.same) {
+      throw new LockError(
+        `this session's statement ran on a backend without its marker (backend pid ${row.pid}): ${SHARED_BACKEND}`,
+        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+      );
+    }
+    if (row.held_before) {
+      throw new LockError(
+        `the lock was already held by this session's backend (pid ${row.pid}) before it asked: another client shares the backend; ${SHARED_BACKEND}`,
+        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+      );
+    }
+    if (!row.ok) return false;
+    return this.granted(row.pid, row.idle);
   }
 
   /** After a grant: refuse a changed backend, record the pid, compute the lease. */
-  private granted(pid: number, idle: string | null, armed: boolean): true {
+  private async granted(pid: number, idle: string | null): Promise<true> {
     const settings = this.settings as AppliedSettings;
     if (this.openedPid !== null && pid !== this.openedPid) {
+      await this.freeStranded(pid);
       throw new LockError(
         `backend pid changed from ${this.openedPid} to ${pid} between statements: a transaction-mode pooler ` +
           'breaks session advisory locks; connect directly to PostgreSQL or through session mode',
@@ -218,6 +274,8 @@ export class Session {
       );
     }
     this.lockedPid = pid;
+    await this.verifyNotShared();
+    const armed = settings.serverVersion >= 140000;
     const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(idle) : null };
     this.currentSafety = safetyFor(applied, this.opts.healthIntervalMs, this.opts.queryTimeoutMs);
     return true;
@@ -229,26 +287,16 @@ export class Session {
    * The query's deadline is the slice plus `queryTimeoutMs`.
    */
   async waitLock(): Promise<boolean> {
-    const settings = this.settings;
     const slice = this.opts.waitSliceMs;
-    if (!settings || slice === null) throw new ConnectionError('session not prepared for waiting');
-    const armed = settings.serverVersion >= 140000;
-    let rows: { ok: boolean; pid: number; idle?: string | null }[];
+    if (slice === null) throw new ConnectionError('session not prepared for waiting');
+    let rows: AcquireRow[];
     try {
-      rows = armed
-        ? await this.query(
-            WAIT_LOCK,
-            [this.opts.key1, this.opts.key2, String(Math.ceil(this.opts.serverReleaseMs))],
-            slice,
-          )
-        : await this.query(WAIT_LOCK_PRE14, undefined, slice);
+      rows = await this.query<AcquireRow>(WAIT_LOCK, this.acquireParams(), slice);
     } catch (err) {
       if (!this.deathCause && sqlStateOf(err) === SLICE_ENDED) return false;
       throw err;
     }
-    const row = rows[0];
-    if (!row?.ok) return false;
-    return this.granted(row.pid, armed ? (row.idle ?? null) : null, armed);
+    return this.acquired(rows[0]);
   }
 
   /**
@@ -291,7 +339,17 @@ export class Session {
 
   /** `pg_advisory_unlock`: true if the lock was held and is now released. */
   async unlock(): Promise<boolean> {
-    const [row] = await this.query<{ ok: boolean }>(UNLOCK);
+    const [row] = await this.query<{ ok: boolean; same: boolean }>(UNLOCK, [
+      this.opts.key1,
+      this.opts.key2,
+      this.token,
+    ]);
+    if (row && !row.same) {
+      await this.freeStranded(this.lockedPid);
+      throw new LockError(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`, {
+        code: 'ERR_PGLEADERLOCK_UNSAFE',
+      });
+    }
     if (row?.ok) this.lockedPid = null;
     return row?.ok === true;
   }
@@ -301,22 +359,58 @@ export class Session {
     const { key1, key2 } = this.opts;
     const [row] =
       announceAs === undefined
-        ? await this.query<{ pid: number; held: boolean }>(CHECK)
-        : await this.query<{ pid: number; held: boolean }>(CHECK_ANNOUNCE, [
+        ? await this.query<CheckRow>(CHECK, [key1, key2, this.token])
+        : await this.query<CheckRow>(CHECK_ANNOUNCE, [
             key1,
             key2,
+            this.token,
             channelFor(key1, key2),
             announceAs,
           ]);
     if (!row) return { ok: false, reason: 'health check returned no row' };
+    if (!row.same) {
+      await this.freeStranded(this.lockedPid);
+      return {
+        ok: false,
+        reason: `the check ran on a backend without this session's marker: ${SHARED_BACKEND}`,
+      };
+    }
     if (this.lockedPid !== null && row.pid !== this.lockedPid) {
+      await this.freeStranded(this.lockedPid);
       return {
         ok: false,
         reason: `backend pid changed from ${this.lockedPid} to ${row.pid} (a transaction-mode pooler?)`,
       };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
+    await this.verifyNotShared();
     return { ok: true };
+  }
+
+  /** Behind a pooler, while the lock is held: the probe must not reach our backend (pooler.ts); else free it and refuse. */
+  private async verifyNotShared(): Promise<void> {
+    if (!this.pooler) return;
+    try {
+      await this.pooler.verifyHolding();
+    } catch (err) {
+      await this.freeStranded(this.lockedPid);
+      throw err;
+    }
+  }
+
+  /**
+   * This session proved not to be pinned to its backend (a pooler moved it) while the lock
+   * may be held on backend `pid`: free it there (unlock if this statement lands on it, else
+   * terminate that backend), so the key is not left held on a pooled backend. Best effort:
+   * the role may lack the right to terminate (docs/safety.md).
+   */
+  private async freeStranded(pid: number | null): Promise<void> {
+    if (pid === null) return;
+    try {
+      await this.query(FREE_STRANDED, [this.opts.key1, this.opts.key2, pid]);
+    } catch {
+      // reported by the caller's error; nothing more to do here
+    }
   }
 
   /** Run one statement under the deadline; destroys the client if the deadline passes. */
@@ -388,6 +482,7 @@ export class Session {
   /** Close at once: destroy the socket (the server releases the lock when it sees EOF). */
   destroy(reason: Error = new ConnectionError('session destroyed')): void {
     this.die(reason);
+    this.pooler?.close();
     destroyClient(this.client);
   }
 
@@ -398,6 +493,7 @@ export class Session {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.die(new ConnectionError('session closed'));
+      this.pooler?.close();
       const { clock, closeTimeoutMs } = this.opts;
       let timer: unknown;
       const timedOut = new Promise<boolean>((resolve) => {

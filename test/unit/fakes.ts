@@ -91,16 +91,18 @@ export class FakeClient extends EventEmitter {
   query(text: string, values: unknown[] = []): Promise<{ rows: unknown[] }> {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
-    if (text.includes('pg_advisory_lock(')) return this.waitLock(values);
-    if (text.includes('application_name')) return Promise.resolve({ rows: [] }); // who holds: unknown here
-    const kind = text.includes('pg_try_advisory_lock')
-      ? 'tryLock'
-      : text.includes('pg_advisory_unlock')
-        ? 'unlock'
-        : text.includes('pg_locks')
-          ? 'check'
-          : 'other';
-    if (kind === 'other') return Promise.resolve({ rows: this.answerSetup(text, values) });
+    const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1] ?? 'other';
+    if (tag === 'wait-lock') return this.waitLock(values);
+    if (tag === 'holder') return Promise.resolve({ rows: [] }); // who holds: unknown here
+    const kind =
+      tag === 'try-lock'
+        ? 'tryLock'
+        : tag === 'unlock'
+          ? 'unlock'
+          : tag === 'check' || tag === 'check-announce'
+            ? 'check'
+            : 'other';
+    if (kind === 'other') return Promise.resolve({ rows: this.answerSetup(tag, values) });
     const behaviour = this.db.behaviour[kind];
     return new Promise((resolve, reject) => {
       const q = new PendingQuery(resolve, reject);
@@ -113,9 +115,14 @@ export class FakeClient extends EventEmitter {
         reject(err);
         return;
       }
-      const row = this.db.answer(kind, this);
-      if (kind === 'tryLock' && row.ok && typeof values[2] === 'string') {
-        const applied = this.db.pinnedIdleSessionTimeout ?? values[2];
+      const row: Record<string, unknown> = {
+        same: true,
+        held_before: false,
+        idle: null,
+        ...this.db.answer(kind, this),
+      };
+      if (kind === 'tryLock' && row.ok && typeof values[3] === 'string') {
+        const applied = this.db.pinnedIdleSessionTimeout ?? values[3];
         this.settings.set('idle_session_timeout', applied);
         row.idle = `${applied}ms`;
       }
@@ -127,9 +134,10 @@ export class FakeClient extends EventEmitter {
   private waitLock(values: unknown[]): Promise<{ rows: unknown[] }> {
     const grant = (): { rows: unknown[] } => {
       this.db.holder = this;
-      const idle = typeof values[2] === 'string' ? values[2] : null;
+      const idle = typeof values[3] === 'string' ? values[3] : null;
       if (idle) this.settings.set('idle_session_timeout', idle);
-      return { rows: [{ ok: true, pid: this.processID, idle: idle ? `${idle}ms` : null }] };
+      const row = { ok: true, same: true, held_before: false, pid: this.processID };
+      return { rows: [{ ...row, idle: idle ? `${idle}ms` : null }] };
     };
     if (this.db.holder === null || this.db.holder === this) return Promise.resolve(grant());
     return new Promise((resolve, reject) => {
@@ -156,17 +164,17 @@ export class FakeClient extends EventEmitter {
   }
 
   /** Connection setup: version/recovery/pid, set_config of session settings, read-back. */
-  private answerSetup(text: string, values: unknown[]): unknown[] {
-    if (text.includes('server_version_num')) {
+  private answerSetup(tag: string, values: unknown[]): unknown[] {
+    if (tag === 'prepare') {
       return [{ version: this.db.serverVersion, recovery: this.db.inRecovery, pid: this.processID }];
     }
-    if (text.includes('pg_settings')) {
+    if (tag === 'settings') {
       const names = (values[0] as string[]) ?? [];
       return names
         .filter((n) => this.settings.has(n))
         .map((name) => ({ name, setting: this.settings.get(name) }));
     }
-    if (text.includes('set_config')) {
+    if (tag === 'configure') {
       for (let i = 0; i + 1 < values.length; i += 2) {
         const name = String(values[i]);
         const value = String(values[i + 1]);
@@ -180,7 +188,7 @@ export class FakeClient extends EventEmitter {
 
   /** Ownership checks run on this client (not the who-holds query at connect). */
   get checks(): number {
-    return this.queries.filter((q) => q.includes('pg_locks') && !q.includes('application_name')).length;
+    return this.queries.filter((q) => /^\/\* pgleaderlock:check/.test(q)).length;
   }
 
   owns(q: PendingQuery): boolean {
