@@ -1,10 +1,18 @@
 /**
  * User callbacks (spec §4.4). Callbacks run one at a time in the order of the transitions
  * that caused them, on a queue of their own: the lifecycle never waits for user code, so
- * a slow or hung callback cannot delay a health check or a release. A callback that
- * throws or rejects is logged and passed to the `error` callbacks; an `error` callback
- * that throws is only logged. With no `error` callback nothing is thrown anywhere.
+ * a slow or hung callback cannot delay a health check or a release. Each callback has a
+ * deadline (`callbackTimeoutMs`): one that has not settled by then is reported to `onError`
+ * and the queue moves on without it. A callback that throws or rejects is logged and
+ * passed to the `error` callbacks; an `error` callback that throws is only logged. With
+ * no `error` callback nothing is thrown anywhere.
+ *
+ * Callbacks may call back into the lock (`onLost(() => lock.shutdown())`): `inCallback()`
+ * tells the lock that a call comes from inside one of its running callbacks, so that it
+ * does not wait for the queue that callback is part of.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Clock } from './clock.js';
 import { CallbackError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { LockState } from './state.js';
@@ -32,9 +40,23 @@ export interface CallbackMap {
   error: ErrorCallback;
 }
 
+/** The events callbacks can be registered for. */
 export type EventName = keyof CallbackMap;
 
+/** Options of the `on*` registrations. */
+export interface ListenerOptions {
+  /** Aborting it unregisters the callback. */
+  signal?: AbortSignal;
+}
+
 type Args<E extends EventName> = Parameters<CallbackMap[E]>;
+
+interface Invocation {
+  readonly owner: Callbacks;
+  running: boolean;
+}
+
+const scope = new AsyncLocalStorage<Invocation>();
 
 export class Callbacks {
   private readonly lists: { [E in EventName]: CallbackMap[E][] } = {
@@ -49,15 +71,33 @@ export class Callbacks {
   };
   private tail: Promise<void> = Promise.resolve();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly clock: Clock,
+    private readonly timeoutMs: number,
+  ) {}
 
-  add<E extends EventName, F extends CallbackMap[E]>(event: E, fn: F): F {
-    if (typeof fn !== 'function') {
-      throw new TypeError(
-        `on${event[0]?.toUpperCase()}${event.slice(1)} expects a function, received ${typeof fn}`,
-      );
+  add<E extends EventName, F extends CallbackMap[E]>(event: E, fn: F, options: ListenerOptions = {}): F {
+    const name = `on${event[0]?.toUpperCase()}${event.slice(1)}`;
+    if (typeof fn !== 'function') throw new TypeError(`${name} expects a function, received ${typeof fn}`);
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`${name} options must be an object, received ${String(options)}`);
     }
-    this.lists[event].push(fn);
+    const { signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError(`${name} options.signal must be an AbortSignal, received ${String(signal)}`);
+    }
+    if (signal?.aborted) return fn;
+    const list = this.lists[event] as CallbackMap[E][];
+    list.push(fn);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        const i = list.indexOf(fn);
+        if (i >= 0) list.splice(i, 1);
+      },
+      { once: true },
+    );
     return fn;
   }
 
@@ -70,9 +110,15 @@ export class Callbacks {
     });
   }
 
-  /** Resolves when every callback queued so far has settled. */
+  /** Resolves when every callback queued so far has settled or passed its deadline. */
   drained(): Promise<void> {
     return this.tail;
+  }
+
+  /** True when called from inside one of this queue's callbacks while it runs. */
+  inCallback(): boolean {
+    const invocation = scope.getStore();
+    return invocation?.owner === this && invocation.running;
   }
 
   private async invoke<E extends EventName>(
@@ -80,21 +126,34 @@ export class Callbacks {
     fn: (...a: Args<E>) => unknown,
     args: Args<E>,
   ): Promise<void> {
+    const invocation: Invocation = { owner: this, running: true };
+    let timer: unknown;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = this.clock.setTimeout(() => resolve('timeout'), this.timeoutMs);
+    });
     try {
-      await fn(...args);
+      const run = scope.run(invocation, async () => {
+        await fn(...args);
+      });
+      const first = await Promise.race([run, deadline]);
+      if (first === 'timeout') {
+        run.catch(() => {}); // it may still reject later: nobody is listening any more
+        await this.failed(event, new CallbackError(event, null, this.timeoutMs));
+      }
     } catch (err) {
-      if (event === 'error') {
-        this.logger.error({ event: 'error_callback_failed', error: String(err) }, 'error_callback_failed');
-        return;
-      }
-      const wrapped = new CallbackError(event, err);
-      this.logger.error(
-        { event: 'callback_failed', callback: event, error: wrapped.message },
-        'callback_failed',
-      );
-      for (const onError of [...this.lists.error]) {
-        await this.invoke('error', onError, [wrapped]);
-      }
+      await this.failed(event, new CallbackError(event, err));
+    } finally {
+      invocation.running = false;
+      this.clock.clearTimeout(timer);
     }
+  }
+
+  private async failed(event: EventName, error: CallbackError): Promise<void> {
+    if (event === 'error') {
+      this.logger.error({ event: 'error_callback_failed', error: error.message }, 'error_callback_failed');
+      return;
+    }
+    this.logger.error({ event: 'callback_failed', callback: event, error: error.message }, 'callback_failed');
+    for (const onError of [...this.lists.error]) await this.invoke('error', onError, [error]);
   }
 }

@@ -2,6 +2,7 @@
  * Error classes. Every error has a stable `code` to branch on (never match message text);
  * causes are chained through the standard `cause` property.
  */
+import type { EventName } from './callbacks.js';
 
 /** Stable codes carried by {@link PgLeaderLockError.code}. */
 export type ErrorCode =
@@ -15,6 +16,7 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_UNSAFE'
   | 'ERR_PGLEADERLOCK_SHUTDOWN'
   | 'ERR_PGLEADERLOCK_CALLBACK'
+  | 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT'
   | 'ERR_PGLEADERLOCK_TERM_ENDED'
   | 'ERR_PGLEADERLOCK_RUN'
   | 'ERR_PGLEADERLOCK_FENCED';
@@ -73,13 +75,25 @@ export class ShutdownError extends PgLeaderLockError {
   }
 }
 
-/** A user callback threw or rejected; `cause` is what it threw. Passed to `onError`. */
+/**
+ * A user callback threw or rejected (`cause` is what it threw; code
+ * `ERR_PGLEADERLOCK_CALLBACK`), or did not settle within `callbackTimeoutMs` (code
+ * `ERR_PGLEADERLOCK_CALLBACK_TIMEOUT`; the queue moved on without it). Passed to `onError`.
+ */
 export class CallbackError extends PgLeaderLockError {
   override name = 'CallbackError';
   /** The event whose callback failed, e.g. `'acquired'`. */
-  readonly event: string;
-  constructor(event: string, cause: unknown) {
-    super(`${event} callback failed: ${describe(cause)}`, { cause, code: 'ERR_PGLEADERLOCK_CALLBACK' });
+  readonly event: EventName;
+  constructor(event: EventName, cause: unknown, timeoutMs?: number) {
+    super(
+      timeoutMs === undefined
+        ? `${event} callback failed: ${describe(cause)}`
+        : `${event} callback did not settle within ${timeoutMs} ms; later callbacks run without waiting for it`,
+      {
+        cause: timeoutMs === undefined ? cause : undefined,
+        code: timeoutMs === undefined ? 'ERR_PGLEADERLOCK_CALLBACK' : 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT',
+      },
+    );
     this.event = event;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The transition table of spec §3.3, in one place: `(state, input) -> state + effects`.
- * Pure: no I/O. The lifecycle (lifecycle.ts) produces the inputs (each state's own work,
+ * Pure: no I/O. The lifecycle (lifecycle.ts) produces the inputs (each phase's own work,
  * e.g. ACQUIRING runs the try-lock) and carries out the effects in the order listed.
  *
  * Footnotes of the spec, applied here:
@@ -9,43 +9,70 @@
  *    and `autoReacquire` is on;
  *  ³ with no `reconnectGraceMs`, LEADER -> FOLLOWER¹ with `onLost` instead of RECONNECTING.
  *
- * Two rows the spec implies but does not list (§6.2 "connection establishment failures are
- * retried using the same RetryStrategy"; §4.5 "returning None ... transitions to STOPPED"):
- *  ACQUIRING --ConnectFailed--> FOLLOWER (onError, back off), and
- *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped).
+ * Rows the spec implies but does not list (docs/state-machine.md says why):
+ *  ACQUIRING --ConnectFailed--> FOLLOWER (onError, back off);
+ *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped);
+ *  RELEASING --Drained--> RELEASING: RELEASING starts by draining (the term has ended;
+ *    the loop waits for `runWhileLeader` runs to settle), then unlocks.
  *
  * In `acquireMode: 'wait'`, ACQUIRING is a server-side wait of one slice, and
  * `AcquireFailed` (the slice ended with the lock still held elsewhere) re-queues at once
- * instead of backing off: the wait itself was the delay.
+ * instead of backing off (the wait itself was the delay); the retry strategy is still
+ * asked, so that a strategy that gives up is obeyed.
  */
+import type { Grant } from './leadership.js';
 import { LockState } from './state.js';
 
-/** Inputs of spec §3.2 (plus the two implied ones above). `Start` is the only one from STOPPED. */
+/** Inputs of spec §3.2 (plus the implied ones above), each carrying what its effects need. */
 export type Input =
-  | 'Start'
-  | 'StopRequested'
-  | 'AcquireAttempt'
-  | 'AcquireSucceeded'
-  | 'AcquireFailed'
-  | 'ConnectFailed'
-  | 'DbError'
-  | 'HealthOk'
-  | 'HealthFailed'
-  | 'ReacquireSucceeded'
-  | 'ReacquireFailed'
-  | 'GraceExpired'
-  | 'ReleaseRequested'
-  | 'ReleaseSucceeded'
-  | 'ReleaseFailed'
-  | 'RetryExhausted';
+  | { readonly type: 'Start' }
+  | { readonly type: 'StopRequested' }
+  | { readonly type: 'AcquireAttempt' }
+  | { readonly type: 'AcquireSucceeded'; readonly grant: Grant }
+  | { readonly type: 'AcquireFailed' }
+  | { readonly type: 'ConnectFailed'; readonly error: Error }
+  | { readonly type: 'DbError'; readonly error: Error }
+  | { readonly type: 'HealthOk' }
+  | { readonly type: 'HealthFailed'; readonly error: Error }
+  | { readonly type: 'ReacquireSucceeded'; readonly grant: Grant }
+  | { readonly type: 'ReacquireFailed'; readonly error: Error }
+  | { readonly type: 'GraceExpired'; readonly error: Error | null }
+  | { readonly type: 'ReleaseRequested' }
+  | { readonly type: 'Drained' }
+  | { readonly type: 'ReleaseSucceeded' }
+  | { readonly type: 'ReleaseFailed'; readonly error: Error }
+  | { readonly type: 'RetryExhausted'; readonly error: Error };
+
+export type InputType = Input['type'];
+
+/** Every input type, in the spec's order (the table test enumerates these). */
+export const INPUT_TYPES: readonly InputType[] = [
+  'Start',
+  'StopRequested',
+  'AcquireAttempt',
+  'AcquireSucceeded',
+  'AcquireFailed',
+  'ConnectFailed',
+  'DbError',
+  'HealthOk',
+  'HealthFailed',
+  'ReacquireSucceeded',
+  'ReacquireFailed',
+  'GraceExpired',
+  'ReleaseRequested',
+  'Drained',
+  'ReleaseSucceeded',
+  'ReleaseFailed',
+  'RetryExhausted',
+];
 
 /**
  * Side effects, carried out in order on the transition.
- *  - `closeConnection`: close the lock's session (releases the lock server-side if held).
- *  - `emit*`: run the user's callbacks of that event.
+ *  - `closeConnection`: close the session of the state left (frees the lock server-side if held).
+ *  - `emit*`: run the user's callbacks of that event (`emitError` reports the input's error).
  *  - `resetRetry`: start a new retry cycle (attempt 1).
- *  - `attemptNow` / `backOff`: when FOLLOWER next attempts: at once, or after the
- *     retry strategy's delay.
+ *  - `attemptNow` / `backOff` / `requeue`: when FOLLOWER next attempts: at once; after
+ *    the retry strategy's delay; at once, but only if the strategy does not give up.
  *  - `warn` / `notice`: log lines "health_check_failed" / "leadership_recovered".
  */
 export type Effect =
@@ -59,6 +86,7 @@ export type Effect =
   | 'resetRetry'
   | 'attemptNow'
   | 'backOff'
+  | 'requeue'
   | 'warn'
   | 'notice';
 
@@ -72,9 +100,9 @@ export interface Flags {
   readonly autoReacquire: boolean;
   /** `reconnectGraceMs` is set (flap damping on). */
   readonly graceEnabled: boolean;
-  /** While RELEASING: the release was asked for by `stepDown()` (not by shutdown). */
-  readonly releaseForStepDown: boolean;
-  /** `acquireMode: 'wait'`: a failed attempt was a whole server-side wait, so the next one starts at once. */
+  /** While RELEASING: what follows the release (`'follow'` after `stepDown()`, else `'stop'`). */
+  readonly releaseThen: 'follow' | 'stop';
+  /** `acquireMode: 'wait'`. */
   readonly waitMode: boolean;
 }
 
@@ -93,7 +121,7 @@ function followerOrStop(f: Flags, effects: Effect[], next: 'attemptNow' | 'backO
  * The table. Returns undefined for a pair the table does not list: the input is ignored
  * (e.g. `ReleaseRequested` while FOLLOWER: there is nothing to release).
  */
-export function transition(from: LockState, input: Input, f: Flags): Transition | undefined {
+export function transition(from: LockState, input: InputType, f: Flags): Transition | undefined {
   switch (from) {
     case STOPPED:
       if (input === 'Start') return { to: FOLLOWER, effects: ['resetRetry', 'attemptNow'] };
@@ -108,7 +136,7 @@ export function transition(from: LockState, input: Input, f: Flags): Transition 
     case ACQUIRING:
       if (input === 'AcquireSucceeded') return { to: LEADER, effects: ['emitAcquired', 'resetRetry'] };
       if (input === 'AcquireFailed') {
-        return { to: FOLLOWER, effects: ['emitAcquireFailed', f.waitMode ? 'attemptNow' : 'backOff'] };
+        return { to: FOLLOWER, effects: ['emitAcquireFailed', f.waitMode ? 'requeue' : 'backOff'] };
       }
       if (input === 'DbError')
         return followerOrStop(f, ['emitLost', 'emitError', 'closeConnection'], 'backOff');
@@ -133,8 +161,9 @@ export function transition(from: LockState, input: Input, f: Flags): Transition 
       return undefined;
 
     case RELEASING:
+      if (input === 'Drained') return { to: RELEASING, effects: [] };
       if (input === 'ReleaseSucceeded') {
-        if (f.releaseForStepDown && f.autoReacquire) {
+        if (f.releaseThen === 'follow' && f.autoReacquire) {
           return { to: FOLLOWER, effects: ['emitReleased', 'closeConnection', 'resetRetry', 'backOff'] };
         }
         return stop('emitReleased', 'closeConnection');

@@ -6,6 +6,8 @@ export type {
   AcquiredCallback,
   Callback,
   ErrorCallback,
+  EventName,
+  ListenerOptions,
   NewLeaderCallback,
   StateChangeCallback,
 } from './callbacks.js';
@@ -19,7 +21,6 @@ export {
   ShutdownError,
 } from './errors.js';
 export { FencedError } from './fencing.js';
-export { type Effect, type Flags, type Input, type Transition, transition } from './fsm.js';
 export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
 export type { LogFields, LogFn, Logger } from './logger.js';

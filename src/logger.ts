@@ -41,3 +41,20 @@ export function defaultLogger(): Logger {
       debug('%s %s', level, format(fields, message));
   return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
 }
+
+/**
+ * The user's logger, guarded: a logging method that throws is ignored, so a broken logger
+ * can neither stop the lock from leading nor crash the process.
+ */
+export function guardLogger(logger: Logger): Logger {
+  const guard =
+    (level: keyof Logger): LogFn =>
+    (fields, message) => {
+      try {
+        logger[level](fields, message);
+      } catch {
+        // a logger must never change what the lock does
+      }
+    };
+  return { debug: guard('debug'), info: guard('info'), warn: guard('warn'), error: guard('error') };
+}

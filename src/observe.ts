@@ -45,7 +45,16 @@ const channels = {
   error: diagnosticsChannel.channel(CHANNELS.error),
 };
 
-export function publish(name: keyof typeof CHANNELS, message: ChannelBase): void {
+/** The message type of each channel. */
+export interface ChannelMessages {
+  state: StateMessage;
+  acquired: AcquiredMessage;
+  lost: LostMessage;
+  released: ChannelBase;
+  error: ErrorMessage;
+}
+
+export function publish<K extends keyof typeof CHANNELS>(name: K, message: ChannelMessages[K]): void {
   const ch = channels[name];
   if (ch.hasSubscribers) ch.publish(message);
 }

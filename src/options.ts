@@ -4,7 +4,7 @@ import { type Clock, systemClock } from './clock.js';
 import { applicationName, type ConnectFn, defaultConnect, defaultId } from './connect.js';
 import { DEFAULT_FENCING_TABLE, quoteTable } from './fencing.js';
 import { keysFromName } from './keys.js';
-import { defaultLogger, type Logger } from './logger.js';
+import { defaultLogger, guardLogger, type Logger } from './logger.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
 import { checkTargets, defaultServerReleaseMs } from './safety.js';
 import {
@@ -93,7 +93,19 @@ export interface LeaderLockOptions {
    * `lock.fenced(client, fn)` commits writes only while it is current. Default off.
    */
   fencing?: boolean | { table?: string };
-  /** A pino-compatible logger. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
+  /**
+   * How long one callback may run before it is reported to `onError` (a `CallbackError`
+   * with code `ERR_PGLEADERLOCK_CALLBACK_TIMEOUT`) and the callbacks queued after it run
+   * without waiting for it. Default 10000.
+   */
+  callbackTimeoutMs?: number;
+  /**
+   * A started lock keeps the Node process alive until `shutdown()` (default `false`), as a
+   * server socket would, so a worker whose only job is leading does not exit during a
+   * database outage. `true`: the lock's timers and sockets do not keep the process alive.
+   */
+  unref?: boolean;
+  /** A pino-compatible logger; a method that throws is ignored. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
   logger?: Logger;
   /** Time source (tests). Default: `performance.now()` and the global timers. */
   clock?: Clock;
@@ -117,6 +129,8 @@ export interface ResolvedOptions {
   waitSliceMs: number | null;
   serverReleaseMs: number;
   closeTimeoutMs: number;
+  callbackTimeoutMs: number;
+  unref: boolean;
   /** Quoted table name when fencing is on, else null. */
   fencingTable: string | null;
   logger: Logger;
@@ -142,6 +156,8 @@ const KNOWN = new Set<string>([
   'serverReleaseMs',
   'closeTimeoutMs',
   'fencing',
+  'callbackTimeoutMs',
+  'unref',
   'logger',
   'clock',
 ]);
@@ -181,6 +197,10 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   const id = options.id ?? defaultId();
   if (typeof id !== 'string' || id.length === 0) {
     throw new TypeError(`id must be a non-empty string, received ${show(options.id)}`);
+  }
+  if ([...id].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) {
+    // PostgreSQL rejects a NUL in application_name, and control characters garble logs
+    throw new TypeError(`id must not contain control characters (such as NUL), received ${show(id)}`);
   }
 
   const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
@@ -229,6 +249,19 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   if (options.connect !== undefined && options.connectionString !== undefined) {
     throw new TypeError('pass either connect or connectionString, not both');
   }
+  if (options.connect !== undefined && options.clientConfig !== undefined) {
+    throw new TypeError(
+      'pass either connect or clientConfig, not both: clientConfig configures the default connection',
+    );
+  }
+  if (
+    options.clientConfig !== undefined &&
+    (typeof options.clientConfig !== 'object' || options.clientConfig === null)
+  ) {
+    throw new TypeError(`clientConfig must be an object, received ${show(options.clientConfig)}`);
+  }
+  const callbackTimeoutMs = checkPositiveDuration('callbackTimeoutMs', options.callbackTimeoutMs ?? 10_000);
+  const unref = checkBoolean('unref', options.unref ?? false);
 
   let fencingTable: string | null = null;
   if (options.fencing !== undefined && options.fencing !== false) {
@@ -267,8 +300,10 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     waitSliceMs,
     serverReleaseMs,
     closeTimeoutMs,
+    callbackTimeoutMs,
+    unref,
     fencingTable,
-    logger: options.logger ?? defaultLogger(),
+    logger: options.logger ? guardLogger(options.logger) : defaultLogger(),
     clock: options.clock ?? systemClock,
   };
 }

@@ -34,12 +34,6 @@ export const SHARED_BACKEND =
   'a connection pooler in transaction or statement mode is in the path: session advisory locks ' +
   `would not exclude other clients sharing the backend; ${ADVICE}`;
 
-/** The pid the server (or a pooler) announced in BackendKeyData, if any. */
-export function reportedPid(client: pg.Client): number | null {
-  const pid = (client as unknown as { processID?: number | null }).processID;
-  return typeof pid === 'number' ? pid : null;
-}
-
 export interface GuardOptions {
   key1: number;
   key2: number;

@@ -1,12 +1,16 @@
 /**
  * `runWhileLeader`: run a function in each leadership term. One run at a time per
  * registration: the next term's run starts only after the previous one has settled, so
- * two runs are never alive at once in this process. A run receives the term; its signal
- * aborts when the term ends, and the run should return promptly then.
+ * two runs are never alive at once in this process. A run receives the term with a
+ * signal that aborts when the term ends or the handle is stopped.
+ *
+ * The run's signal is its own AbortController's, linked to the term's signal and the
+ * handle's with listeners removed when the run settles (no `AbortSignal.any`, which on
+ * Node 20 never frees a combined signal that aborted with a listener attached).
  */
 import type { Callbacks } from './callbacks.js';
 import { PgLeaderLockError } from './errors.js';
-import type { Term, Terms } from './term.js';
+import type { Term } from './term.js';
 
 export type LeaderWork = (term: Term) => void | Promise<void>;
 
@@ -33,69 +37,95 @@ export class LeaderWorkError extends PgLeaderLockError {
 
 export class Runners {
   private readonly all = new Set<Runner>();
+  /** Runners with a run in progress or queued (stopped handles included until they settle). */
+  private readonly busySet = new Set<Runner>();
 
-  constructor(
-    private readonly terms: Terms,
-    private readonly callbacks: Callbacks,
-  ) {}
+  constructor(private readonly callbacks: Callbacks) {}
 
-  add(fn: LeaderWork): LeaderWorkHandle {
-    const runner = new Runner(fn, this.callbacks);
-    const stopping = new AbortController();
-    runner.stopSignal = stopping.signal;
+  /** Register `fn`; `current` is the open term, if any (the run starts in it at once). */
+  add(fn: LeaderWork, current: Term | null): LeaderWorkHandle {
+    const runner = new Runner(fn, this.callbacks, this.busySet);
     this.all.add(runner);
-    const unsubscribe = this.terms.onStart((term) => runner.start(term));
-    const current = this.terms.current;
     if (current) runner.start(current);
     const stop = async (): Promise<void> => {
-      unsubscribe();
       this.all.delete(runner);
-      runner.stopped = true;
-      stopping.abort(
-        new PgLeaderLockError('runWhileLeader handle stopped', { code: 'ERR_PGLEADERLOCK_RUN' }),
-      );
+      runner.stop();
       await runner.settled();
     };
     return { stop, settled: () => runner.settled(), [Symbol.asyncDispose]: stop };
   }
 
-  /** Resolves when every registered function has settled its current run. */
-  settled(): Promise<void> {
-    return Promise.all([...this.all].map((r) => r.settled())).then(() => {});
+  /** A term opened: every registered function starts a run in it (after its previous run). */
+  start(term: Term): void {
+    for (const runner of this.all) runner.start(term);
+  }
+
+  /** Resolves when no run of any term is running or queued (runs of stopped handles included). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const busy = [...this.busySet];
+      if (busy.length === 0) return;
+      await Promise.all(busy.map((r) => r.settled()));
+    }
+  }
+
+  /** True while some run of any term is running or queued. */
+  get busy(): boolean {
+    return this.busySet.size > 0;
   }
 }
 
 class Runner {
-  stopped = false;
-  /** Aborts when the handle is stopped; each run's signal follows it as well as the term's. */
-  stopSignal: AbortSignal = new AbortController().signal;
+  private stopped = false;
+  private readonly stopping = new AbortController();
   private tail: Promise<void> = Promise.resolve();
-  private running = 0;
+  private pending = 0;
 
   constructor(
     private readonly fn: LeaderWork,
     private readonly callbacks: Callbacks,
+    private readonly busy: Set<Runner>,
   ) {}
 
   start(term: Term): void {
-    this.running += 1;
-    this.tail = this.tail.then(async () => {
-      try {
-        if (this.stopped || term.signal.aborted) return;
-        await this.fn({ ...term, signal: AbortSignal.any([term.signal, this.stopSignal]) });
-      } catch (err) {
-        // ending by the abort (term over, or handle stopped) is the expected way out
-        const aborted = term.signal.aborted || this.stopSignal.aborted;
-        const reasons: unknown[] = [term.signal.reason, this.stopSignal.reason];
-        const byAbort = aborted && (reasons.includes(err) || (err as Error)?.name === 'AbortError');
-        if (!byAbort) this.callbacks.emit('error', new LeaderWorkError(term.id, err));
-      } finally {
-        this.running -= 1;
-      }
-    });
+    if (this.stopped) return;
+    this.pending += 1;
+    this.busy.add(this);
+    this.tail = this.tail
+      .then(() => this.run(term))
+      .finally(() => {
+        this.pending -= 1;
+        if (this.pending === 0) this.busy.delete(this);
+      });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.stopping.abort(
+      new PgLeaderLockError('runWhileLeader handle stopped', { code: 'ERR_PGLEADERLOCK_RUN' }),
+    );
   }
 
   settled(): Promise<void> {
-    return this.running === 0 ? Promise.resolve() : this.tail;
+    return this.pending === 0 ? Promise.resolve() : this.tail;
+  }
+
+  private async run(term: Term): Promise<void> {
+    if (this.stopped || term.signal.aborted) return;
+    const controller = new AbortController();
+    const sources = [term.signal, this.stopping.signal];
+    const onAbort = (event: Event): void => controller.abort((event.target as AbortSignal).reason);
+    for (const s of sources) s.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this.fn({ ...term, signal: controller.signal });
+    } catch (err) {
+      // ending by the abort (term over, or handle stopped) is the expected way out
+      const byAbort =
+        controller.signal.aborted &&
+        (err === controller.signal.reason || (err as Error | null)?.name === 'AbortError');
+      if (!byAbort) this.callbacks.emit('error', new LeaderWorkError(term.id, err));
+    } finally {
+      for (const s of sources) s.removeEventListener('abort', onAbort);
+    }
   }
 }

@@ -91,8 +91,8 @@ export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, $
 export const CHECK_ANNOUNCE = `/* pgleaderlock:check-announce */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
   ${HELD_HERE} AS held, (SELECT count(*) FROM pg_notify($4, $5)) AS announced`;
 
-/** The application_name of the backend holding (key1, key2), if any. */
-export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT a.application_name FROM pg_locks l
+/** The backend holding (key1, key2), if any, and its application_name. */
+export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted`;
 
 /** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */

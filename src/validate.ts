@@ -15,13 +15,25 @@ export function show(value: unknown): string {
   }
 }
 
-/** A finite, non-negative number of milliseconds. */
+/**
+ * The longest duration accepted: Node's timers fire after 1 ms for anything longer
+ * (TimeoutOverflowWarning), and PostgreSQL's millisecond settings (idle_session_timeout,
+ * tcp_user_timeout, lock_timeout) stop at the same 2^31 - 1.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** A finite number of milliseconds in [0, MAX_TIMER_MS]. */
 export function checkDuration(name: string, value: unknown): number {
   if (typeof value !== 'number') {
     throw new TypeError(`${name} must be a number of milliseconds, received ${show(value)}`);
   }
   if (!Number.isFinite(value) || value < 0) {
     throw new RangeError(`${name} must be a finite number >= 0 (milliseconds), received ${show(value)}`);
+  }
+  if (value > MAX_TIMER_MS) {
+    throw new RangeError(
+      `${name} must be at most ${MAX_TIMER_MS} ms (about 24.8 days: the longest delay timers and PostgreSQL accept), received ${show(value)}`,
+    );
   }
   return value;
 }

@@ -37,22 +37,39 @@ export const ACQUIRE_OPTIONS: OptionSpec[] = [
   },
 ];
 
-type Outcome = 'leader' | 'held' | 'stopped' | 'error';
+/**
+ * What an attempt came to: leader; held by another (one attempt); stopped (an error, one
+ * attempt); or, with --wait, the wait ended without leadership, with what the last
+ * attempt met: the lock held by another, or an error (a database blip is retried until then).
+ */
+type Outcome =
+  | { kind: 'leader' }
+  | { kind: 'held' }
+  | { kind: 'stopped' }
+  | { kind: 'waited'; last: 'held' | Error | null };
 
-/** Start `lock` and settle on the first outcome: leader, held by another, or an error. */
-async function attempt(lock: LeaderLock, waitMs: number | undefined, signal: AbortSignal): Promise<Outcome> {
+/** Start `lock` and settle on the first outcome. */
+function attempt(lock: LeaderLock, waitMs: number | undefined, signal: AbortSignal): Promise<Outcome> {
+  let last: 'held' | Error | null = null;
   return new Promise<Outcome>((resolve, reject) => {
-    if (waitMs === undefined) {
-      lock.onAcquireFailed(() => resolve('held'));
-      lock.onError(() => resolve('error'));
-    }
+    lock.onAcquireFailed(() => {
+      last = 'held';
+      if (waitMs === undefined) resolve({ kind: 'held' });
+    });
+    lock.onError((err) => {
+      last = err;
+      if (waitMs === undefined) resolve({ kind: 'stopped' });
+    });
+    lock.start().catch(reject);
     lock
       .waitForLeadership({
         signal,
         ...(waitMs === undefined || waitMs === Infinity ? {} : { timeoutMs: waitMs }),
       })
-      .then((ok) => resolve(ok ? 'leader' : waitMs === undefined ? 'stopped' : 'held'), reject);
-    lock.start().catch(reject);
+      .then((ok) => {
+        if (ok) resolve({ kind: 'leader' });
+        else resolve(waitMs === undefined ? { kind: 'stopped' } : { kind: 'waited', last });
+      }, reject);
   });
 }
 
@@ -71,7 +88,8 @@ export async function acquire(
   const killGraceMs = optionalDuration(values, 'kill-grace') ?? 10_000;
   const lock = createLock({
     ...lockOptions(values, dsn, keys),
-    autoReacquire: false,
+    // while waiting, a database blip is retried (every second) until the wait is over
+    autoReacquire: waitMs !== undefined,
     acquireMode: waitMs === undefined ? 'poll' : 'wait',
     retryStrategy: new FixedInterval({ intervalMs: 1000 }),
   });
@@ -93,18 +111,25 @@ export async function acquire(
   });
   try {
     const outcome = await attempt(lock, waitMs, interrupt.signal).catch((err: unknown) => {
-      if (interrupt.signal.aborted) return 'stopped' as const;
+      if (interrupt.signal.aborted) return { kind: 'stopped' } as const;
       throw err;
     });
-    if (outcome !== 'leader') {
+    if (outcome.kind !== 'leader') {
       await lock.shutdown();
       if (interrupted) return signalNumber(interrupted) + 128;
-      if (outcome === 'error') {
+      if (outcome.kind === 'stopped') {
         out.event('error', `could not attempt the lock: ${scrub(explain(lastError), dsn.url)}`);
         return EXIT.USAGE;
       }
-      const who = await holderText(dsn, keys);
       const when = waitMs === undefined || waitMs === Infinity ? '' : ` after waiting ${humanMs(waitMs)}`;
+      if (outcome.kind === 'waited' && outcome.last !== 'held') {
+        const why = outcome.last
+          ? `the last attempt failed: ${scrub(explain(outcome.last), dsn.url)}`
+          : 'no attempt finished';
+        out.event('not-acquired', `not acquired${when}: ${why}`, { key1: keys.key1, key2: keys.key2 });
+        return EXIT.NOT_ACQUIRED;
+      }
+      const who = await holderText(dsn, keys);
       out.event('held', `not acquired: key (${keys.key1}, ${keys.key2}) is held${when}${who}`, {
         key1: keys.key1,
         key2: keys.key2,

@@ -240,8 +240,9 @@ describe('timeouts', () => {
 describe('waitForLeadership', () => {
   it('resolves true on leadership, at once if already leader', async () => {
     const h = makeLock();
+    const started = h.lock.start();
     const waiting = h.lock.waitForLeadership();
-    await h.lock.start();
+    await started;
     expect(await waiting).toBe(true);
     expect(await h.lock.waitForLeadership({ timeoutMs: 0 })).toBe(true);
     await h.lock.shutdown();
@@ -278,8 +279,24 @@ describe('waitForLeadership', () => {
     await h.lock.shutdown();
   });
 
-  it('validates timeoutMs', () => {
+  it('rejects (never throws) a bad timeoutMs or signal', async () => {
     const h = makeLock();
-    expect(() => h.lock.waitForLeadership({ timeoutMs: -5 })).toThrow(/timeoutMs .*-5/);
+    await expect(h.lock.waitForLeadership({ timeoutMs: -5 })).rejects.toThrow(/timeoutMs .*-5/);
+    await expect(h.lock.waitForLeadership({ timeoutMs: 2 ** 31 })).rejects.toThrow(/at most 2147483647/);
+    // @ts-expect-error wrong type on purpose
+    await expect(h.lock.waitForLeadership({ signal: 'x' })).rejects.toThrow(/signal must be an AbortSignal/);
+    await expect(h.lock.shutdown({ timeoutMs: Number.NaN })).rejects.toThrow(/timeoutMs/);
+    await expect(h.lock.stepDown({ timeoutMs: -1 })).rejects.toThrow(/timeoutMs/);
+  });
+
+  it('resolves false at once on a lock that was never started, or whose signal had aborted', async () => {
+    const h = makeLock();
+    expect(await h.lock.waitForLeadership()).toBe(false);
+    const ac = new AbortController();
+    ac.abort();
+    const aborted = makeLock({ signal: ac.signal });
+    await aborted.lock.start();
+    expect(aborted.lock.state).toBe(LockState.STOPPED);
+    expect(await aborted.lock.waitForLeadership()).toBe(false);
   });
 });

@@ -23,7 +23,7 @@ describe('leadership terms', () => {
     expect(seen.map((t) => t.id)).toEqual([1, 2]);
     expect(seen[0]?.signal.aborted).toBe(true);
     expect(seen[0]?.signal.reason).toBeInstanceOf(TermEndedError);
-    expect(String(seen[0]?.signal.reason)).toMatch(/term 1 ended: leadership lost/);
+    expect(String(seen[0]?.signal.reason)).toMatch(/term 1 ended: connection lost/);
     await h.lock.shutdown();
     expect(seen[1]?.signal.aborted).toBe(true);
     expect(h.lock.term).toBeNull();
@@ -38,7 +38,7 @@ describe('leadership terms', () => {
         h.db.last.kill();
         await flush();
       },
-      /leadership lost/,
+      /connection lost/,
       false,
     ],
   ])('the term signal aborts synchronously on %s', async (_name, end, reason, voluntary) => {
@@ -70,7 +70,7 @@ describe('leadership terms', () => {
     await flush();
     expect(h.lock.state).toBe(LockState.RECONNECTING);
     expect(first?.signal.aborted).toBe(true);
-    expect(String(first?.signal.reason)).toMatch(/reconnecting/);
+    expect(String(first?.signal.reason)).toMatch(/connection lost/);
     expect(h.lock.term).toBeNull();
     h.db.connectBehaviour = 'normal';
     await h.clock.advance(1000);

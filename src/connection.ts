@@ -1,0 +1,227 @@
+/**
+ * One `pg.Client` owned by the lock, for one connection attempt (a client is never
+ * reused). Every query runs under a deadline; a query that misses it destroys the
+ * client (its socket may be dead, and later queries would queue behind it). The client's
+ * `'error'` and `'end'` events, and the notices PostgreSQL sends on an immediate
+ * shutdown or a crash, mark the connection dead at once, exactly once.
+ */
+import type pg from 'pg';
+import { sendCancel } from './cancel.js';
+import type { Clock } from './clock.js';
+import { type ConnectFn, destroyClient } from './connect.js';
+import { ConnectionError, describe, LockError, toError } from './errors.js';
+import { show } from './validate.js';
+
+/** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
+const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
+
+export interface ConnectionOptions {
+  clock: Clock;
+  /** Deadline for connecting and for each query. */
+  queryTimeoutMs: number;
+  /** Deadline for a graceful `end()` before the socket is destroyed. */
+  closeTimeoutMs: number;
+  /** Let the socket not keep the process alive (the lock's `unref` option). */
+  unref: boolean;
+}
+
+interface PgInternals {
+  processID?: number | null;
+  connection?: { stream?: { unref?(): void } };
+  _ending?: boolean;
+  _queryable?: boolean;
+}
+
+function isClient(value: unknown): value is pg.Client {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return typeof c.query === 'function' && typeof c.on === 'function' && typeof c.end === 'function';
+}
+
+export class Connection {
+  private deathCause: Error | null = null;
+  private readonly deathListeners = new Set<(err: Error) => void>();
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly client: pg.Client,
+    private readonly o: ConnectionOptions,
+  ) {}
+
+  /**
+   * Open with `connect`, bounded by `queryTimeoutMs`. A client that connects after the
+   * deadline is closed, never leaked. A `connect` hook that throws, or resolves to
+   * something that is not a client, gives a `ConnectionError`.
+   */
+  static async open(connect: ConnectFn, o: ConnectionOptions): Promise<Connection> {
+    let timer: unknown;
+    let timedOut = false;
+    let attempt: Promise<pg.Client>;
+    try {
+      attempt = Promise.resolve(connect());
+    } catch (err) {
+      attempt = Promise.reject(err);
+    }
+    const timeout = new Promise<never>((_, reject) => {
+      timer = o.clock.setTimeout(() => {
+        timedOut = true;
+        reject(new ConnectionError(`connecting did not complete within ${o.queryTimeoutMs} ms`));
+      }, o.queryTimeoutMs);
+    });
+    let client: unknown;
+    try {
+      client = await Promise.race([attempt, timeout]);
+    } catch (err) {
+      if (timedOut) {
+        attempt.then(
+          (late) => {
+            if (isClient(late)) destroyClient(late);
+          },
+          () => {},
+        );
+        throw err;
+      }
+      throw new ConnectionError(`could not connect: ${describe(err)}`, { cause: err });
+    } finally {
+      o.clock.clearTimeout(timer);
+    }
+    if (!isClient(client)) {
+      throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(client)}`);
+    }
+    const connection = new Connection(client, o);
+    connection.attach();
+    return connection;
+  }
+
+  /** True once the connection has failed or been closed. */
+  get dead(): boolean {
+    return this.deathCause !== null;
+  }
+
+  /** Why it died, if it did. */
+  get cause(): Error | null {
+    return this.deathCause;
+  }
+
+  /** The pid announced at connect (BackendKeyData): the backend's, or a pooler's own number. */
+  get announcedPid(): number | null {
+    const pid = (this.client as unknown as PgInternals).processID;
+    return typeof pid === 'number' ? pid : null;
+  }
+
+  /** Call `fn` once when the connection dies (at once if it already has). Returns an unsubscribe. */
+  onDeath(fn: (err: Error) => void): () => void {
+    if (this.deathCause) {
+      fn(this.deathCause);
+      return () => {};
+    }
+    this.deathListeners.add(fn);
+    return () => this.deathListeners.delete(fn);
+  }
+
+  /**
+   * Run one statement under the deadline (`queryTimeoutMs + extraMs`); destroys the
+   * client if the deadline passes. Errors: a `ConnectionError` when the connection is or
+   * went dead (or timed out), else a `LockError` carrying the driver error as `cause`.
+   */
+  async query<R extends pg.QueryResultRow>(text: string, values: unknown[], extraMs = 0): Promise<R[]> {
+    if (this.deathCause) {
+      throw new ConnectionError(`connection is closed: ${this.deathCause.message}`, {
+        cause: this.deathCause,
+      });
+    }
+    const { clock } = this.o;
+    const deadlineMs = this.o.queryTimeoutMs + extraMs;
+    let timer: unknown;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = clock.setTimeout(() => {
+        const err = new ConnectionError(`query did not complete within ${deadlineMs} ms`, {
+          code: 'ERR_PGLEADERLOCK_QUERY_TIMEOUT',
+        });
+        this.destroy(err);
+        reject(err);
+      }, deadlineMs);
+    });
+    try {
+      const result = await Promise.race([this.client.query<R>(text, values), timeout]);
+      return result.rows;
+    } catch (err) {
+      if (err instanceof ConnectionError) throw err;
+      if (this.deathCause) throw new ConnectionError(`connection lost: ${describe(err)}`, { cause: err });
+      throw new LockError(`query failed: ${describe(err)}`, { cause: err });
+    } finally {
+      clock.clearTimeout(timer);
+    }
+  }
+
+  /** Subscribe to notifications on `channel` (payloads only). */
+  onNotification(channel: string, fn: (payload: string) => void): void {
+    this.client.on('notification', (msg: { channel: string; payload?: string }) => {
+      if (msg.channel === channel && msg.payload) fn(msg.payload);
+    });
+  }
+
+  /**
+   * End the running statement within milliseconds: a CancelRequest, or if it cannot be
+   * sent, destroying the socket.
+   */
+  async cancel(): Promise<void> {
+    const sent = await sendCancel(this.client, this.o.clock, this.o.closeTimeoutMs);
+    if (!sent) this.destroy(new ConnectionError('statement cancelled by closing the connection'));
+  }
+
+  /** Close at once: destroy the socket (the server releases a session lock when it sees EOF). */
+  destroy(reason: Error = new ConnectionError('connection destroyed')): void {
+    this.die(reason);
+    destroyClient(this.client);
+  }
+
+  /**
+   * Close gracefully (Terminate message), never waiting longer than `closeTimeoutMs`: on a
+   * blackholed socket `end()` waits for a FIN that never comes. Idempotent.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.die(new ConnectionError('connection closed'));
+      const { clock, closeTimeoutMs } = this.o;
+      let timer: unknown;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = clock.setTimeout(() => resolve(true), closeTimeoutMs);
+      });
+      const ended = this.client.end().then(
+        () => false,
+        () => false,
+      );
+      const late = await Promise.race([ended, timedOut]);
+      clock.clearTimeout(timer);
+      if (late) destroyClient(this.client);
+    })();
+    return this.closing;
+  }
+
+  private attach(): void {
+    const client = this.client;
+    client.on('error', (err: Error) => this.die(err));
+    client.on('end', () => this.die(new ConnectionError('connection ended')));
+    client.on('notice', (msg: { code?: string; message?: string }) => {
+      if (msg.code && DYING_NOTICES.has(msg.code)) {
+        this.destroy(
+          new ConnectionError(`server is shutting down (${msg.code}): ${msg.message ?? ''}`, { cause: msg }),
+        );
+      }
+    });
+    const internals = client as unknown as PgInternals;
+    if (this.o.unref) internals.connection?.stream?.unref?.();
+    // a client that died between connect() and now
+    if (internals._ending || internals._queryable === false)
+      this.die(new ConnectionError('connection ended'));
+  }
+
+  private die(err: unknown): void {
+    if (this.deathCause) return; // one disconnect can emit 'error' twice, then 'end'
+    this.deathCause = toError(err);
+    const listeners = [...this.deathListeners];
+    this.deathListeners.clear();
+    for (const fn of listeners) fn(this.deathCause);
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * The lifecycle's state as data: each phase carries what that state owns, so that no
+ * combination the table does not allow can be represented. The public `LockState` is a
+ * phase's `kind`.
+ *
+ *  - `follower`: an idle session may be kept for the next attempt; `next` says when that
+ *    attempt is due: at once, after the retry strategy's delay, or at once if the
+ *    strategy does not give up (wait mode, after a slice ended).
+ *  - `acquiring`: one attempt; its session is opened by the attempt if needed.
+ *  - `leader`: the session that holds the lock and the {@link Leadership} (term, lease,
+ *    epoch) that only exists here.
+ *  - `reconnecting`: flap damping; the lock is not held; re-acquire before `deadline`.
+ *  - `releasing`: the voluntary end of leadership. The term has ended; `draining` waits
+ *    for `runWhileLeader` runs, then `unlocking` unlocks; `after` says what follows. Its
+ *    {@link Release} carries the deadline, whose timer acts on this phase only.
+ */
+import type { Deferred } from './clock.js';
+import type { ShutdownError } from './errors.js';
+import type { Leadership } from './leadership.js';
+import type { Session } from './session.js';
+
+/** A voluntary release in progress: who waits for it, and by when it must be over. */
+export interface Release {
+  /** Clock time by which the release must be over, or null for no limit. */
+  deadline: number | null;
+  /** Settled when the releasing phase ends, however it ends. */
+  readonly waiters: Deferred<void>[];
+  /** The deadline passed and the session was closed by force. */
+  expired: ShutdownError | null;
+  /** The deadline's timer, armed while the releasing phase lives. */
+  timer: unknown;
+}
+
+export type Phase =
+  | { readonly kind: 'stopped' }
+  | { readonly kind: 'follower'; session: Session | null; readonly next: 'now' | 'backoff' | 'requeue' }
+  | { readonly kind: 'acquiring'; session: Session | null }
+  | { readonly kind: 'leader'; readonly session: Session; readonly leadership: Leadership }
+  | {
+      readonly kind: 'reconnecting';
+      session: Session | null;
+      readonly deadline: number;
+      /** The backend that held the lock before: its close may not have reached the server yet. */
+      readonly previousPid: number;
+    }
+  | {
+      readonly kind: 'releasing';
+      readonly session: Session;
+      readonly step: 'draining' | 'unlocking';
+      after: 'follow' | 'stop';
+      readonly release: Release;
+    };
+
+export type PhaseOf<K extends Phase['kind']> = Extract<Phase, { kind: K }>;
+
+/** Requests from outside the loop (`shutdown()`, `stepDown()`), taken by the phase that can act on them. */
+export class Mailbox {
+  /** A stop was asked for, with the earliest deadline given (null: none). */
+  stop: { deadline: number | null } | null = null;
+  /** A step-down was asked for while leader; the releasing phase takes it. */
+  stepDown: Release | null = null;
+}

@@ -1,0 +1,309 @@
+/**
+ * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
+ * the input that ends it. A step may fill in its own phase's session (ACQUIRING and
+ * RECONNECTING open one); it never changes the phase itself: `transition()` does.
+ * Requests from outside are read from the mailbox; `arm()` gives a signal that aborts
+ * on the next wake-up (a request, a dead session, a lapsed lease).
+ */
+import { sleep } from './clock.js';
+import { LockError, toError } from './errors.js';
+import type { Input } from './fsm.js';
+import type { Grant } from './leadership.js';
+import type { ResolvedOptions } from './options.js';
+import type { Mailbox, Phase, PhaseOf } from './phase.js';
+import type { RetryCycle } from './retry.js';
+import type { Runners } from './runner.js';
+import type { Session } from './session.js';
+import { MAX_TIMER_MS } from './validate.js';
+
+/** What the steps need from the loop. */
+export interface StepContext {
+  /** A signal aborted by the loop's next wake-up. */
+  arm(): AbortSignal;
+  /** Open a session (wired to wake the loop when it dies). */
+  open(): Promise<Session>;
+}
+
+const STOP: Input = { type: 'StopRequested' };
+
+/** A short wait before asking again whether our own previous backend has let go (RECONNECTING). */
+const OWN_BACKEND_POLL_MS = 20;
+
+export class Steps {
+  constructor(
+    private readonly o: ResolvedOptions,
+    private readonly mail: Mailbox,
+    private readonly retry: RetryCycle,
+    private readonly runners: Runners,
+    private readonly ctx: StepContext,
+  ) {}
+
+  step(phase: Phase): Promise<Input> {
+    switch (phase.kind) {
+      case 'follower':
+        return this.follow(phase);
+      case 'acquiring':
+        return this.acquire(phase);
+      case 'leader':
+        return this.lead(phase);
+      case 'reconnecting':
+        return this.reconnect(phase);
+      case 'releasing':
+        return phase.step === 'draining' ? this.drain(phase) : this.unlock(phase);
+      case 'stopped':
+        return Promise.resolve(STOP);
+    }
+  }
+
+  /** FOLLOWER: wait until the next attempt is due; only a stop cuts a back-off short. */
+  private async follow(phase: PhaseOf<'follower'>): Promise<Input> {
+    if (this.mail.stop) return STOP;
+    if (phase.next === 'now') return { type: 'AcquireAttempt' };
+    const next = this.retry.next();
+    if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
+    if (phase.next === 'requeue') return { type: 'AcquireAttempt' }; // the server-side wait was the delay
+    const until = this.o.clock.now() + next.delayMs;
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      const left = until - this.o.clock.now();
+      if (left <= 0) return { type: 'AcquireAttempt' };
+      await sleep(this.o.clock, Math.min(left, MAX_TIMER_MS), signal);
+    }
+  }
+
+  /**
+   * Open a session for `phase` if it has none that lives; a stop cuts the wait short (a
+   * session that opens later is closed). Returns STOP if a stop came first; throws what
+   * connecting threw.
+   */
+  private async ensureSession(phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>): Promise<Input | null> {
+    if (phase.session && !phase.session.dead) return null;
+    await phase.session?.close();
+    phase.session = null;
+    const opening = this.ctx.open();
+    for (;;) {
+      const wake = untilWoken(this.ctx.arm());
+      if (this.mail.stop) {
+        wake.dispose();
+        opening.then(
+          (late) => late.close(),
+          () => {},
+        ); // opened after the stop: close it
+        return STOP;
+      }
+      try {
+        const session = await Promise.race([opening, wake.promise]);
+        if (session) {
+          phase.session = session;
+          return this.mail.stop ? STOP : null;
+        }
+      } finally {
+        wake.dispose();
+      }
+    }
+  }
+
+  /**
+   * ACQUIRING: connect if needed, then one attempt: a `pg_try_advisory_lock` (poll mode) or
+   * one server-side wait of at most a slice followed by an ownership check (wait mode).
+   * With fencing, the epoch is bumped before the term opens.
+   */
+  private async acquire(phase: PhaseOf<'acquiring'>): Promise<Input> {
+    try {
+      const early = await this.ensureSession(phase);
+      if (early) return early;
+    } catch (err) {
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+    }
+    const session = phase.session as Session;
+    let grant: Omit<Grant, 'epoch'> | null;
+    try {
+      grant = this.o.acquireMode === 'wait' ? await this.waitAndVerify(session) : await this.tryOnce(session);
+    } catch (err) {
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'DbError', error };
+    }
+    // a lock granted to a session about to be closed is released by the close
+    if (this.mail.stop) return STOP;
+    if (!grant) {
+      this.retry.lastError = null;
+      return { type: 'AcquireFailed' };
+    }
+    try {
+      const epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
+      this.retry.lastError = null;
+      return this.mail.stop ? STOP : { type: 'AcquireSucceeded', grant: { ...grant, epoch } };
+    } catch (err) {
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'DbError', error };
+    }
+  }
+
+  /** Poll mode: the lease counts from when the try-lock was sent. */
+  private async tryOnce(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
+    const sentAt = this.o.clock.now();
+    const acquired = await session.tryLock();
+    return acquired && { sentAt, safety: acquired.safety, announced: false };
+  }
+
+  /**
+   * Wait mode: one server-side wait; a stop sends a CancelRequest so the backend leaves the
+   * queue within milliseconds. The grant may have come at any point of a long wait, and
+   * this process may have frozen before reading it: ownership is verified by a check
+   * (which also announces the new leader), and the lease counts from when it was sent.
+   */
+  private async waitAndVerify(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
+    const signal = this.ctx.arm();
+    if (this.mail.stop) return null;
+    const onWake = (): void => {
+      if (this.mail.stop) void session.cancel();
+    };
+    signal.addEventListener('abort', onWake, { once: true });
+    let acquired: Awaited<ReturnType<Session['waitLock']>>;
+    try {
+      acquired = await session.waitLock();
+    } finally {
+      signal.removeEventListener('abort', onWake);
+    }
+    if (!acquired || this.mail.stop) return null;
+    const sentAt = this.o.clock.now();
+    const result = await session.check(this.o.id);
+    if (!result.ok) throw new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' });
+    return { sentAt, safety: result.safety, announced: true };
+  }
+
+  /** LEADER: an ownership check every `healthIntervalMs` (at once while the term is suspended). */
+  private async lead(phase: PhaseOf<'leader'>): Promise<Input> {
+    const { session, leadership } = phase;
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      if (this.mail.stepDown) return { type: 'ReleaseRequested' };
+      if (session.dead) {
+        const error = new LockError('lock connection lost', {
+          cause: session.cause,
+          code: 'ERR_PGLEADERLOCK_LOST',
+        });
+        return { type: 'HealthFailed', error };
+      }
+      const delay = leadership.term ? this.o.healthIntervalMs : 0;
+      if (!(await sleep(this.o.clock, delay, signal))) continue; // woken: the top of the loop says why
+      const sentAt = this.o.clock.now();
+      let result: Awaited<ReturnType<Session['check']>>;
+      try {
+        // the first check of a term announces this leader (onNewLeader elsewhere)
+        result = await session.check(leadership.announcePending ? this.o.id : undefined);
+      } catch (err) {
+        return { type: 'DbError', error: toError(err) };
+      }
+      if (!result.ok) {
+        return {
+          type: 'HealthFailed',
+          error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }),
+        };
+      }
+      leadership.announcePending = false;
+      leadership.renew(sentAt, result.safety);
+    }
+  }
+
+  /**
+   * RECONNECTING: reconnect and re-acquire (try-lock) within `reconnectGraceMs`; the lock
+   * is not held meanwhile. Finding it held by another session ends the grace period at
+   * once, unless the holder is our own previous backend, whose close may not have reached
+   * the server yet.
+   */
+  private async reconnect(phase: PhaseOf<'reconnecting'>): Promise<Input> {
+    const { clock } = this.o;
+    let lastError: Error | null = null;
+    for (;;) {
+      if (this.mail.stop) return STOP;
+      const remaining = phase.deadline - clock.now();
+      if (remaining <= 0) return { type: 'GraceExpired', error: lastError };
+      let delay: number | null;
+      try {
+        const early = await this.ensureSession(phase);
+        if (early) return early;
+        const session = phase.session as Session;
+        const sentAt = clock.now();
+        const acquired = await session.tryLock();
+        if (this.mail.stop) return STOP;
+        if (acquired) {
+          const epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
+          return {
+            type: 'ReacquireSucceeded',
+            grant: { sentAt, safety: acquired.safety, epoch, announced: false },
+          };
+        }
+        if ((await session.holderPid()) !== phase.previousPid) {
+          const error = new LockError('the lock is held by another session', {
+            code: 'ERR_PGLEADERLOCK_LOST',
+          });
+          return { type: 'ReacquireFailed', error };
+        }
+        delay = OWN_BACKEND_POLL_MS;
+      } catch (err) {
+        lastError = toError(err);
+        this.retry.lastError = lastError;
+        await phase.session?.close();
+        phase.session = null;
+        const next = this.retry.next();
+        delay = 'giveUp' in next ? null : next.delayMs;
+        if (delay === null) return { type: 'GraceExpired', error: lastError };
+      }
+      await sleep(clock, Math.min(delay, Math.max(0, phase.deadline - clock.now())), this.ctx.arm());
+    }
+  }
+
+  /** RELEASING, first step: the term has ended; wait for every run to settle before unlocking. */
+  private async drain(phase: PhaseOf<'releasing'>): Promise<Input> {
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (phase.session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
+      if (!this.runners.busy) return { type: 'Drained' };
+      const wake = untilWoken(signal);
+      await Promise.race([this.runners.idle(), wake.promise]);
+      wake.dispose();
+    }
+  }
+
+  /** RELEASING, second step: one `pg_advisory_unlock`. */
+  private async unlock(phase: PhaseOf<'releasing'>): Promise<Input> {
+    const { session } = phase;
+    if (session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
+    try {
+      if (await session.unlock()) return { type: 'ReleaseSucceeded' };
+      const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
+        code: 'ERR_PGLEADERLOCK_RELEASE',
+      });
+      return { type: 'ReleaseFailed', error };
+    } catch (err) {
+      return { type: 'DbError', error: this.releaseError(phase, err) };
+    }
+  }
+
+  /** Why a release failed: its deadline (a ShutdownError), else what the session or query said. */
+  private releaseError(phase: PhaseOf<'releasing'>, err: unknown): Error {
+    if (phase.release.expired) return phase.release.expired;
+    const why = err
+      ? `release failed: ${toError(err).message}`
+      : 'cannot release: the lock connection is gone';
+    return new LockError(why, { cause: err ?? phase.session.cause, code: 'ERR_PGLEADERLOCK_RELEASE' });
+  }
+}
+
+/** A promise that resolves (to null) when `signal` aborts; `dispose` removes the listener. */
+function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispose(): void } {
+  let onAbort = (): void => {};
+  const promise = new Promise<null>((resolve) => {
+    onAbort = () => resolve(null);
+    if (signal.aborted) resolve(null);
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
