@@ -10,7 +10,7 @@ import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
 import { type ConnectFn, destroyClient } from './connect.js';
 import { ConnectionError, describe, LockError, toError } from './errors.js';
-import { show } from './validate.js';
+import { MAX_TIMER_MS, show } from './validate.js';
 
 /** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
 const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
@@ -131,7 +131,7 @@ export class Connection {
       });
     }
     const { clock } = this.o;
-    const deadlineMs = this.o.queryTimeoutMs + extraMs;
+    const deadlineMs = Math.min(MAX_TIMER_MS, this.o.queryTimeoutMs + extraMs); // beyond it timers fire at once
     let timer: unknown;
     const timeout = new Promise<never>((_, reject) => {
       timer = clock.setTimeout(() => {

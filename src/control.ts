@@ -76,6 +76,9 @@ export class Control {
       {
         changed: (from, to, input) => this.d.changed(from, to, input),
         termOpened: (term) => this.termOpened(term),
+        renewed: () => {
+          if (this.waiters.size > 0 && lifecycle.isLeader) for (const w of [...this.waiters]) w(true);
+        },
       },
       this.d.runners,
       this.d.termIds,

@@ -35,14 +35,14 @@ export function quoteTable(name: unknown): string {
 }
 
 export function createTableSql(table: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${table} (
+  return `/* pgleaderlock:fencing-table */ CREATE TABLE IF NOT EXISTS ${table} (
     key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
     leader_id text, updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (key1, key2))`;
 }
 
 export function bumpSql(table: string): string {
-  return `INSERT INTO ${table} AS t (key1, key2, epoch, leader_id) VALUES ($1::int4, $2::int4, 1, $3)
+  return `/* pgleaderlock:bump */ INSERT INTO ${table} AS t (key1, key2, epoch, leader_id) VALUES ($1::int4, $2::int4, 1, $3)
     ON CONFLICT (key1, key2) DO UPDATE SET epoch = t.epoch + 1, leader_id = EXCLUDED.leader_id, updated_at = now()
     RETURNING epoch::text AS epoch`;
 }

@@ -29,6 +29,8 @@ export interface Grant {
 /** Told about every term this lock opens (runners, waitForLeadership, onAcquired). */
 export interface TermEvents {
   opened(term: Term): void;
+  /** The lease was renewed (isLeader may have turned true again without a new term). */
+  renewed(): void;
 }
 
 /** Per-lock term numbering, shared by every Leadership of the lock. */
@@ -101,6 +103,7 @@ export class Leadership {
     this.leaseEnd = Math.max(this.leaseEnd, sentAt + safety.leaseMs);
     this.armTimer();
     if (!this.active && this.leaseValid()) this.open();
+    else this.events.renewed();
   }
 
   /** End the term but keep the leadership: a later renewal may reopen it. */

@@ -12,9 +12,10 @@ import { deferred } from './clock.js';
 import { PgLeaderLockError, ShutdownError, toError } from './errors.js';
 import { type Effect, type Input, transition } from './fsm.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
-import { type Counters, publish } from './observe.js';
+import type { Counters } from './observe.js';
 import type { ResolvedOptions } from './options.js';
 import { Mailbox, type Phase, type Release } from './phase.js';
+import { Reporter } from './report.js';
 import { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
 import type { Safety } from './safety.js';
@@ -31,6 +32,8 @@ export interface LifecycleHooks {
   changed: TransitionListener;
   /** A term opened (first of a leadership, or reopened after a lapse). */
   termOpened(term: Term): void;
+  /** The lease was renewed. */
+  renewed(): void;
 }
 
 export class Lifecycle {
@@ -39,6 +42,7 @@ export class Lifecycle {
   private interrupt = new AbortController();
   private readonly retry: RetryCycle;
   private readonly steps: Steps;
+  private readonly report: Reporter;
   private lastLeaderSeen: string | null = null;
   /** The figures and lease end of the last leadership, once it is over. */
   private lastSafety: Safety | null = null;
@@ -54,6 +58,7 @@ export class Lifecycle {
     private readonly counters: Counters,
   ) {
     this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    this.report = new Reporter(o, callbacks, counters);
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.arm(),
       open: () => this.open(),
@@ -173,10 +178,9 @@ export class Lifecycle {
     if (p.kind === 'leader') p.leadership.end('internal error');
     if (p.kind === 'releasing') this.settle(p.release);
     if (p.kind !== 'stopped') p.session?.destroy(error);
-    this.counters.lastError = error;
-    this.callbacks.emit('error', new PgLeaderLockError(`internal error: ${error.message}`, { cause: error }));
+    this.report.error(new PgLeaderLockError(`internal error: ${error.message}`, { cause: error }));
     if (p.kind !== 'stopped') this.hooks.changed(p.kind, 'stopped', 'StopRequested');
-    this.callbacks.emit('stopped');
+    this.report.stopped();
   }
 
   /** Apply the table's transition for `input`, then carry out its effects in order. */
@@ -264,9 +268,10 @@ export class Lifecycle {
           this.hooks.termOpened(term);
           if (leadership.reportOnOpen) {
             leadership.reportOnOpen = false;
-            this.emitAcquired(term);
+            this.report.acquired(term, this.retry.attempt + 1);
           }
         },
+        renewed: () => this.hooks.renewed(),
       },
       () => this.wake(),
     );
@@ -321,7 +326,6 @@ export class Lifecycle {
   }
 
   private async perform(effect: Effect, input: Input, prev: Phase): Promise<void> {
-    const { logger, key1, key2, id } = this.o;
     const error = 'error' in input ? input.error : null;
     switch (effect) {
       case 'closeConnection':
@@ -330,33 +334,20 @@ export class Lifecycle {
       case 'emitAcquired': {
         this.counters.acquisitions += 1;
         const term = this.term;
-        if (term) this.emitAcquired(term);
+        if (term) this.report.acquired(term, this.retry.attempt + 1);
         else if (this.phase.kind === 'leader') this.phase.leadership.reportOnOpen = true; // the grant's lease had run out
         return;
       }
       case 'emitAcquireFailed':
-        this.counters.failedAttempts += 1;
-        return this.callbacks.emit('acquireFailed');
+        return this.report.acquireFailed();
       case 'emitLost':
-        logger.warn({ event: 'lock_lost', key1, key2, error: error?.message }, 'lock_lost');
-        this.counters.losses += 1;
-        publish('lost', { id, key1, key2, error });
-        return this.callbacks.emit('lost');
+        return this.report.lost(error);
       case 'emitReleased':
-        logger.info({ event: 'lock_released', key1, key2 }, 'lock_released');
-        this.counters.releases += 1;
-        publish('released', { id, key1, key2 });
-        return this.callbacks.emit('released');
+        return this.report.released();
       case 'emitStopped':
-        return this.callbacks.emit('stopped');
-      case 'emitError': {
-        const err = error ?? new PgLeaderLockError('unknown error');
-        const code = (err as { code?: unknown }).code;
-        logger.error({ event: 'error', key1, key2, code, error: err.message }, 'error');
-        this.counters.lastError = err;
-        publish('error', { id, key1, key2, error: err });
-        return this.callbacks.emit('error', err);
-      }
+        return this.report.stopped();
+      case 'emitError':
+        return this.report.error(error);
       case 'resetRetry':
         return this.retry.reset();
       case 'attemptNow':
@@ -364,44 +355,15 @@ export class Lifecycle {
       case 'requeue':
         return; // carried by the follower phase's `next`
       case 'warn':
-        logger.warn(
-          { event: 'health_check_failed', key1, key2, error: error?.message },
-          'health_check_failed',
-        );
-        return;
+        return this.report.note('health_check_failed', error);
       case 'notice':
-        logger.info({ event: 'leadership_recovered', key1, key2 }, 'leadership_recovered');
-        return;
+        return this.report.note('leadership_recovered');
     }
-  }
-
-  private emitAcquired(term: Term): void {
-    const { logger, key1, key2, id } = this.o;
-    logger.info(
-      { event: 'lock_acquired', key1, key2, attempt: this.retry.attempt + 1, term: term.id },
-      'lock_acquired',
-    );
-    publish('acquired', { id, key1, key2, term });
-    this.callbacks.emit('acquired', term);
   }
 
   /** Open a session; its death wakes the loop, its announcements feed onNewLeader. */
   private async open(): Promise<Session> {
-    const o = this.o;
-    const session = await Session.open(o.connect, {
-      key1: o.key1,
-      key2: o.key2,
-      applicationName: o.applicationName,
-      clock: o.clock,
-      queryTimeoutMs: o.queryTimeoutMs,
-      closeTimeoutMs: o.closeTimeoutMs,
-      serverReleaseMs: o.serverReleaseMs,
-      healthIntervalMs: o.healthIntervalMs,
-      unref: o.unref,
-      // ±10 % per session: followers started together must not re-queue (and, 1 s later, all
-      // run PostgreSQL's deadlock check) in step every slice
-      waitSliceMs: o.waitSliceMs === null ? null : Math.round(o.waitSliceMs * (0.9 + Math.random() * 0.2)),
-    });
+    const session = await Session.open(this.o.connect, this.o);
     session.onDeath(() => this.wake());
     if (session.holderAtConnect) this.leaderSeen(session.holderAtConnect);
     session.onAnnouncement((payload) => this.leaderSeen(payload));

@@ -227,8 +227,8 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   if (acquireMode !== 'wait' && acquireMode !== 'poll') {
     throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
   }
-  const waitSliceMs =
-    acquireMode === 'wait' ? checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000) : null;
+  const slice = checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000);
+  const waitSliceMs = acquireMode === 'wait' ? slice : null;
 
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);

@@ -6,11 +6,11 @@
  * announcements, and reads who holds the lock now.
  */
 import { randomBytes } from 'node:crypto';
-import type { Clock } from './clock.js';
 import { type ConnectFn, parseSettingMs } from './connect.js';
 import { Connection } from './connection.js';
 import { ConnectionError, LockError, sqlStateOf } from './errors.js';
 import { bumpSql, createTableSql } from './fencing.js';
+import type { ResolvedOptions } from './options.js';
 import { PoolerGuard, SHARED_BACKEND } from './pooler.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
@@ -19,33 +19,32 @@ import {
   CURRENT_HOLDER,
   channelFor,
   FREE_STRANDED,
+  LATE_GRANT,
   PREPARE,
   READ_SETTINGS,
   TRY_LOCK,
   UNLOCK,
   WAIT_LOCK,
 } from './sql.js';
+import { MAX_TIMER_MS } from './validate.js';
 
 /** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
 const SLICE_ENDED = '55P03';
 
-export interface SessionOptions {
-  key1: number;
-  key2: number;
-  /** Set on the session at connect (a `connect` hook's client may lack it). */
-  applicationName: string;
-  clock: Clock;
-  /** Target for the server's release of a dead leader's lock (session settings). */
-  serverReleaseMs: number;
-  healthIntervalMs: number;
-  /** Wait mode: the longest single server-side wait (lock_timeout); null in poll mode. */
-  waitSliceMs: number | null;
-  /** Deadline for connecting and for each query. */
-  queryTimeoutMs: number;
-  /** Deadline for a graceful close before the socket is destroyed. */
-  closeTimeoutMs: number;
-  unref: boolean;
-}
+/** What a session needs of the lock's options (see LeaderLockOptions for each). */
+export type SessionOptions = Pick<
+  ResolvedOptions,
+  | 'key1'
+  | 'key2'
+  | 'applicationName'
+  | 'clock'
+  | 'serverReleaseMs'
+  | 'healthIntervalMs'
+  | 'waitSliceMs'
+  | 'queryTimeoutMs'
+  | 'closeTimeoutMs'
+  | 'unref'
+>;
 
 /** A granted acquisition, with the figures its lease is computed from. */
 export interface Acquired {
@@ -85,10 +84,19 @@ export class Session {
   /** The id of the lock's holder when this session connected (null if none, or not one of ours). */
   holderAtConnect: string | null = null;
 
+  /**
+   * Wait mode: this session's slice, `waitSliceMs` ± 10 %: followers started together must
+   * not re-queue (and, 1 s later, all run PostgreSQL's deadlock check) in step every slice.
+   */
+  private readonly slice: number | null;
+
   private constructor(
     private readonly conn: Connection,
     private readonly o: SessionOptions,
-  ) {}
+  ) {
+    const w = o.waitSliceMs;
+    this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
+  }
 
   /** Open and prepare a session; on any failure the connection is closed and the error thrown. */
   static async open(connect: ConnectFn, o: SessionOptions): Promise<Session> {
@@ -155,7 +163,7 @@ export class Session {
       this.conn.announcedPid,
     );
     const wanted = connectSettings(this.o.serverReleaseMs, info.version);
-    if (this.o.waitSliceMs !== null) wanted.push(['lock_timeout', String(Math.ceil(this.o.waitSliceMs))]);
+    if (this.slice !== null) wanted.push(['lock_timeout', String(Math.ceil(this.slice))]);
     const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
     await this.conn.query(`/* pgleaderlock:configure */ SELECT ${calls}`, wanted.flat());
     const rows = await this.conn.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
@@ -195,14 +203,15 @@ export class Session {
    * plus `queryTimeoutMs`; `cancel()` ends the wait early (an error).
    */
   async waitLock(): Promise<Acquired | null> {
-    const slice = this.o.waitSliceMs;
+    const slice = this.slice;
     if (slice === null) throw new ConnectionError('session not prepared for waiting');
     let rows: AcquireRow[];
     try {
       rows = await this.conn.query<AcquireRow>(WAIT_LOCK, this.acquireParams(), slice);
     } catch (err) {
-      if (!this.conn.dead && sqlStateOf(err) === SLICE_ENDED) return null;
-      throw err;
+      if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
+      // the slice ended; but a grant that raced the timeout leaves the lock held anyway
+      rows = await this.conn.query<AcquireRow>(LATE_GRANT, this.acquireParams());
     }
     return this.acquired(rows[0]);
   }

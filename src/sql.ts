@@ -72,6 +72,16 @@ function acquire(name: string, lock: string): string {
 export const TRY_LOCK = acquire('try-lock', 'pg_try_advisory_lock($1::int4, $2::int4)');
 export const WAIT_LOCK = acquire('wait-lock', '(SELECT true FROM pg_advisory_lock($1::int4, $2::int4) w)');
 
+/**
+ * After a wait ended by lock_timeout (55P03): PostgreSQL may have granted the lock just
+ * before the timeout was processed, and then the session holds it although the statement
+ * failed (LockErrorCleanup records the grant). Same columns as an acquisition (`ok`: held
+ * now), arming idle_session_timeout ($4) if it is.
+ */
+export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, false AS held_before, a.ok,
+  CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle
+  FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS ok) a`;
+
 /** Release, only on the backend that carries our marker ($3): never someone else's hold. */
 export const UNLOCK = `/* pgleaderlock:unlock */ SELECT ${same(3)} AS same,
   CASE WHEN ${same(3)} THEN pg_advisory_unlock($1::int4, $2::int4) ELSE false END AS ok`;

@@ -105,6 +105,33 @@ describe('pgleaderlock run', () => {
     },
   );
 
+  it('stays up through a database outage (a started lock keeps the process alive); SIGTERM then exits 0', async () => {
+    await using server = await ownServer();
+    const keys = randomKeys();
+    const r = start([
+      'run',
+      '--dsn',
+      server.url,
+      ...keyArgs(keys),
+      '--json',
+      '--id',
+      `${locks.tag}-outage`,
+      '--retry-base',
+      '100ms',
+      '--retry-max',
+      '200ms',
+    ]);
+    await r.line(/"event":"acquired"/);
+    await server.stop('fast');
+    await r.line(/"event":"lost"/);
+    // nothing is awaited here on purpose: the claim is that nothing happens (no exit) for a while
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(r.proc.exitCode).toBeNull();
+    expect(r.lines.some((l) => l.includes('"event":"error"'))).toBe(true); // retrying, and saying so
+    r.proc.kill('SIGTERM');
+    expect((await r.exited).code).toBe(0);
+  });
+
   it('readable lines carry the time, the state change and the key; every JSON line parses', async () => {
     const keys = randomKeys();
     const r = start(['run', '--dsn', databaseUrl(), ...keyArgs(keys), '--id', `${locks.tag}-r`]);
@@ -193,6 +220,56 @@ describe('pgleaderlock acquire', () => {
     const done = await waiting.exited;
     expect(done.code).toBe(0);
     expect(done.stderr).toContain('acquired');
+  });
+
+  it('--wait rides out a database restart: no false "held", it acquires once the key is free', async () => {
+    await using server = await ownServer();
+    const keys = randomKeys();
+    const holder = locks.make({ ...keys, connectionString: server.url, autoReacquire: false });
+    await holder.start();
+    await holder.waitForLeadership();
+    const r = start([
+      'acquire',
+      '--dsn',
+      server.url,
+      ...keyArgs(keys),
+      '--wait=20s',
+      '--id',
+      `${locks.tag}-b`,
+    ]);
+    await eventually(async () => (await lockHolders(server.url, keys.key1, keys.key2)).length === 2, {
+      what: 'the CLI to queue',
+    });
+    await server.restart('fast'); // the holder's lock goes with it; the waiter's wait fails
+    const done = await r.exited;
+    expect(done.stderr).not.toContain('is held');
+    expect(done.stderr).toContain('acquired');
+    expect(done.code).toBe(0);
+  });
+
+  it('--wait through an outage that outlasts it says why it did not acquire (not "held")', async () => {
+    await using server = await ownServer();
+    const keys = randomKeys();
+    const holder = locks.make({ ...keys, connectionString: server.url, autoReacquire: false });
+    await holder.start();
+    await holder.waitForLeadership();
+    const r = start([
+      'acquire',
+      '--dsn',
+      server.url,
+      ...keyArgs(keys),
+      '--wait=1500ms',
+      '--id',
+      `${locks.tag}-d`,
+    ]);
+    await eventually(async () => (await lockHolders(server.url, keys.key1, keys.key2)).length === 2, {
+      what: 'the CLI to queue',
+    });
+    await server.stop('fast'); // every attempt from now on fails
+    const done = await r.exited;
+    expect(done.code).toBe(1);
+    expect(done.stderr).not.toContain('is held');
+    expect(done.stderr).toMatch(/not acquired after waiting 1\.5 s: the last attempt failed: /);
   });
 
   it('SIGINT while waiting: stops waiting, leaves the queue, exit 130', async () => {

@@ -38,6 +38,27 @@ export async function adminQuery<R extends pg.QueryResultRow = pg.QueryResultRow
   }
 }
 
+/** An admin connection opened ahead of a timed window, so that connecting (SCRAM) is not in the budget. */
+export interface AdminClient extends AsyncDisposable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]>;
+  terminate(pid: number): Promise<void>;
+}
+
+export async function adminClient(url: string): Promise<AdminClient> {
+  const client = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-admin' });
+  client.on('error', () => {});
+  await client.connect();
+  const query = async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> =>
+    (await client.query<R>(text, values)).rows;
+  return {
+    query,
+    terminate: async (pid) => {
+      await query('SELECT pg_terminate_backend($1)', [pid]);
+    },
+    [Symbol.asyncDispose]: () => client.end().catch(() => {}),
+  };
+}
+
 /** Backends whose application_name starts with `prefix`. */
 export async function sessionsLike(url: string, prefix: string): Promise<{ pid: number; state: string }[]> {
   return adminQuery(

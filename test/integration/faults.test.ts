@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/clock.js';
 import { FixedInterval, LockState } from '../../src/index.js';
 import {
+  adminClient,
   adminQuery,
   assertNoSessions,
   databaseUrl,
@@ -15,7 +16,6 @@ import {
   holderPid,
   ownServer,
   randomKeys,
-  terminate,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
@@ -38,8 +38,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           if (from === LockState.LEADER) left.resolve(performance.now());
         });
         const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
+        await using admin = await adminClient(databaseUrl()); // connected before the clock starts
         const t0 = performance.now();
-        await terminate(databaseUrl(), pid);
+        await admin.terminate(pid);
         latencies.push((await left.promise) - t0);
         expect(lock.isLeader).toBe(false);
       }

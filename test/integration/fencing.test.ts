@@ -126,7 +126,17 @@ describe('fencing', () => {
       await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
       await eventually(() => a.state === LockState.STOPPED);
       // b holds the advisory lock but its epoch increment is blocked behind the fenced write
-      await new Promise((r) => setTimeout(r, 300));
+      await eventually(
+        async () =>
+          (
+            await adminQuery(
+              databaseUrl(),
+              "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%pgleaderlock:bump%'",
+              [`pgleaderlock:${b.id}`],
+            )
+          ).length === 1,
+        { what: "b's epoch increment to wait for the fenced write's row lock" },
+      );
       expect(b.isLeader).toBe(false);
       finish.resolve();
       await write; // the write of the old term commits: it was current when it took the row

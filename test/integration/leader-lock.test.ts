@@ -207,9 +207,33 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       });
       await lock.start();
       expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
-      await new Promise((r) => setTimeout(r, 400)); // ~20 ownership checks
-      expect(lock.isLeader).toBe(true);
+      // each successful ownership check moves the lease end: count 20 of them
+      const leaseEnds = new Set<number>();
+      await eventually(
+        () => {
+          expect(lock.isLeader).toBe(true);
+          leaseEnds.add(lock.leaseExpiresAt ?? 0);
+          return leaseEnds.size > 20;
+        },
+        { intervalMs: 5, what: '20 ownership checks' },
+      );
       expect(lost).toEqual([]);
+    });
+
+    it('the longest durations accepted (2^31 - 1 ms) are accepted by PostgreSQL too', async () => {
+      const keys = randomKeys();
+      const max = 2 ** 31 - 1;
+      const lock = make({ ...keys, serverReleaseMs: max, waitSliceMs: max, healthIntervalMs: 100 });
+      const errors: Error[] = [];
+      lock.onError((e) => {
+        errors.push(e);
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+      // what was applied bounds the lease: the kernel caps TCP keepalive times well below this
+      expect(lock.safety?.serverReleaseMs).toBeLessThanOrEqual(max);
+      expect(lock.safety?.settings.idleSessionTimeoutMs).toBe(max);
+      expect(errors).toEqual([]);
     });
 
     it('await using releases the lock on scope exit', async () => {

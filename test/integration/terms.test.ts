@@ -1,8 +1,17 @@
 /** Terms against PostgreSQL: the signal aborts within 50 ms of each way a term ends; inspect. */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/clock.js';
 import { FixedInterval, LeaderLock, LockState } from '../../src/index.js';
-import { databaseUrl, eventually, holderPid, lockHolders, randomKeys, terminate } from '../harness/db.js';
+import {
+  adminClient,
+  databaseUrl,
+  eventually,
+  holderPid,
+  lockHolders,
+  randomKeys,
+  terminate,
+} from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -24,10 +33,12 @@ describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
     expect(term).not.toBeNull();
     const aborted = deferred<number>();
     term?.signal.addEventListener('abort', () => aborted.resolve(performance.now()));
+    const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
+    await using admin = await adminClient(databaseUrl()); // connected before the clock starts
     const t0 = performance.now();
     if (how === 'step-down') void lock.stepDown();
     else if (how === 'shutdown') void lock.shutdown();
-    else await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+    else await admin.terminate(pid);
     const took = (await aborted.promise) - t0;
     expect(took).toBeLessThan(50);
     if (how === 'RECONNECTING') expect([LockState.RECONNECTING, LockState.LEADER]).toContain(lock.state);
@@ -57,7 +68,46 @@ describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
   });
 });
 
+describe.each(['wait', 'poll'] as const)('shutdown and leader work (%s mode)', (mode) => {
+  it('after pg_terminate_backend then shutdown 20 ms later, no run of any term is still running when shutdown resolves', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, acquireMode: mode });
+    const running = new Set<number>();
+    lock.runWhileLeader(async (term) => {
+      running.add(term.id);
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, 200)); // cleanup takes 200 ms after the abort
+      running.delete(term.id);
+    });
+    await lock.start();
+    await eventually(() => running.size === 1);
+    const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
+    await using admin = await adminClient(databaseUrl());
+    await admin.terminate(pid);
+    await new Promise((r) => setTimeout(r, 20)); // the point of the test: shutdown while term 1 winds down
+    await lock.shutdown();
+    expect([...running]).toEqual([]);
+  });
+});
+
 describe('LeaderLock.inspect', () => {
+  it('shows the id of a lock whose clients come from a connect hook (no application_name of theirs)', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({
+      ...keys,
+      connect: async () => {
+        const client = new pg.Client({ connectionString: databaseUrl() }); // no application_name
+        client.on('error', () => {});
+        await client.connect();
+        return client;
+      },
+    });
+    await lock.start();
+    await lock.waitForLeadership();
+    const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys });
+    expect(seen.leader?.id).toBe(lock.id);
+  });
+
   it('reports the leader and the waiters in queue order while leadership moves, without taking the lock', async () => {
     const keys = randomKeys();
     const [a, b, c] = [0, 1, 2].map(() => locks.make({ ...keys, acquireMode: 'wait' })) as [

@@ -93,7 +93,21 @@ export class FakeClient extends EventEmitter {
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
     const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1] ?? 'other';
     if (tag === 'wait-lock') return this.waitLock(values);
-    if (tag === 'holder') return Promise.resolve({ rows: [] }); // who holds: unknown here
+    if (tag === 'late-grant') {
+      const row = {
+        pid: this.processID,
+        same: true,
+        held_before: false,
+        ok: this.db.holder === this,
+        idle: null,
+      };
+      return Promise.resolve({ rows: [row] });
+    }
+    if (tag === 'holder') {
+      const h = this.db.holder;
+      return Promise.resolve({ rows: h ? [{ pid: h.processID, application_name: null }] : [] });
+    }
+    if (tag === 'bump') return this.bump();
     const kind =
       tag === 'try-lock'
         ? 'tryLock'
@@ -130,6 +144,14 @@ export class FakeClient extends EventEmitter {
     });
   }
 
+  /** Fencing: the next epoch, after `db.bumpDelayMs` on the fake clock. */
+  private bump(): Promise<{ rows: unknown[] }> {
+    const epoch = String(++this.db.epoch);
+    const ms = this.db.bumpDelayMs;
+    if (ms === 0 || !this.db.clock) return Promise.resolve({ rows: [{ epoch }] });
+    return new Promise((resolve) => this.db.clock?.setTimeout(() => resolve({ rows: [{ epoch }] }), ms));
+  }
+
   /** Wait mode: granted now if free, else queued until released or lock_timeout (fake clock). */
   private waitLock(values: unknown[]): Promise<{ rows: unknown[] }> {
     const grant = (): { rows: unknown[] } => {
@@ -149,6 +171,9 @@ export class FakeClient extends EventEmitter {
           ? this.db.clock?.setTimeout(() => {
               this.pending.delete(q);
               this.db.waiters = this.db.waiters.filter((w) => w.q !== q);
+              // PostgreSQL's race: granted just before the timeout was processed; the error
+              // is raised anyway and the session keeps the lock
+              if (this.db.grantRacesTimeout && this.db.holder === null) this.db.holder = this;
               reject(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }));
             }, sliceMs)
           : undefined;
@@ -232,6 +257,16 @@ export class FakeDb {
   silentLoss = false;
   serverVersion = 160000;
   inRecovery = false;
+  /** Fencing: the last epoch handed out, and how long a bump takes (fake clock). */
+  epoch = 0;
+  bumpDelayMs = 0;
+  /**
+   * How long the server takes to notice a closed session and free its lock (fake clock):
+   * until then the closed client still holds it.
+   */
+  releaseDelayMs = 0;
+  /** Wait mode: a lock freed as a wait slice ends is granted although the wait fails with 55P03. */
+  grantRacesTimeout = false;
   /** Settings the "managed service" does not let a session change. */
   readonly pinned = new Map<string, string>();
   pinnedIdleSessionTimeout: string | null = null;
@@ -271,6 +306,14 @@ export class FakeDb {
 
   released(c: FakeClient): void {
     this.waiters = this.waiters.filter((w) => !c.owns(w.q));
+    if (this.holder === c && this.releaseDelayMs > 0 && this.clock) {
+      this.clock.setTimeout(() => this.freeFrom(c), this.releaseDelayMs);
+      return;
+    }
+    this.freeFrom(c);
+  }
+
+  private freeFrom(c: FakeClient): void {
     if (this.holder === c) {
       this.holder = null;
       this.waiters.shift()?.grant();

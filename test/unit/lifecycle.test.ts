@@ -39,22 +39,57 @@ describe('callbacks', () => {
   });
 
   it('with no onError registered, throwing callbacks and DB errors crash nothing', async () => {
-    const db = new FakeDb();
-    const clock = new FakeClock();
-    const lock = new LeaderLock({ key1: 1, key2: 2, connect: db.connect, clock, healthIntervalMs: 100 });
-    lock.onAcquired(() => {
+    const unhandled: unknown[] = [];
+    const record = (e: unknown): void => {
+      unhandled.push(e);
+    };
+    process.on('unhandledRejection', record);
+    process.on('uncaughtException', record);
+    try {
+      const db = new FakeDb();
+      const clock = new FakeClock();
+      const lock = new LeaderLock({ key1: 1, key2: 2, connect: db.connect, clock, healthIntervalMs: 100 });
+      lock.onAcquired(() => {
+        throw new Error('boom');
+      });
+      lock.onLost(() => Promise.reject(new Error('nope')));
+      await lock.start();
+      await flush();
+      db.behaviour.check = 'error';
+      await clock.advance(100); // a DB error in the health check
+      db.last.kill();
+      await flush();
+      await lock.shutdown();
+      await flush();
+      expect(lock.state).toBe(LockState.STOPPED);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', record);
+      process.off('uncaughtException', record);
+    }
+  });
+
+  it('an onError callback that throws is only logged', async () => {
+    const logged: string[] = [];
+    const noop = (): void => {};
+    const logger = {
+      debug: noop,
+      info: noop,
+      warn: noop,
+      error: (f: { event?: unknown }) => logged.push(String(f.event)),
+    };
+    const h = makeLock({ logger });
+    h.lock.onAcquired(() => {
       throw new Error('boom');
     });
-    lock.onLost(() => Promise.reject(new Error('nope')));
-    lock.onError(() => {
+    h.lock.onError(() => {
       throw new Error('even the error handler throws');
     });
-    await lock.start();
-    await flush();
-    db.last.kill();
-    await flush();
-    await lock.shutdown();
-    expect(lock.state).toBe(LockState.STOPPED);
+    await startLeader(h);
+    await h.lock.shutdown();
+    expect(logged).toContain('callback_failed');
+    expect(logged).toContain('error_callback_failed');
+    expect(h.lock.state).toBe(LockState.STOPPED);
   });
 
   it('a hung callback does not stall the lifecycle (health checks go on)', async () => {

@@ -47,15 +47,29 @@ describe('transition table', () => {
   });
 
   it('ACQUIRING --AcquireSucceeded--> LEADER: emits acquired, resets retry, health loop runs', async () => {
-    const h = makeLock();
+    const attempts: number[] = [];
+    const h = makeLock({
+      retryStrategy: {
+        nextDelayMs: (ctx) => {
+          attempts.push(ctx.attempt);
+          return 100;
+        },
+      },
+    });
+    h.db.takeByOther();
     await h.lock.start();
-    await flush();
-    expect(h.take()).toEqual(['stopped->follower', 'follower->acquiring', 'acquiring->leader', 'acquired']);
+    await h.clock.advance(100); // two failed attempts: the strategy was asked for attempts 1 and 2
+    expect(attempts).toEqual([1, 2]);
+    h.db.holder = null;
+    await h.clock.advance(100);
+    expect(h.take().slice(-2)).toEqual(['acquiring->leader', 'acquired']);
     expect(h.lock.isLeader).toBe(true);
     await h.clock.advance(1000);
     expect(h.db.last.checks).toBe(1);
     await h.clock.advance(1000);
     expect(h.db.last.checks).toBe(2);
+    await h.lock.stepDown(); // backs off: the first delay of a new cycle
+    expect(attempts).toEqual([1, 2, 1]);
     await h.lock.shutdown();
   });
 
