@@ -1,6 +1,6 @@
 /**
  * Leadership: the one owner of everything that makes this process a leader: the term,
- * the lease behind `isLeader`, the fencing epoch, and whether the term was announced.
+ * the lease behind `isLeader`, the fencing epoch, and whether it was announced.
  * Nothing else opens or ends a term. A `Leadership` lives in the lifecycle's LEADER phase
  * only; leaving LEADER ends it for good (`end`), so nothing can reopen a term after a
  * step-down or shutdown has begun.
@@ -15,15 +15,13 @@ import type { Clock } from './clock.js';
 import type { Safety } from './safety.js';
 import { type Term, TermEndedError } from './term.js';
 
-/** What an acquisition proved: when its ownership check was sent, under which settings, with which epoch. */
+/** What an acquisition proved: a time no later than the grant, under which settings, with which epoch. */
 export interface Grant {
-  /** Clock time the ownership check (or the try-lock) that proved the grant was sent. */
+  /** A clock time no later than the grant (the lease counts from it). */
   readonly sentAt: number;
   readonly safety: Safety;
   /** The fencing epoch bumped for this acquisition, or null without fencing. */
   readonly epoch: bigint | null;
-  /** The grant's check already announced this leader (NOTIFY). */
-  readonly announced: boolean;
 }
 
 /** Told about every term this lock opens (runners, waitForLeadership, onAcquired). */
@@ -47,8 +45,8 @@ export class Leadership {
   private timer: unknown = null;
   private ended = false;
   private current: Safety;
-  /** The next check must announce this leader (the grant's check did not). */
-  announcePending: boolean;
+  /** The first check of this leadership announces it (onNewLeader elsewhere). */
+  announcePending = true;
   /** onAcquired is still owed for this acquisition: it goes with the first term that opens. */
   reportOnOpen = false;
   readonly epoch: bigint | null;
@@ -62,7 +60,6 @@ export class Leadership {
     private readonly onLapse: () => void,
   ) {
     this.epoch = grant.epoch;
-    this.announcePending = !grant.announced;
     this.current = grant.safety;
     this.leaseEnd = grant.sentAt + grant.safety.leaseMs;
   }

@@ -36,6 +36,7 @@ export type SessionOptions = Pick<
   ResolvedOptions,
   | 'key1'
   | 'key2'
+  | 'id'
   | 'applicationName'
   | 'clock'
   | 'serverReleaseMs'
@@ -49,6 +50,12 @@ export type SessionOptions = Pick<
 /** A granted acquisition, with the figures its lease is computed from. */
 export interface Acquired {
   readonly safety: Safety;
+  /**
+   * A clock time no later than the grant: the statement's send time plus how long the
+   * server saw it wait. The server's activity on the session (and so its release bound)
+   * starts no earlier than this; the lease counts from it.
+   */
+  readonly provenAt: number;
 }
 
 /** Result of an ownership check. */
@@ -60,6 +67,7 @@ interface AcquireRow {
   held_before: boolean;
   ok: boolean;
   idle: string | null;
+  waited_ms: number | null;
 }
 
 interface CheckRow {
@@ -193,8 +201,9 @@ export class Session {
 
   /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
   async tryLock(): Promise<Acquired | null> {
+    const sentAt = this.o.clock.now();
     const [row] = await this.conn.query<AcquireRow>(TRY_LOCK, this.acquireParams());
-    return this.acquired(row);
+    return this.acquired(row, sentAt);
   }
 
   /**
@@ -205,15 +214,17 @@ export class Session {
   async waitLock(): Promise<Acquired | null> {
     const slice = this.slice;
     if (slice === null) throw new ConnectionError('session not prepared for waiting');
+    let sentAt = this.o.clock.now();
     let rows: AcquireRow[];
     try {
       rows = await this.conn.query<AcquireRow>(WAIT_LOCK, this.acquireParams(), slice);
     } catch (err) {
       if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
+      sentAt = this.o.clock.now();
       rows = await this.conn.query<AcquireRow>(LATE_GRANT, this.acquireParams());
     }
-    return this.acquired(rows[0]);
+    return this.acquired(rows[0], sentAt);
   }
 
   /** Keys, marker, and the idle_session_timeout to arm with the grant (PG14+). */
@@ -224,7 +235,7 @@ export class Session {
   }
 
   /** Read an acquisition row: refuse a shared or moved backend; on a grant, compute the lease figures. */
-  private async acquired(row: AcquireRow | undefined): Promise<Acquired | null> {
+  private async acquired(row: AcquireRow | undefined, sentAt: number): Promise<Acquired | null> {
     if (!row) throw new LockError('the acquisition returned no row');
     if (!row.same) {
       throw unsafe(
@@ -249,7 +260,7 @@ export class Session {
     const armed = settings.serverVersion >= 140000;
     const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle) : null };
     this.safety = safetyFor(applied, this.o.healthIntervalMs, this.o.queryTimeoutMs);
-    return { safety: this.safety };
+    return { safety: this.safety, provenAt: sentAt + Math.max(0, row.waited_ms ?? 0) };
   }
 
   /**
@@ -290,8 +301,8 @@ export class Session {
 
   /**
    * Ownership check: the session answers, is the same backend, still holds the lock, and
-   * (behind a pooler) the probe does not reach it. With `announceAs`, also announces
-   * this leader on the key's channel in the same statement.
+   * (behind a pooler) the probe does not reach it. With `announceAs`, also announces this
+   * leader on the key's channel in the same statement.
    */
   async check(announceAs?: string): Promise<CheckResult> {
     const [row] =

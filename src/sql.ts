@@ -50,20 +50,28 @@ export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
 export const READ_SETTINGS = `/* pgleaderlock:settings */ SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])`;
 
 /**
+ * What a granting statement also does, in its outer SELECT (so after the grant): arm
+ * `idle_session_timeout` to $4 (PG14+, when $4 is not null; armed only once leader so that
+ * idle followers are never cut), and measure on the server's clock how long the statement
+ * waited for the grant (`waited_ms`: the lease can then count from the grant itself, with
+ * no extra round trip).
+ */
+const ON_GRANT = `CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle,
+  CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms`;
+
+/**
  * One acquisition attempt, in one statement (so on one backend even behind a pooler):
  *  - `same`: this backend carries our marker ($3);
  *  - `held_before`: this backend already holds the key before our attempt. Advisory locks
  *    are re-entrant per backend, so that means another client shares the backend;
  *  - `ok`: the lock was taken, which is attempted only when `same AND NOT held_before`;
- *  - `idle`: when taken and $4 is not null, `idle_session_timeout` armed to $4 (PG14+;
- *    armed only once leader, so that idle followers are never cut).
+ *  - then ON_GRANT.
  * `lock` is `pg_try_advisory_lock` (poll) or a wait in `pg_advisory_lock` (wait mode,
  * bounded by the session's lock_timeout). The lock call is in a CASE branch, so it never
  * runs when the checks fail.
  */
 function acquire(name: string, lock: string): string {
-  return `/* pgleaderlock:${name} */ SELECT a.pid, a.same, a.held_before, a.ok,
-  CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle
+  return `/* pgleaderlock:${name} */ SELECT a.pid, a.same, a.held_before, a.ok, ${ON_GRANT}
   FROM (SELECT s.pid, s.same, s.held_before,
           CASE WHEN s.same AND NOT s.held_before THEN ${lock} ELSE false END AS ok
         FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held_before) s) a`;
@@ -76,10 +84,9 @@ export const WAIT_LOCK = acquire('wait-lock', '(SELECT true FROM pg_advisory_loc
  * After a wait ended by lock_timeout (55P03): PostgreSQL may have granted the lock just
  * before the timeout was processed, and then the session holds it although the statement
  * failed (LockErrorCleanup records the grant). Same columns as an acquisition (`ok`: held
- * now), arming idle_session_timeout ($4) if it is.
+ * now), with ON_GRANT if it is.
  */
-export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, false AS held_before, a.ok,
-  CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle
+export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, false AS held_before, a.ok, ${ON_GRANT}
   FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS ok) a`;
 
 /** Release, only on the backend that carries our marker ($3): never someone else's hold. */
@@ -95,8 +102,9 @@ export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, $
 
 /**
  * The ownership check that also announces this leader's id ($5) on the key's channel ($4):
- * the first check of a term. No extra round trip; the NOTIFY is sent when the statement's
- * transaction commits, right after it.
+ * the first check of a leadership (kept off the handoff's path: a NOTIFY costs a commit
+ * that signals every listening session). No extra round trip; the NOTIFY is sent when the
+ * statement's transaction commits, right after it.
  */
 export const CHECK_ANNOUNCE = `/* pgleaderlock:check-announce */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
   ${HELD_HERE} AS held, (SELECT count(*) FROM pg_notify($4, $5)) AS announced`;

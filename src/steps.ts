@@ -121,7 +121,7 @@ export class Steps {
     const session = phase.session as Session;
     let grant: Omit<Grant, 'epoch'> | null;
     try {
-      grant = this.o.acquireMode === 'wait' ? await this.waitAndVerify(session) : await this.tryOnce(session);
+      grant = this.o.acquireMode === 'wait' ? await this.waitOnce(session) : await this.tryOnce(session);
     } catch (err) {
       const error = toError(err);
       this.retry.lastError = error;
@@ -144,20 +144,20 @@ export class Steps {
     }
   }
 
-  /** Poll mode: the lease counts from when the try-lock was sent. */
+  /** Poll mode: one try-lock; its statement proves the grant and announces it. */
   private async tryOnce(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
-    const sentAt = this.o.clock.now();
     const acquired = await session.tryLock();
-    return acquired && { sentAt, safety: acquired.safety, announced: false };
+    return acquired && { sentAt: acquired.provenAt, safety: acquired.safety };
   }
 
   /**
    * Wait mode: one server-side wait; a stop sends a CancelRequest so the backend leaves the
-   * queue within milliseconds. The grant may have come at any point of a long wait, and
-   * this process may have frozen before reading it: ownership is verified by a check
-   * (which also announces the new leader), and the lease counts from when it was sent.
+   * queue within milliseconds. The grant may come at any point of a long wait, and this
+   * process may freeze before reading it: the lease counts from the grant itself, timed by
+   * the server (the wait's send time plus how long the server saw it wait), so a grant
+   * read after its lease ran out opens no term until a check proves ownership again.
    */
-  private async waitAndVerify(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
+  private async waitOnce(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
     const signal = this.ctx.arm();
     if (this.mail.stop) return null;
     const onWake = (): void => {
@@ -171,10 +171,7 @@ export class Steps {
       signal.removeEventListener('abort', onWake);
     }
     if (!acquired || this.mail.stop) return null;
-    const sentAt = this.o.clock.now();
-    const result = await session.check(this.o.id);
-    if (!result.ok) throw new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' });
-    return { sentAt, safety: result.safety, announced: true };
+    return { sentAt: acquired.provenAt, safety: acquired.safety };
   }
 
   /** LEADER: an ownership check every `healthIntervalMs` (at once while the term is suspended). */
@@ -191,12 +188,11 @@ export class Steps {
         });
         return { type: 'HealthFailed', error };
       }
-      const delay = leadership.term ? this.o.healthIntervalMs : 0;
-      if (!(await sleep(this.o.clock, delay, signal))) continue; // woken: the top of the loop says why
+      const delay = leadership.term ? this.o.healthIntervalMs : 0; // at once while the term is suspended
+      if (delay > 0 && !(await sleep(this.o.clock, delay, signal))) continue; // woken: the top of the loop says why
       const sentAt = this.o.clock.now();
       let result: Awaited<ReturnType<Session['check']>>;
       try {
-        // the first check of a term announces this leader (onNewLeader elsewhere)
         result = await session.check(leadership.announcePending ? this.o.id : undefined);
       } catch (err) {
         return { type: 'DbError', error: toError(err) };
@@ -230,14 +226,13 @@ export class Steps {
         const early = await this.ensureSession(phase);
         if (early) return early;
         const session = phase.session as Session;
-        const sentAt = clock.now();
         const acquired = await session.tryLock();
         if (this.mail.stop) return STOP;
         if (acquired) {
           const epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
           return {
             type: 'ReacquireSucceeded',
-            grant: { sentAt, safety: acquired.safety, epoch, announced: false },
+            grant: { sentAt: acquired.provenAt, safety: acquired.safety, epoch },
           };
         }
         if ((await session.holderPid()) !== phase.previousPid) {

@@ -154,11 +154,14 @@ export class FakeClient extends EventEmitter {
 
   /** Wait mode: granted now if free, else queued until released or lock_timeout (fake clock). */
   private waitLock(values: unknown[]): Promise<{ rows: unknown[] }> {
+    const began = this.db.clock?.now() ?? 0;
     const grant = (): { rows: unknown[] } => {
       this.db.holder = this;
       const idle = typeof values[3] === 'string' ? values[3] : null;
       if (idle) this.settings.set('idle_session_timeout', idle);
-      const row = { ok: true, same: true, held_before: false, pid: this.processID };
+      const waited_ms = (this.db.clock?.now() ?? 0) - began;
+      if (this.db.freezeClientOnGrantMs > 0) this.db.clock?.freeze(this.db.freezeClientOnGrantMs);
+      const row = { ok: true, same: true, held_before: false, pid: this.processID, waited_ms };
       return { rows: [{ ...row, idle: idle ? `${idle}ms` : null }] };
     };
     if (this.db.holder === null || this.db.holder === this) return Promise.resolve(grant());
@@ -267,6 +270,8 @@ export class FakeDb {
   releaseDelayMs = 0;
   /** Wait mode: a lock freed as a wait slice ends is granted although the wait fails with 55P03. */
   grantRacesTimeout = false;
+  /** Wait mode: the client process freezes this long between a grant and reading it. */
+  freezeClientOnGrantMs = 0;
   /** Settings the "managed service" does not let a session change. */
   readonly pinned = new Map<string, string>();
   pinnedIdleSessionTimeout: string | null = null;

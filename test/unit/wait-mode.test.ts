@@ -1,22 +1,44 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
-import { LockState } from '../../src/index.js';
+import { CHANNELS, LockState } from '../../src/index.js';
 import { flush } from './fakes.js';
 import { makeLock } from './helpers.js';
 
 const waitLock = (o = {}) => makeLock({ acquireMode: 'wait', waitSliceMs: 1000, ...o });
 
 describe("acquireMode: 'wait'", () => {
-  it('acquires at once when the lock is free, then checks ownership at once', async () => {
+  it('acquires at once when the lock is free, leading before any check; the lease counts from the grant', async () => {
     const h = waitLock();
+    const checksAtAcquired: number[] = [];
+    const onAcquired = (): void => {
+      checksAtAcquired.push(h.db.last.checks);
+    };
+    diagnosticsChannel.subscribe(CHANNELS.acquired, onAcquired); // published synchronously as the term opens
     await h.lock.start();
     await flush();
+    diagnosticsChannel.unsubscribe(CHANNELS.acquired, onAcquired);
     expect(h.lock.isLeader).toBe(true);
     const q = h.db.last.queries;
     expect(q.some((t) => t.includes('pg_advisory_lock('))).toBe(true);
-    expect(h.db.last.checks).toBe(1); // the check that verifies a grant
+    expect(checksAtAcquired).toEqual([0]); // leading before any check
+    expect(h.lock.leaseExpiresAt).toBe(0 + (h.lock.safety?.leaseMs ?? Number.NaN));
+    await h.clock.advance(1000); // the first health check announces the new leader
+    expect(h.db.last.queries.filter((t) => t.includes('pgleaderlock:check-announce'))).toHaveLength(1);
     const slice = Number(h.db.last.settings.get('lock_timeout'));
     expect(slice).toBeGreaterThanOrEqual(900); // waitSliceMs 1000, ±10 % per session
     expect(slice).toBeLessThanOrEqual(1100);
+    await h.lock.shutdown();
+  });
+
+  it('the lease counts from the grant as the server timed it, not from the start of a long wait', async () => {
+    const h = waitLock({ waitSliceMs: 60_000 });
+    h.db.takeByOther();
+    await h.lock.start();
+    await h.clock.advance(20_000); // waiting for 20 s, longer than the lease (2.7 s)
+    h.db.holder?.end();
+    await flush();
+    expect(h.lock.isLeader).toBe(true);
+    expect(h.lock.leaseExpiresAt).toBe(20_000 + (h.lock.safety?.leaseMs ?? Number.NaN));
     await h.lock.shutdown();
   });
 
@@ -69,27 +91,30 @@ describe("acquireMode: 'wait'", () => {
     expect(() => waitLock({ waitSliceMs: 0 })).toThrow(/waitSliceMs must be greater than 0/);
   });
 
-  it('a grant is verified by a check, and the lease counts from that check, not from the grant', async () => {
-    const h = waitLock({ waitSliceMs: 100_000 });
-    h.db.takeByOther();
-    const other = h.db.holder;
-    await h.lock.start();
-    await flush();
-    await h.clock.advance(5000); // a long wait: a lease counted from the wait's send would be over
-    other?.end();
-    await flush();
-    expect(h.lock.isLeader).toBe(true);
-    expect(h.lock.leaseExpiresAt).toBe(5000 + 2700);
-    await h.lock.shutdown();
-  });
-
-  it('a grant whose check finds the lock gone is not leadership', async () => {
-    const h = waitLock({ autoReacquire: false });
-    h.db.silentLoss = true; // the check reports the lock missing
-    await h.lock.start();
-    await flush();
-    expect(h.events).not.toContain('acquired');
-    expect(h.lock.state).toBe(LockState.STOPPED);
-    expect(h.db.holder).toBeNull();
+  it('a grant read after its lease ran out opens no term until a check proves ownership; a check that finds the lock gone is no leadership', async () => {
+    for (const lostMeanwhile of [false, true]) {
+      const h = waitLock({ autoReacquire: false });
+      h.db.takeByOther();
+      const acquired: number[] = [];
+      h.lock.onAcquired(() => {
+        acquired.push(h.clock.now());
+      });
+      await h.lock.start();
+      await flush();
+      h.db.freezeClientOnGrantMs = 5000; // the process freezes between the server's grant and reading it
+      h.db.silentLoss = lostMeanwhile;
+      h.db.holder?.end();
+      await h.clock.advance(0);
+      expect(h.db.last.checks).toBe(1);
+      if (lostMeanwhile) {
+        expect(acquired).toEqual([]);
+        expect(h.lock.state).toBe(LockState.STOPPED);
+        expect(h.db.holder).toBeNull();
+      } else {
+        expect(acquired).toEqual([5000]);
+        expect(h.lock.isLeader).toBe(true);
+        await h.lock.shutdown();
+      }
+    }
   });
 });
