@@ -1,5 +1,13 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import type { TestUserConfig } from 'vitest/node';
+
+/**
+ * A plain `vitest run` (and so `npm test`) leaves the compat project out; `--project compat`
+ * on the command line replaces this filter (scripts/compat.ts does that). `project` is a
+ * command-line option that vitest also reads from the config, hence the typed spread.
+ */
+const notCompat: Pick<TestUserConfig, 'project'> = { project: ['!compat'] };
 
 export default defineConfig({
   resolve: {
@@ -10,6 +18,7 @@ export default defineConfig({
     // A skipped test is a failed promise: fail the run if anything is left focused.
     allowOnly: false,
     reporters: ['default'],
+    ...notCompat,
     projects: [
       {
         extends: true,
@@ -48,6 +57,22 @@ export default defineConfig({
           include: ['test/chaos/**/*.test.ts'],
           testTimeout: 120_000,
           sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // real components beyond the default server (PgBouncer, TLS, each PostgreSQL major):
+          // run by scripts/compat.ts, never by `npm test`
+          name: 'compat',
+          include: ['test/compat/**/*.test.ts'],
+          globalSetup: [
+            'test/harness/global-setup.ts',
+            'test/harness/compat-setup.ts',
+            'test/harness/build-cli.ts',
+          ],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
         },
       },
     ],

@@ -27,9 +27,12 @@ export function sendCancel(client: pg.Client, clock: Clock, timeoutMs: number): 
     let sent = false;
     const timer = clock.setTimeout(() => socket.destroy(), timeoutMs);
     socket.on('connect', () => {
-      socket.end(serialize.cancel(processID, secretKey));
+      // write, then let the server (or pooler) close: a FIN right behind the request makes
+      // PgBouncer < 1.19.1 drop the cancel, or crash (pgbouncer#801); libpq waits likewise
+      socket.write(serialize.cancel(processID, secretKey));
       sent = true;
     });
+    socket.on('end', () => socket.destroy());
     socket.on('error', () => {});
     socket.on('close', () => {
       clock.clearTimeout(timer);

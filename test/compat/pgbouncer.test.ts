@@ -1,0 +1,324 @@
+/**
+ * The lock behind a real PgBouncer (one per test, in front of this file's own PostgreSQL
+ * server). Transaction and statement pooling share a backend between clients, which breaks
+ * session advisory locks: the lock must refuse them and strand nothing on a pooled backend.
+ * Session pooling works: failover, backend termination, a PgBouncer restart. And a pooler
+ * that rejects a startup parameter is reported, not retried in a storm.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { deferred } from '../../src/clock.js';
+import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
+import { eventually, holderPid, lockHolders, ownServer, randomKeys } from '../harness/db.js';
+import { lockFactory } from '../harness/locks.js';
+import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
+import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+
+let server: PgServer;
+beforeAll(async () => {
+  server = await ownServer();
+});
+afterAll(async () => {
+  await server?.dispose();
+});
+
+type Make = ReturnType<typeof lockFactory>['make'];
+
+/**
+ * Run `body` with a PgBouncer of its own and a lock factory pointed at it. Afterwards every
+ * lock is shut down and no client of ours may be left on PgBouncer (the leak guard).
+ */
+async function withBouncer(
+  options: Omit<PgBouncerOptions, 'server'>,
+  body: (bouncer: PgBouncer, make: Make) => Promise<void>,
+): Promise<void> {
+  await using bouncer = await startPgBouncer({ server, ...options });
+  onTestFinished(() => bouncer.dispose()); // also when the test times out and `await using` never runs
+  const locks = lockFactory(() => bouncer.url);
+  try {
+    await body(bouncer, locks.make);
+  } finally {
+    await locks.cleanup();
+  }
+  if (!bouncer.running) return;
+  let left: unknown[] = [];
+  await eventually(
+    async () => {
+      left = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
+      return left.length === 0;
+    },
+    { timeoutMs: 3000, what: 'no clients left on PgBouncer' },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; left: ${JSON.stringify(left)}`);
+  });
+}
+
+/** What a lock went through: its errors, and whether it ever entered LEADER. */
+function watch(lock: LeaderLock) {
+  const seen = { errors: [] as Error[], everLeader: false, tried: deferred<void>() };
+  lock.onError((err) => {
+    seen.errors.push(err);
+    seen.tried.resolve();
+  });
+  lock.onAcquireFailed(() => seen.tried.resolve());
+  lock.onStateChange((_from, to) => {
+    if (to === LockState.LEADER) {
+      seen.everLeader = true;
+      seen.tried.resolve();
+    }
+  });
+  return seen;
+}
+
+/** Sample both locks' `isLeader` every 5 ms for `ms`; the number of samples where both were true. */
+async function countOverlaps(
+  a: LeaderLock,
+  b: LeaderLock,
+  ms: number,
+): Promise<{ samples: number; both: number }> {
+  const end = performance.now() + ms;
+  let samples = 0;
+  let both = 0;
+  while (performance.now() < end) {
+    samples += 1;
+    if (a.isLeader && b.isLeader) both += 1;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return { samples, both };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
+  describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (poolMode) => {
+    it.each([
+      [1, 'staggered'],
+      [1, 'simultaneously'],
+      [20, 'staggered'],
+      [20, 'simultaneously'],
+    ] as const)(
+      `pool size %i, two candidates started %s: over 3 s never both isLeader, neither enters LEADER, each gets ERR_PGLEADERLOCK_UNSAFE naming the pooler and ${poolMode} mode; afterwards no lock row on the server`,
+      async (poolSize, start) => {
+        await withBouncer({ poolMode, defaultPoolSize: poolSize }, async (_bouncer, make) => {
+          const keys = randomKeys();
+          const a = make({ ...keys, acquireMode, healthIntervalMs: 100 });
+          const b = make({ ...keys, acquireMode, healthIntervalMs: 100 });
+          const seenA = watch(a);
+          const seenB = watch(b);
+          if (start === 'staggered') {
+            await a.start();
+            await within(seenA.tried.promise, 10_000, 'A to lead or try'); // A has led or tried
+            await sleep(300); // the stagger itself, not a wait for an event
+            await b.start();
+          } else {
+            await Promise.all([a.start(), b.start()]);
+          }
+          const { samples, both } = await countOverlaps(a, b, 3000);
+          expect(samples).toBeGreaterThan(100);
+          expect(both).toBe(0);
+          for (const [name, seen] of [
+            ['A', seenA],
+            ['B', seenB],
+          ] as const) {
+            expect(seen.everLeader, `${name} entered LEADER`).toBe(false);
+            const refusal = seen.errors.find(
+              (e) => e instanceof LockError && e.code === 'ERR_PGLEADERLOCK_UNSAFE',
+            );
+            expect(
+              refusal,
+              `${name} got no ERR_PGLEADERLOCK_UNSAFE; its errors: ${JSON.stringify(seen.errors.map((e) => e.message))}`,
+            ).toBeDefined();
+            expect(refusal?.message).toMatch(/pooler/);
+            expect(refusal?.message).toMatch(new RegExp(poolMode));
+          }
+          await Promise.all([a.shutdown(), b.shutdown()]);
+          // straight to PostgreSQL, with PgBouncer (and its pooled backends) still up
+          let rows: unknown[] = [];
+          await eventually(
+            async () => {
+              rows = await lockHolders(server.url, keys.key1, keys.key2);
+              return rows.length === 0;
+            },
+            { timeoutMs: 2000, what: 'no pg_locks row for the key' },
+          ).catch(() => {
+            throw new Error(`a lock row stayed behind on a pooled backend: ${JSON.stringify(rows)}`);
+          });
+        });
+      },
+    );
+  });
+
+  describe('PgBouncer in session mode', () => {
+    it(`two candidates, one leads; pg_terminate_backend of the leader's server backend → the other leads; shutdown() of that leader → a third, following, leads${acquireMode === 'wait' ? ' within 100 ms' : ''}`, async () => {
+      await withBouncer({ poolMode: 'session' }, async (_bouncer, make) => {
+        const keys = randomKeys();
+        // after a loss a lock tries again at once: the first leader must not, so that in poll
+        // mode too the other (polling every 25 ms) is the one that takes over
+        const first = make({ ...keys, acquireMode, autoReacquire: false });
+        await first.start();
+        await within(first.waitForLeadership(), 5000, 'the first candidate to lead');
+        const other = make({ ...keys, acquireMode });
+        await other.start();
+        await eventually(() => other.state === LockState.FOLLOWER || other.state === LockState.ACQUIRING, {
+          what: 'the second candidate to follow',
+        });
+        const { both } = await countOverlaps(first, other, 300);
+        expect(both).toBe(0);
+        expect(first.isLeader).toBe(true);
+        expect(other.isLeader).toBe(false);
+
+        const admin = new pg.Client({
+          connectionString: server.url,
+          application_name: 'pgleaderlock-test-admin',
+        });
+        admin.on('error', () => {});
+        await admin.connect();
+        try {
+          // 1. terminate the leader's backend, found on the server itself (not through PgBouncer)
+          const pid = await holderPid(server.url, keys.key1, keys.key2);
+          const tookOver = deferred<number>();
+          other.onAcquired(() => tookOver.resolve(performance.now()));
+          const t0 = performance.now();
+          await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+          const terminateMs = (await within(tookOver.promise, 5000, 'the other candidate to lead')) - t0;
+          expect(other.isLeader).toBe(true);
+
+          // 2. a third candidate follows; then the leader shuts down
+          const third = make({ ...keys, acquireMode });
+          await third.start();
+          if (acquireMode === 'wait') {
+            await eventually(
+              async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((r) => !r.granted),
+              { what: 'the third candidate to queue' },
+            );
+          } else {
+            await eventually(() => third.state === LockState.FOLLOWER, {
+              what: 'the third candidate to follow',
+            });
+          }
+          const handedOver = deferred<number>();
+          third.onAcquired(() => handedOver.resolve(performance.now()));
+          const t1 = performance.now();
+          await other.shutdown();
+          const gracefulMs = (await within(handedOver.promise, 5000, 'the follower to lead')) - t1;
+          expect(third.isLeader).toBe(true);
+          console.log(
+            `[pgbouncer] session mode, ${acquireMode}: terminate → other leads in ${terminateMs.toFixed(1)} ms; ` +
+              `shutdown → follower leads in ${gracefulMs.toFixed(1)} ms`,
+          );
+          if (acquireMode === 'wait') expect(gracefulMs).toBeLessThan(100);
+        } finally {
+          await admin.end().catch(() => {});
+        }
+      });
+    });
+
+    it('PgBouncer stopped and started on the same port: the leader leaves LEADER within 1 s; once it is back, one of the two leads', async () => {
+      await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
+        const keys = randomKeys();
+        const all = [0, 1].map(() => make({ ...keys, acquireMode, healthIntervalMs: 100 }));
+        await Promise.all(all.map((l) => l.start()));
+        await eventually(() => all.some((l) => l.isLeader), { what: 'a leader' });
+        const leader = all.find((l) => l.isLeader)!;
+        const left = deferred<number>();
+        leader.onStateChange((from) => {
+          if (from === LockState.LEADER) left.resolve(performance.now());
+        });
+        const port = bouncer.port;
+        const t0 = performance.now();
+        await bouncer.stop();
+        const leftMs = (await within(left.promise, 1000, 'the leader to leave LEADER')) - t0;
+        expect(leftMs).toBeLessThan(1000);
+        expect(all.filter((l) => l.isLeader)).toHaveLength(0);
+
+        await bouncer.start();
+        expect(bouncer.port).toBe(port);
+        const t1 = performance.now();
+        await eventually(() => all.filter((l) => l.isLeader).length === 1, {
+          what: 'a leader after PgBouncer is back',
+          timeoutMs: 10_000,
+        });
+        const { both } = await countOverlaps(all[0]!, all[1]!, 300);
+        expect(both).toBe(0);
+        // leader first, so that no waiting follower is cancelled here (that has a test of its own)
+        const next = all.find((l) => !l.isLeader)!;
+        await all.find((l) => l.isLeader)?.shutdown();
+        await within(next.waitForLeadership(), 5000, 'the other candidate to lead');
+        console.log(
+          `[pgbouncer] restart, ${acquireMode}: leader left LEADER ${leftMs.toFixed(1)} ms after the stop; ` +
+            `a leader ${(performance.now() - t1).toFixed(0)} ms after the start`,
+        );
+      });
+    });
+  });
+
+  it("a pooler that rejects the 'options' startup parameter: onError names it, never the password; the default back-off makes at most 3 attempts in 3 s", async () => {
+    // PgBouncer's default ignore_startup_parameters (extra_float_digits) does not include `options`
+    await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
+      const lock = make({
+        ...randomKeys(),
+        acquireMode,
+        clientConfig: { options: '-c statement_timeout=0' },
+        retryStrategy: new ExponentialBackoff(), // the default: 1 s, 2 s, 4 s, …
+      });
+      const seen = watch(lock);
+      await lock.start();
+      await sleep(3000); // the window in which connection attempts are counted
+      const rejected = bouncer.log().match(/closing because: unsupported startup parameter/g) ?? [];
+      console.log(
+        `[pgbouncer] rejected startup parameter, ${acquireMode}: ${rejected.length} connection attempts and ` +
+          `${seen.errors.length} errors in 3 s; first: ${seen.errors[0]?.message}`,
+      );
+      expect(seen.errors.length).toBeGreaterThanOrEqual(1);
+      expect(seen.errors[0]?.message).toMatch(/\boptions\b/);
+      for (const err of seen.errors) {
+        expect(err.message).not.toContain(TEST_PASSWORD);
+        expect(String((err.cause as Error | undefined)?.message ?? '')).not.toContain(TEST_PASSWORD);
+      }
+      expect(rejected.length).toBeGreaterThanOrEqual(1);
+      expect(rejected.length).toBeLessThanOrEqual(3);
+      expect(seen.everLeader).toBe(false);
+    });
+  });
+});
+
+describe('wait mode, PgBouncer in session mode', () => {
+  // Shutting down a waiting follower cancels its wait with a CancelRequest, which goes through
+  // PgBouncer. PgBouncer < 1.19.1 drops the cancel, or crashes (pgbouncer#801), when the cancel's
+  // client socket is closed before PgBouncer has forwarded it.
+  it('10 followers shut down one at a time while they wait: each shutdown resolves within 10 s, each follower leaves the queue, and PgBouncer keeps running', async () => {
+    await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
+      const keys = randomKeys();
+      const leader = make({ ...keys, acquireMode: 'wait' });
+      await leader.start();
+      await within(leader.waitForLeadership(), 5000, 'a leader');
+      const waiting = async () =>
+        (await lockHolders(server.url, keys.key1, keys.key2)).filter((r) => !r.granted).length;
+      for (let i = 0; i < 10; i++) {
+        const follower = make({ ...keys, acquireMode: 'wait', waitSliceMs: 30_000 });
+        await within(follower.start(), 5000, `follower ${i + 1} to start`);
+        await eventually(async () => (await waiting()) === 1, { what: `follower ${i + 1} to queue` });
+        await within(follower.shutdown(), 10_000, `follower ${i + 1} to shut down`);
+        await eventually(async () => (await waiting()) === 0, {
+          what: `follower ${i + 1} to leave the queue`,
+        });
+        // throws "PgBouncer exited on its own: … FATAL …" if the cancel crashed it
+        await bouncer.show('CLIENTS');
+      }
+      expect(leader.isLeader).toBe(true);
+    });
+  });
+});
