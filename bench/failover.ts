@@ -102,37 +102,95 @@ async function lockRows(keys: { key1: number; key2: number }): Promise<number> {
   return rows.length;
 }
 
-/** Leader + follower in this process; `event` returns when triggered; returns [failover, detection]. */
+type InProcessEvent = 'stepDown' | 'shutdown' | 'terminate';
+
+/** One trial: leader + follower in this process; returns [failover, detection] (ms). */
+async function inProcessOnce(cfg: Config, event: InProcessEvent): Promise<[number, number | null]> {
+  const keys = randomKeys();
+  const leader = lock(cfg, keys, { autoReacquire: false });
+  await leader.start();
+  await leader.waitForLeadership();
+  const follower = lock(cfg, keys);
+  const acquired = nextAcquired(follower);
+  await follower.start();
+  if (cfg.options.acquireMode === 'wait') {
+    while ((await lockRows(keys)) < 2) await sleep(2);
+  } else {
+    await sleep(Math.random() * cfg.phaseMs); // a random point of the follower's back-off
+  }
+  const pid = await holderPid(keys);
+  const lost = new Promise<number>((resolve) => leader.onLost(() => resolve(performance.now())));
+  const t0 = performance.now();
+  if (event === 'stepDown') void leader.stepDown();
+  else if (event === 'shutdown') void leader.shutdown();
+  else await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+  const failover = (await acquired) - t0;
+  const detection = event === 'terminate' ? (await lost) - t0 : null;
+  await Promise.all([leader.shutdown(), follower.shutdown()]);
+  return [failover, detection];
+}
+
+/** Leader + follower in this process, `trials` times. */
 async function inProcess(
   cfg: Config,
-  event: 'stepDown' | 'shutdown' | 'terminate',
+  event: InProcessEvent,
   trials: number,
 ): Promise<{ failover: number[]; detection: number[] }> {
   const failover: number[] = [];
   const detection: number[] = [];
   for (let i = 0; i < trials; i++) {
-    const keys = randomKeys();
-    const leader = lock(cfg, keys, { autoReacquire: false });
-    await leader.start();
-    await leader.waitForLeadership();
-    const follower = lock(cfg, keys);
-    const acquired = nextAcquired(follower);
-    await follower.start();
-    if (cfg.options.acquireMode === 'wait') {
-      while ((await lockRows(keys)) < 2) await sleep(2);
-    } else {
-      await sleep(Math.random() * cfg.phaseMs); // a random point of the follower's back-off
-    }
-    const lost = new Promise<number>((resolve) => leader.onLost(() => resolve(performance.now())));
-    const t0 = performance.now();
-    if (event === 'stepDown') void leader.stepDown();
-    else if (event === 'shutdown') void leader.shutdown();
-    else await admin.query('SELECT pg_terminate_backend($1)', [await holderPid(keys)]);
-    failover.push((await acquired) - t0);
-    if (event === 'terminate') detection.push((await lost) - t0);
-    await Promise.all([leader.shutdown(), follower.shutdown()]);
+    const [f, d] = await inProcessOnce(cfg, event);
+    failover.push(f);
+    if (d !== null) detection.push(d);
   }
   return { failover, detection };
+}
+
+async function bareClient(): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: server.url });
+  c.on('error', () => {});
+  await c.connect();
+  return c;
+}
+
+/**
+ * The physical limit: two bare pg clients, the waiter in `pg_advisory_lock`; from the
+ * holder sending `pg_advisory_unlock` (or the admin sending `pg_terminate_backend` of the
+ * holder) to the waiter's statement returning. No checks, no lease, no callbacks.
+ */
+async function bareOnce(event: 'unlock' | 'terminate'): Promise<number> {
+  const keys = randomKeys();
+  const holder = await bareClient();
+  const waiter = await bareClient();
+  await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
+  const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+  const granted = waiter
+    .query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2])
+    .then(() => performance.now());
+  while ((await lockRows(keys)) < 2) await sleep(2);
+  const t0 = performance.now();
+  if (event === 'unlock') await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+  else await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+  const took = (await granted) - t0;
+  await Promise.all([holder.end().catch(() => {}), waiter.end()]);
+  return took;
+}
+
+/** Wait-mode trials interleaved with bare-client trials of the same kind, on the same server. */
+async function versusLimit(
+  event: InProcessEvent,
+  trials: number,
+): Promise<{ limit: number[]; wait: number[]; detection: number[] }> {
+  const limit: number[] = [];
+  const wait: number[] = [];
+  const detection: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    limit.push(await bareOnce(event === 'terminate' ? 'terminate' : 'unlock'));
+    const [f, d] = await inProcessOnce(WAIT, event);
+    wait.push(f);
+    if (d !== null) detection.push(d);
+  }
+  return { limit, wait, detection };
 }
 
 /** Leader in a child process killed with SIGKILL; follower here. */
@@ -315,31 +373,38 @@ async function main(): Promise<void> {
     log("### Failover latency (ms, p50 / p95 / p99): event → new leader's onAcquired");
     log();
     log(
-      '| event | wait (default) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
+      "The physical limit is two bare `pg` clients: the holder sends `pg_advisory_unlock` (or the leader backend is terminated) and the waiter's `pg_advisory_lock` returns; its trials alternate with the wait-mode trials in the same run.",
     );
-    log('|---|---|---|---|---|');
+    log();
+    log(
+      '| event | physical limit (bare pg client) | wait (default) | wait ÷ limit (p50) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
+    );
+    log('|---|---|---|---|---|---|---|');
+    const ratio = (a: number[], b: number[]): string => (pct(a, 50) / pct(b, 50)).toFixed(2);
     const detection: Record<string, number[]> = {};
     for (const event of ['stepDown', 'shutdown'] as const) {
-      const w = await inProcess(WAIT, event, TRIALS);
+      const v = await versusLimit(event, TRIALS);
       const p = await inProcess(POLL_100, event, TRIALS);
       const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
       const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
       log(
-        `| graceful ${event} | ${fmt(w.failover)} | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+        `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
       );
     }
     {
-      const w = await inProcess(WAIT, 'terminate', TRIALS);
+      const v = await versusLimit('terminate', TRIALS);
       const p = await inProcess(POLL_100, 'terminate', TRIALS);
-      detection.wait = w.detection;
+      detection.wait = v.detection;
       detection.poll = p.detection;
-      log(`| leader backend terminated | ${fmt(w.failover)} | ${fmt(p.failover)} | not run | n/a |`);
+      log(
+        `| leader backend terminated | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(p.failover)} | not run | n/a |`,
+      );
     }
     log(
-      `| leader process SIGKILL | ${fmt(await killed(WAIT, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+      `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
     );
     log(
-      `| server restart (fast) | ${fmt(await restarted(WAIT, TRIALS))} | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
+      `| server restart (fast) | | ${fmt(await restarted(WAIT, TRIALS))} | | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
     );
     const waitFastRetry: Config = {
       ...WAIT,
@@ -347,7 +412,7 @@ async function main(): Promise<void> {
       options: { ...WAIT.options, retryStrategy: new FixedInterval({ intervalMs: 100 }) },
     };
     log(
-      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | |`,
+      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | | |`,
     );
     await connectAdmin(); // the restarts ended the admin session
     log();
