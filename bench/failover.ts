@@ -209,6 +209,8 @@ async function killed(cfg: Config, trials: number): Promise<number[]> {
           queryTimeoutMs: 1000,
           pollMs: 100,
           acquireMode: cfg.options.acquireMode,
+          workStopMs: 0,
+          takeoverDelayMs: cfg.options.takeoverDelayMs ?? 0,
         }),
       ],
       { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },

@@ -15,15 +15,25 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Clock } from './clock.js';
 import { CallbackError } from './errors.js';
 import type { Logger } from './logger.js';
-import type { LockState } from './state.js';
+import type { SpecState } from './state.js';
 import type { Term } from './term.js';
 
 /** A callback for `released`, `lost`, `acquireFailed`, `stopped`. Sync or async. */
 export type Callback = () => void | Promise<void>;
 /** Called with the new leadership term when the lock is acquired. */
 export type AcquiredCallback = (term: Term) => void | Promise<void>;
-/** Called on every state change with the state left and the state entered. */
-export type StateChangeCallback = (from: LockState, to: LockState) => void | Promise<void>;
+/**
+ * Called on every change between the specification's six states with the state left and
+ * the state entered (a takeover fence is not one: it is reported as ACQUIRING -> LEADER
+ * when the term opens).
+ */
+export type StateChangeCallback = (from: SpecState, to: SpecState) => void | Promise<void>;
+/** What `onTakeoverFence` receives: how long the term waits after the grant. */
+export interface TakeoverFence {
+  readonly delayMs: number;
+}
+/** Called when the lock is granted but its term waits for the takeover fence. */
+export type TakeoverFenceCallback = (fence: TakeoverFence) => void | Promise<void>;
 /** Called with the id of another candidate that became leader. */
 export type NewLeaderCallback = (id: string) => void | Promise<void>;
 /** Called with every error the lifecycle meets (it never throws them at you). */
@@ -35,6 +45,7 @@ export interface CallbackMap {
   lost: Callback;
   acquireFailed: Callback;
   stopped: Callback;
+  takeoverFence: TakeoverFenceCallback;
   stateChange: StateChangeCallback;
   newLeader: NewLeaderCallback;
   error: ErrorCallback;
@@ -65,6 +76,7 @@ export class Callbacks {
     lost: [],
     acquireFailed: [],
     stopped: [],
+    takeoverFence: [],
     stateChange: [],
     newLeader: [],
     error: [],

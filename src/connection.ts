@@ -125,6 +125,25 @@ export class Connection {
    * went dead (or timed out), else a `LockError` carrying the driver error as `cause`.
    */
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[], extraMs = 0): Promise<R[]> {
+    return this.run<R>(() => this.client.query<R>(text, values), extraMs);
+  }
+
+  /**
+   * Several statements in one simple-protocol message (no parameters: literals only),
+   * under one deadline. Returns the rows of the last statement.
+   */
+  simple<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+    return this.run<R>(async () => {
+      const results = (await this.client.query(text)) as unknown as pg.QueryResult<R> | pg.QueryResult<R>[];
+      const last = Array.isArray(results) ? results.at(-1) : results;
+      return { rows: last?.rows ?? [] };
+    }, 0);
+  }
+
+  private async run<R extends pg.QueryResultRow>(
+    send: () => Promise<{ rows: R[] }>,
+    extraMs: number,
+  ): Promise<R[]> {
     if (this.deathCause) {
       throw new ConnectionError(`connection is closed: ${this.deathCause.message}`, {
         cause: this.deathCause,
@@ -143,7 +162,7 @@ export class Connection {
       }, deadlineMs);
     });
     try {
-      const result = await Promise.race([this.client.query<R>(text, values), timeout]);
+      const result = await Promise.race([send(), timeout]);
       return result.rows;
     } catch (err) {
       if (err instanceof ConnectionError) throw err;

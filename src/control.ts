@@ -14,7 +14,7 @@ import type { Counters } from './observe.js';
 import type { ResolvedOptions } from './options.js';
 import type { Runners } from './runner.js';
 import type { Safety } from './safety.js';
-import type { LockState } from './state.js';
+import type { SpecState } from './state.js';
 import type { Term } from './term.js';
 
 interface Run {
@@ -29,13 +29,14 @@ export interface ControlDeps {
   readonly termIds: TermIds;
   readonly counters: Counters;
   /** Every state change of every run. */
-  changed(from: LockState, to: LockState, input: Input['type']): void;
+  changed(from: SpecState, to: SpecState, input: Input['type']): void;
 }
 
 export class Control {
   private run: Run | null = null;
   private starting: Promise<void> | null = null;
   private lastSafety: Safety | null = null;
+  private lastLeaseEnd: number | null = null;
   /** waitForLeadership calls in progress: told `true` when a term opens, `false` when a run ends. */
   private readonly waiters = new Set<(leading: boolean) => void>();
 
@@ -47,6 +48,11 @@ export class Control {
 
   get safety(): Safety | null {
     return this.run?.lifecycle.safety ?? this.lastSafety;
+  }
+
+  /** The current or last lease end, also after the lock stopped (null before the first acquisition). */
+  get leaseExpiresAt(): number | null {
+    return this.run?.lifecycle.leaseExpiresAt ?? this.lastLeaseEnd;
   }
 
   /** Running, or about to (a start waiting for an earlier stop). */
@@ -94,6 +100,7 @@ export class Control {
       ended: lifecycle.run().then(() => {
         signal?.removeEventListener('abort', onAbort);
         this.lastSafety = lifecycle.safety ?? this.lastSafety;
+        this.lastLeaseEnd = lifecycle.leaseExpiresAt ?? this.lastLeaseEnd;
         if (this.run === run) this.run = null;
         for (const w of [...this.waiters]) w(false);
       }),

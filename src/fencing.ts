@@ -34,17 +34,37 @@ export function quoteTable(name: unknown): string {
     .join('.');
 }
 
+/**
+ * The epoch table. `released` records whether the holder of the current epoch released
+ * cleanly (its work had stopped): the takeover fence reads it (handover.ts). Tables made by
+ * earlier versions get the column added.
+ */
 export function createTableSql(table: string): string {
   return `/* pgleaderlock:fencing-table */ CREATE TABLE IF NOT EXISTS ${table} (
     key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
     leader_id text, updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (key1, key2))`;
+    released boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (key1, key2));
+  DO $$ BEGIN
+    -- only when missing: ALTER TABLE locks the table, and fenced writes would queue behind it
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = ${pg.escapeLiteral(table)}::regclass
+                    AND attname = 'released' AND NOT attisdropped) THEN
+      ALTER TABLE ${table} ADD COLUMN released boolean NOT NULL DEFAULT false;
+    END IF;
+  END $$`;
 }
 
+/**
+ * The next epoch for (key1, key2), and whether the previous epoch's holder released it
+ * cleanly (`prev_released`; null when there was no row). The CTE reads the row as it was
+ * before this statement (same snapshot).
+ */
 export function bumpSql(table: string): string {
-  return `/* pgleaderlock:bump */ INSERT INTO ${table} AS t (key1, key2, epoch, leader_id) VALUES ($1::int4, $2::int4, 1, $3)
-    ON CONFLICT (key1, key2) DO UPDATE SET epoch = t.epoch + 1, leader_id = EXCLUDED.leader_id, updated_at = now()
-    RETURNING epoch::text AS epoch`;
+  return `/* pgleaderlock:bump */ WITH prev AS (SELECT released FROM ${table} WHERE key1 = $1::int4 AND key2 = $2::int4)
+    INSERT INTO ${table} AS t (key1, key2, epoch, leader_id, released) VALUES ($1::int4, $2::int4, 1, $3, false)
+    ON CONFLICT (key1, key2) DO UPDATE SET epoch = t.epoch + 1, leader_id = EXCLUDED.leader_id,
+      updated_at = now(), released = false
+    RETURNING epoch::text AS epoch, (SELECT released FROM prev) AS prev_released`;
 }
 
 /**

@@ -21,7 +21,7 @@
  * asked, so that a strategy that gives up is obeyed.
  */
 import type { Grant } from './leadership.js';
-import { LockState } from './state.js';
+import { LockState, type SpecState } from './state.js';
 
 /** Inputs of spec §3.2 (plus the implied ones above), each carrying what its effects need. */
 export type Input =
@@ -91,7 +91,7 @@ export type Effect =
   | 'notice';
 
 export interface Transition {
-  readonly to: LockState;
+  readonly to: SpecState;
   readonly effects: readonly Effect[];
 }
 
@@ -121,7 +121,7 @@ function followerOrStop(f: Flags, effects: Effect[], next: 'attemptNow' | 'backO
  * The table. Returns undefined for a pair the table does not list: the input is ignored
  * (e.g. `ReleaseRequested` while FOLLOWER: there is nothing to release).
  */
-export function transition(from: LockState, input: InputType, f: Flags): Transition | undefined {
+export function transition(from: SpecState, input: InputType, f: Flags): Transition | undefined {
   switch (from) {
     case STOPPED:
       if (input === 'Start') return { to: FOLLOWER, effects: ['resetRetry', 'attemptNow'] };

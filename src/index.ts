@@ -10,6 +10,8 @@ export type {
   ListenerOptions,
   NewLeaderCallback,
   StateChangeCallback,
+  TakeoverFence,
+  TakeoverFenceCallback,
 } from './callbacks.js';
 export type { Clock } from './clock.js';
 export {
@@ -43,5 +45,5 @@ export {
 } from './retry.js';
 export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './runner.js';
 export type { AppliedSettings, Safety } from './safety.js';
-export { LockState } from './state.js';
+export { LockState, type SpecState } from './state.js';
 export { type Term, TermEndedError } from './term.js';

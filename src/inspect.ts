@@ -37,12 +37,18 @@ export interface Candidate {
 
 export interface LockInspection {
   leader: Candidate | null;
+  /**
+   * The holder holds the lock under a takeover fence: its term has not opened yet (read
+   * from its last statement; right after a grant, for one round trip, not yet shown).
+   */
+  pending: boolean;
   /** In the order PostgreSQL queued them (oldest wait first). */
   waiters: Candidate[];
 }
 
 const INSPECT = `SELECT l.pid, l.granted, a.application_name, host(a.client_addr) AS client_addr,
-    a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start
+    a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start,
+    a.query LIKE '/* pgleaderlock:pending */%' AS pending
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
   WHERE ${KEY_LOCKS}
   ORDER BY l.granted DESC, waitstart NULLS LAST, a.query_start`;
@@ -55,6 +61,7 @@ interface Row {
   backend_start: Date | null;
   waitstart: Date | null;
   query_start: Date | null;
+  pending: boolean;
 }
 
 function candidate(r: Row, since: Date | null): Candidate {
@@ -99,6 +106,7 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
     const held = rows.find((r) => r.granted);
     return {
       leader: held ? candidate(held, held.backend_start) : null,
+      pending: held?.pending === true,
       waiters: rows.filter((r) => !r.granted).map((r) => candidate(r, r.waitstart ?? r.query_start)),
     };
   } finally {

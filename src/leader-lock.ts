@@ -9,6 +9,7 @@ import {
   type ListenerOptions,
   type NewLeaderCallback,
   type StateChangeCallback,
+  type TakeoverFenceCallback,
 } from './callbacks.js';
 import { Control } from './control.js';
 import { FencedError, fencedWrite } from './fencing.js';
@@ -16,11 +17,11 @@ import type { InputType } from './fsm.js';
 import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
 import { keysFromName } from './keys.js';
 import { TermIds } from './leadership.js';
-import { Counters, type LockStats, publish, type StateMessage } from './observe.js';
+import { Counters, type LockStats, publish } from './observe.js';
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type LeaderWork, type LeaderWorkHandle, Runners } from './runner.js';
 import type { Safety } from './safety.js';
-import { LockState } from './state.js';
+import { LockState, type SpecState } from './state.js';
 import type { Term } from './term.js';
 import { checkDuration, show } from './validate.js';
 
@@ -130,7 +131,7 @@ export class LeaderLock implements AsyncDisposable {
    * successful health check pushes it forward.
    */
   get leaseExpiresAt(): number | null {
-    return this.control.lifecycle?.leaseExpiresAt ?? null;
+    return this.control.leaseExpiresAt;
   }
 
   /**
@@ -158,6 +159,7 @@ export class LeaderLock implements AsyncDisposable {
       losses: c.losses,
       releases: c.releases,
       failedAttempts: c.failedAttempts,
+      takeoverFences: c.takeoverFences,
       reconnects: c.reconnects,
       recoveries: c.recoveries,
       leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
@@ -216,6 +218,14 @@ export class LeaderLock implements AsyncDisposable {
   /** Register a callback for entering STOPPED. Returns `fn`. */
   onStopped<F extends Callback>(fn: F, options?: ListenerOptions): F {
     return this.callbacks.add('stopped', fn, options);
+  }
+  /**
+   * Register a callback for a grant that could not be proven clean: the lock is held, and
+   * the term opens only after `takeoverDelayMs` (`state` reads `'pending'` meanwhile). It
+   * receives `{ delayMs }`. Returns `fn`.
+   */
+  onTakeoverFence<F extends TakeoverFenceCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('takeoverFence', fn, options);
   }
   /**
    * Register a callback for another candidate becoming leader; it receives that candidate's
@@ -312,11 +322,11 @@ export class LeaderLock implements AsyncDisposable {
     return this.shutdown();
   }
 
-  private changed(from: LockState, to: LockState, input: InputType): void {
+  private changed(from: SpecState, to: SpecState, input: InputType): void {
     const { key1, key2, id } = this.o;
     this.o.logger.info({ event: 'state_change', from, to, input, key1, key2 }, 'state_change');
     this.callbacks.emit('stateChange', from, to);
-    publish('state', { id, key1, key2, from, to, input } as StateMessage);
+    publish('state', { id, key1, key2, from, to, input });
   }
 }
 

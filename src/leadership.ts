@@ -1,6 +1,6 @@
 /**
  * Leadership: the one owner of everything that makes this process a leader: the term,
- * the lease behind `isLeader`, the fencing epoch, and whether it was announced.
+ * the lease behind `isLeader`, and the fencing epoch.
  * Nothing else opens or ends a term. A `Leadership` lives in the lifecycle's LEADER phase
  * only; leaving LEADER ends it for good (`end`), so nothing can reopen a term after a
  * step-down or shutdown has begun.
@@ -45,8 +45,6 @@ export class Leadership {
   private timer: unknown = null;
   private ended = false;
   private current: Safety;
-  /** The first check of this leadership announces it (onNewLeader elsewhere). */
-  announcePending = true;
   /** onAcquired is still owed for this acquisition: it goes with the first term that opens. */
   reportOnOpen = false;
   readonly epoch: bigint | null;

@@ -20,12 +20,12 @@ import { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
 import type { Safety } from './safety.js';
 import { Session } from './session.js';
-import { LockState } from './state.js';
+import { LockState, type SpecState } from './state.js';
 import { Steps } from './steps.js';
 import type { Term } from './term.js';
 
 /** Told about every state change, before the change's effects run. */
-export type TransitionListener = (from: LockState, to: LockState, input: Input['type']) => void;
+export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;
 
 /** What the lifecycle reports to the lock that runs it. */
 export interface LifecycleHooks {
@@ -62,11 +62,15 @@ export class Lifecycle {
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.arm(),
       open: () => this.open(),
+      fenced: (fence) => this.report.fenced(fence.delayMs),
     });
   }
 
+  /** The phase's state; `pending` while an attempt holds the lock under a takeover fence. */
   get state(): LockState {
-    return this.phase.kind;
+    const p = this.phase;
+    if ((p.kind === 'acquiring' || p.kind === 'reconnecting') && p.fence) return LockState.PENDING;
+    return p.kind;
   }
 
   /** LEADER with an open term, a live session and a current lease (read from the clock at each call). */
@@ -192,7 +196,12 @@ export class Lifecycle {
       releaseThen: prev.kind === 'releasing' ? prev.after : 'stop',
       waitMode: this.o.acquireMode === 'wait',
     });
-    if (!t) return;
+    if (!t) {
+      // a step returned an input its state ignores: a bug; stop rather than spin
+      if (input.type !== 'HealthOk')
+        throw new Error(`input ${input.type} is not valid in state ${prev.kind}`);
+      return;
+    }
     const next = this.build(prev, t.to, input, t.effects);
     this.phase = next;
     if (prev.kind === 'leader' && next.kind !== 'leader') this.leaveLeader(prev, input, next.kind);
@@ -211,7 +220,7 @@ export class Lifecycle {
   }
 
   /** The next phase's data: sessions move along unless the transition closes them. */
-  private build(prev: Phase, to: LockState, input: Input, effects: readonly Effect[]): Phase {
+  private build(prev: Phase, to: SpecState, input: Input, effects: readonly Effect[]): Phase {
     const session = effects.includes('closeConnection') || prev.kind === 'stopped' ? null : prev.session;
     switch (to) {
       case 'stopped':
@@ -225,7 +234,7 @@ export class Lifecycle {
         return { kind: 'follower', session, next };
       }
       case 'acquiring':
-        return { kind: 'acquiring', session };
+        return { kind: 'acquiring', session, fence: null };
       case 'leader': {
         if (!session || (input.type !== 'AcquireSucceeded' && input.type !== 'ReacquireSucceeded')) {
           throw new Error(`LEADER entered without a session and a grant (${input.type})`);
@@ -238,6 +247,7 @@ export class Lifecycle {
           session: null,
           deadline: this.o.clock.now() + (this.o.reconnectGraceMs ?? 0),
           previousPid: prev.kind === 'stopped' ? 0 : (prev.session?.pid ?? 0),
+          fence: null,
         };
       case 'releasing': {
         if (prev.kind === 'releasing') return { ...prev, step: 'unlocking' };
@@ -253,7 +263,8 @@ export class Lifecycle {
         const stopBy = this.mail.stop?.deadline ?? null;
         if (stopBy !== null) release.deadline = Math.min(release.deadline ?? stopBy, stopBy);
         const after = input.type === 'ReleaseRequested' && !this.mail.stop ? 'follow' : 'stop';
-        return { kind: 'releasing', session, step: 'draining', after, release };
+        const epoch = prev.kind === 'leader' ? prev.leadership.epoch : null;
+        return { kind: 'releasing', session, step: 'draining', after, release, epoch };
       }
     }
   }
@@ -280,7 +291,7 @@ export class Lifecycle {
     return leadership;
   }
 
-  private leaveLeader(prev: Extract<Phase, { kind: 'leader' }>, input: Input, to: LockState): void {
+  private leaveLeader(prev: Extract<Phase, { kind: 'leader' }>, input: Input, to: SpecState): void {
     prev.leadership.end(termEndReason(input, to));
     if (to !== 'releasing') {
       // leadership ended before a step-down asked for could start: nothing left to release
@@ -361,12 +372,14 @@ export class Lifecycle {
     }
   }
 
-  /** Open a session; its death wakes the loop, its announcements feed onNewLeader. */
+  /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
   private async open(): Promise<Session> {
     const session = await Session.open(this.o.connect, this.o);
     session.onDeath(() => this.wake());
     if (session.holderAtConnect) this.leaderSeen(session.holderAtConnect);
-    session.onAnnouncement((payload) => this.leaderSeen(payload));
+    session.onEvent((event) => {
+      if (event.kind === 'acquired') this.leaderSeen(event.id);
+    });
     return session;
   }
 

@@ -3,7 +3,7 @@
  * `node:diagnostics_channel` (published only when someone subscribes).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { LockState } from './state.js';
+import type { LockState, SpecState } from './state.js';
 import type { Term } from './term.js';
 
 /** Channel names. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
@@ -22,8 +22,8 @@ export interface ChannelBase {
   key2: number;
 }
 export interface StateMessage extends ChannelBase {
-  from: LockState;
-  to: LockState;
+  from: SpecState;
+  to: SpecState;
   input: string;
 }
 export interface AcquiredMessage extends ChannelBase {
@@ -72,6 +72,8 @@ export interface LockStats {
   releases: number;
   /** Attempts that found the lock held elsewhere (onAcquireFailed). */
   failedAttempts: number;
+  /** Acquisitions that held the lock under the takeover fence before their term opened. */
+  takeoverFences: number;
   /** Times RECONNECTING was entered, and how many of those recovered leadership. */
   reconnects: number;
   recoveries: number;
@@ -86,6 +88,7 @@ export class Counters {
   losses = 0;
   releases = 0;
   failedAttempts = 0;
+  takeoverFences = 0;
   reconnects = 0;
   recoveries = 0;
   leaderMsClosed = 0;

@@ -94,6 +94,15 @@ export interface LeaderLockOptions {
    */
   fencing?: boolean | { table?: string };
   /**
+   * The takeover fence: when this lock is granted but cannot prove that the previous holder
+   * released cleanly (its leader work had stopped), it holds the lock this long, verifying
+   * ownership, before its term opens (`state` reads `'pending'` meanwhile). Set it to how
+   * long your leader work takes to stop after its term's signal aborts, plus the detection
+   * of a dead session (milliseconds). A clean handover (`stepDown()`, `shutdown()`) skips
+   * it. 0 turns the fence off. Default 1000 (docs/safety.md, "Takeover fence").
+   */
+  takeoverDelayMs?: number;
+  /**
    * How long one callback may run before it is reported to `onError` (a `CallbackError`
    * with code `ERR_PGLEADERLOCK_CALLBACK_TIMEOUT`) and the callbacks queued after it run
    * without waiting for it. Default 10000.
@@ -110,6 +119,9 @@ export interface LeaderLockOptions {
   /** Time source (tests). Default: `performance.now()` and the global timers. */
   clock?: Clock;
 }
+
+/** Default `takeoverDelayMs` (docs/safety.md, "Takeover fence"). */
+export const DEFAULT_TAKEOVER_DELAY_MS = 1000;
 
 /** Options after validation, with defaults applied. */
 export interface ResolvedOptions {
@@ -130,6 +142,7 @@ export interface ResolvedOptions {
   serverReleaseMs: number;
   closeTimeoutMs: number;
   callbackTimeoutMs: number;
+  takeoverDelayMs: number;
   unref: boolean;
   /** Quoted table name when fencing is on, else null. */
   fencingTable: string | null;
@@ -157,6 +170,7 @@ const KNOWN = new Set<string>([
   'closeTimeoutMs',
   'fencing',
   'callbackTimeoutMs',
+  'takeoverDelayMs',
   'unref',
   'logger',
   'clock',
@@ -261,6 +275,10 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new TypeError(`clientConfig must be an object, received ${show(options.clientConfig)}`);
   }
   const callbackTimeoutMs = checkPositiveDuration('callbackTimeoutMs', options.callbackTimeoutMs ?? 10_000);
+  const takeoverDelayMs = checkDuration(
+    'takeoverDelayMs',
+    options.takeoverDelayMs ?? DEFAULT_TAKEOVER_DELAY_MS,
+  );
   const unref = checkBoolean('unref', options.unref ?? false);
 
   let fencingTable: string | null = null;
@@ -301,6 +319,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     serverReleaseMs,
     closeTimeoutMs,
     callbackTimeoutMs,
+    takeoverDelayMs,
     unref,
     fencingTable,
     logger: options.logger ? guardLogger(options.logger) : defaultLogger(),

@@ -6,7 +6,9 @@
  *  - `follower`: an idle session may be kept for the next attempt; `next` says when that
  *    attempt is due: at once, after the retry strategy's delay, or at once if the
  *    strategy does not give up (wait mode, after a slice ended).
- *  - `acquiring`: one attempt; its session is opened by the attempt if needed.
+ *  - `acquiring`: one attempt; its session is opened by the attempt if needed. When the
+ *    lock is granted but the handover is not proven clean, the attempt holds it under a
+ *    takeover `fence` (public state `pending`) before it ends. RECONNECTING likewise.
  *  - `leader`: the session that holds the lock and the {@link Leadership} (term, lease,
  *    epoch) that only exists here.
  *  - `reconnecting`: flap damping; the lock is not held; re-acquire before `deadline`.
@@ -31,10 +33,16 @@ export interface Release {
   timer: unknown;
 }
 
+/** A takeover fence in progress: the lock is held, the term opens at `until` (clock time). */
+export interface Fence {
+  readonly until: number;
+  readonly delayMs: number;
+}
+
 export type Phase =
   | { readonly kind: 'stopped' }
   | { readonly kind: 'follower'; session: Session | null; readonly next: 'now' | 'backoff' | 'requeue' }
-  | { readonly kind: 'acquiring'; session: Session | null }
+  | { readonly kind: 'acquiring'; session: Session | null; fence: Fence | null }
   | { readonly kind: 'leader'; readonly session: Session; readonly leadership: Leadership }
   | {
       readonly kind: 'reconnecting';
@@ -42,6 +50,7 @@ export type Phase =
       readonly deadline: number;
       /** The backend that held the lock before: its close may not have reached the server yet. */
       readonly previousPid: number;
+      fence: Fence | null;
     }
   | {
       readonly kind: 'releasing';
@@ -49,6 +58,8 @@ export type Phase =
       readonly step: 'draining' | 'unlocking';
       after: 'follow' | 'stop';
       readonly release: Release;
+      /** Fencing: the epoch of the leadership being released (marked released with it). */
+      readonly epoch: bigint | null;
     };
 
 export type PhaseOf<K extends Phase['kind']> = Extract<Phase, { kind: K }>;

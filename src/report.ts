@@ -48,6 +48,14 @@ export class Reporter {
     this.callbacks.emit('released');
   }
 
+  /** A grant not proven clean: the lock is held, the term waits for the takeover fence. */
+  fenced(delayMs: number): void {
+    const { key1, key2 } = this.o;
+    this.o.logger.info({ event: 'takeover_fence', key1, key2, delayMs }, 'takeover_fence');
+    this.counters.takeoverFences += 1;
+    this.callbacks.emit('takeoverFence', { delayMs });
+  }
+
   stopped(): void {
     this.callbacks.emit('stopped');
   }

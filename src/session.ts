@@ -10,20 +10,21 @@ import { type ConnectFn, parseSettingMs } from './connect.js';
 import { Connection } from './connection.js';
 import { ConnectionError, LockError, sqlStateOf } from './errors.js';
 import { bumpSql, createTableSql } from './fencing.js';
+import { type HandoverEvent, HandoverLog, parseEvent, payload } from './handover.js';
 import type { ResolvedOptions } from './options.js';
 import { PoolerGuard, SHARED_BACKEND } from './pooler.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
-  CHECK_ANNOUNCE,
+  CHECK_PENDING,
   CURRENT_HOLDER,
   channelFor,
   FREE_STRANDED,
   LATE_GRANT,
   PREPARE,
   READ_SETTINGS,
+  releaseSql,
   TRY_LOCK,
-  UNLOCK,
   WAIT_LOCK,
 } from './sql.js';
 import { MAX_TIMER_MS } from './validate.js';
@@ -56,6 +57,14 @@ export interface Acquired {
    * starts no earlier than this; the lease counts from it.
    */
   readonly provenAt: number;
+  /** The previous holder is proven to have released cleanly (handover.ts). */
+  readonly cleanHandover: boolean;
+}
+
+/** A fencing epoch, and whether the previous epoch's holder released it cleanly (null: unknown). */
+export interface Epoch {
+  readonly epoch: bigint;
+  readonly previousReleased: boolean | null;
 }
 
 /** Result of an ownership check. */
@@ -91,6 +100,8 @@ export class Session {
   private fencingReady = false;
   /** The id of the lock's holder when this session connected (null if none, or not one of ours). */
   holderAtConnect: string | null = null;
+  /** The events seen on the key's channel, for the proof of a clean handover. */
+  private readonly handover: HandoverLog;
 
   /**
    * Wait mode: this session's slice, `waitSliceMs` ± 10 %: followers started together must
@@ -102,6 +113,7 @@ export class Session {
     private readonly conn: Connection,
     private readonly o: SessionOptions,
   ) {
+    this.handover = new HandoverLog(this.token);
     const w = o.waitSliceMs;
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
   }
@@ -141,9 +153,14 @@ export class Session {
     return this.conn.onDeath(fn);
   }
 
-  /** Called with the payload of each announcement on the key's channel. */
-  onAnnouncement(fn: (payload: string) => void): void {
-    this.conn.onNotification(channelFor(this.o.key1, this.o.key2), fn);
+  /** Called with each event on the key's channel (after it is recorded for the handover proof). */
+  onEvent(fn: (event: HandoverEvent) => void): void {
+    this.conn.onNotification(channelFor(this.o.key1, this.o.key2), (text) => {
+      const event = parseEvent(text);
+      if (!event) return;
+      this.handover.see(event);
+      fn(event);
+    });
   }
 
   private async prepare(connect: ConnectFn): Promise<void> {
@@ -231,7 +248,8 @@ export class Session {
   private acquireParams(): unknown[] {
     const version = this.settings?.serverVersion ?? 0;
     const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
-    return [this.o.key1, this.o.key2, this.token, arm];
+    const acquired = payload('acquired', this.o.id, this.token);
+    return [this.o.key1, this.o.key2, this.token, arm, acquired, channelFor(this.o.key1, this.o.key2)];
   }
 
   /** Read an acquisition row: refuse a shared or moved backend; on a grant, compute the lease figures. */
@@ -260,7 +278,11 @@ export class Session {
     const armed = settings.serverVersion >= 140000;
     const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle) : null };
     this.safety = safetyFor(applied, this.o.healthIntervalMs, this.o.queryTimeoutMs);
-    return { safety: this.safety, provenAt: sentAt + Math.max(0, row.waited_ms ?? 0) };
+    return {
+      safety: this.safety,
+      provenAt: sentAt + Math.max(0, row.waited_ms ?? 0),
+      cleanHandover: this.handover.takeProof(),
+    };
   }
 
   /**
@@ -273,24 +295,39 @@ export class Session {
   }
 
   /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
-  async bumpEpoch(table: string, leaderId: string): Promise<bigint> {
+  async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
       try {
-        await this.conn.query(createTableSql(table), []);
+        await this.conn.simple(createTableSql(table));
       } catch (err) {
         // two sessions creating it at once: one wins, the other sees a duplicate
         if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
       }
       this.fencingReady = true;
     }
-    const [row] = await this.conn.query<{ epoch: string }>(bumpSql(table), [...this.keys(), leaderId]);
+    const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(bumpSql(table), [
+      ...this.keys(),
+      leaderId,
+    ]);
     if (!row) throw new LockError('the fencing epoch was not returned');
-    return BigInt(row.epoch);
+    return { epoch: BigInt(row.epoch), previousReleased: row.prev_released };
   }
 
-  /** `pg_advisory_unlock`: true if the lock was held and is now released. */
-  async unlock(): Promise<boolean> {
-    const [row] = await this.conn.query<{ ok: boolean; same: boolean }>(UNLOCK, [...this.keys(), this.token]);
+  /**
+   * A clean release: mark the fencing epoch released and send the `released` event, then
+   * unlock, in one round trip (sql.ts `releaseSql`). True if the lock was held and is now
+   * released.
+   */
+  async release(fencing: { table: string; epoch: bigint } | null): Promise<boolean> {
+    const sql = releaseSql({
+      key1: this.o.key1,
+      key2: this.o.key2,
+      token: this.token,
+      channel: channelFor(this.o.key1, this.o.key2),
+      payload: payload('released', this.o.id, this.token),
+      fencing,
+    });
+    const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(sql);
     if (row && !row.same) {
       await this.freeStranded(this.lockedPid);
       throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
@@ -301,19 +338,14 @@ export class Session {
 
   /**
    * Ownership check: the session answers, is the same backend, still holds the lock, and
-   * (behind a pooler) the probe does not reach it. With `announceAs`, also announces this
-   * leader on the key's channel in the same statement.
+   * (behind a pooler) the probe does not reach it. `pending`: the lock is held under a
+   * takeover fence (the statement is tagged so that `inspect` can tell).
    */
-  async check(announceAs?: string): Promise<CheckResult> {
-    const [row] =
-      announceAs === undefined
-        ? await this.conn.query<CheckRow>(CHECK, [...this.keys(), this.token])
-        : await this.conn.query<CheckRow>(CHECK_ANNOUNCE, [
-            ...this.keys(),
-            this.token,
-            channelFor(this.o.key1, this.o.key2),
-            announceAs,
-          ]);
+  async check(pending = false): Promise<CheckResult> {
+    const [row] = await this.conn.query<CheckRow>(pending ? CHECK_PENDING : CHECK, [
+      ...this.keys(),
+      this.token,
+    ]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
       await this.freeStranded(this.lockedPid);

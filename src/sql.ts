@@ -10,6 +10,8 @@
  * another backend, show up as a missing or different token (docs/safety.md, "Poolers").
  */
 
+import pg from 'pg';
+
 /** pg_locks rows (alias `l`) of the advisory key ($1, $2) in this database, held or awaited. */
 export const KEY_LOCKS = `l.locktype = 'advisory'
     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -52,12 +54,14 @@ export const READ_SETTINGS = `/* pgleaderlock:settings */ SELECT name, setting F
 /**
  * What a granting statement also does, in its outer SELECT (so after the grant): arm
  * `idle_session_timeout` to $4 (PG14+, when $4 is not null; armed only once leader so that
- * idle followers are never cut), and measure on the server's clock how long the statement
+ * idle followers are never cut); measure on the server's clock how long the statement
  * waited for the grant (`waited_ms`: the lease can then count from the grant itself, with
- * no extra round trip).
+ * no extra round trip); and send the `acquired` event ($5) on the key's channel ($6)
+ * (handover.ts), committed with the statement, so before any term can open.
  */
 const ON_GRANT = `CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle,
-  CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms`;
+  CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms,
+  CASE WHEN a.ok THEN (SELECT count(*) FROM pg_notify($6, $5)) END AS announced`;
 
 /**
  * One acquisition attempt, in one statement (so on one backend even behind a pooler):
@@ -89,9 +93,41 @@ export const WAIT_LOCK = acquire('wait-lock', '(SELECT true FROM pg_advisory_loc
 export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, false AS held_before, a.ok, ${ON_GRANT}
   FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS ok) a`;
 
-/** Release, only on the backend that carries our marker ($3): never someone else's hold. */
-export const UNLOCK = `/* pgleaderlock:unlock */ SELECT ${same(3)} AS same,
-  CASE WHEN ${same(3)} THEN pg_advisory_unlock($1::int4, $2::int4) ELSE false END AS ok`;
+/** What a release needs; every value is written into the statement as a literal. */
+export interface ReleaseValues {
+  key1: number;
+  key2: number;
+  token: string;
+  channel: string;
+  /** The `released` event (handover.ts). */
+  payload: string;
+  /** Fencing: the quoted table and this leadership's epoch, to mark it released. */
+  fencing: { table: string; epoch: bigint } | null;
+}
+
+/**
+ * A clean release, in one round trip (a simple-protocol query, hence literals): in its own
+ * transaction, mark the fencing epoch released and send the `released` event, both only on
+ * this session's own backend while it holds the key; commit; then unlock (again only on
+ * that backend: never someone else's hold). The event is committed before the unlock, so
+ * the next holder, granted by the unlock, receives it with its grant.
+ */
+export function releaseSql(v: ReleaseValues): string {
+  const lit = (s: string): string => pg.escapeLiteral(s);
+  const keys = (sql: string): string =>
+    sql.replaceAll('$1::int4', `(${v.key1 | 0})::int4`).replaceAll('$2::int4', `(${v.key2 | 0})::int4`);
+  const mine = `coalesce(current_setting('pgleaderlock.session', true) = ${lit(v.token)}, false)`;
+  const holding = `${mine} AND ${keys(HELD_HERE)}`;
+  const mark = v.fencing
+    ? `UPDATE ${v.fencing.table} SET released = true WHERE key1 = (${v.key1 | 0}) AND key2 = (${v.key2 | 0})
+         AND epoch = ${BigInt(v.fencing.epoch)} AND ${holding};`
+    : '';
+  return `/* pgleaderlock:release */ BEGIN;
+  ${mark}
+  SELECT pg_notify(${lit(v.channel)}, ${lit(v.payload)}) WHERE ${holding};
+  COMMIT;
+  SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok`;
+}
 
 /**
  * Liveness and ownership in one round trip: the backend, whether it carries our marker
@@ -101,13 +137,11 @@ export const UNLOCK = `/* pgleaderlock:unlock */ SELECT ${same(3)} AS same,
 export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held`;
 
 /**
- * The ownership check that also announces this leader's id ($5) on the key's channel ($4):
- * the first check of a leadership (kept off the handoff's path: a NOTIFY costs a commit
- * that signals every listening session). No extra round trip; the NOTIFY is sent when the
- * statement's transaction commits, right after it.
+ * The same check while the lock is held under a takeover fence (the term not yet open):
+ * tagged `pending` so that `inspect` (which reads the holder's last statement in
+ * pg_stat_activity) can tell a pending holder from a leader.
  */
-export const CHECK_ANNOUNCE = `/* pgleaderlock:check-announce */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
-  ${HELD_HERE} AS held, (SELECT count(*) FROM pg_notify($4, $5)) AS announced`;
+export const CHECK_PENDING = CHECK.replace('pgleaderlock:check', 'pgleaderlock:pending');
 
 /** The backend holding (key1, key2), if any, and its application_name. */
 export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name FROM pg_locks l

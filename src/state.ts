@@ -6,6 +6,13 @@ export const LockState = {
   FOLLOWER: 'follower',
   /** Executing an acquisition attempt. */
   ACQUIRING: 'acquiring',
+  /**
+   * Not one of the specification's states: the lock is held but the term is not open yet,
+   * because the previous holder may not have stopped its work (the takeover fence,
+   * `takeoverDelayMs`). Part of ACQUIRING in the transition table; `onStateChange` never
+   * reports it (it reports ACQUIRING -> LEADER when the term opens).
+   */
+  PENDING: 'pending',
   /** Lock held; the health loop runs. */
   LEADER: 'leader',
   /** Grace period after a failed health check: the lock is NOT held; reconnecting to re-acquire. */
@@ -16,3 +23,6 @@ export const LockState = {
 
 /** One of the {@link LockState} values. */
 export type LockState = (typeof LockState)[keyof typeof LockState];
+
+/** The specification's six states: the ones `onStateChange` reports and the transition table uses. */
+export type SpecState = Exclude<LockState, 'pending'>;

@@ -10,10 +10,10 @@ import { LockError, toError } from './errors.js';
 import type { Input } from './fsm.js';
 import type { Grant } from './leadership.js';
 import type { ResolvedOptions } from './options.js';
-import type { Mailbox, Phase, PhaseOf } from './phase.js';
+import type { Fence, Mailbox, Phase, PhaseOf } from './phase.js';
 import type { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
-import type { Session } from './session.js';
+import type { Acquired, Epoch, Session } from './session.js';
 import { MAX_TIMER_MS } from './validate.js';
 
 /** What the steps need from the loop. */
@@ -22,6 +22,8 @@ export interface StepContext {
   arm(): AbortSignal;
   /** Open a session (wired to wake the loop when it dies). */
   open(): Promise<Session>;
+  /** A takeover fence began (the phase carries it). */
+  fenced(fence: Fence): void;
 }
 
 const STOP: Input = { type: 'StopRequested' };
@@ -119,9 +121,9 @@ export class Steps {
       return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
     }
     const session = phase.session as Session;
-    let grant: Omit<Grant, 'epoch'> | null;
+    let acquired: Acquired | null;
     try {
-      grant = this.o.acquireMode === 'wait' ? await this.waitOnce(session) : await this.tryOnce(session);
+      acquired = this.o.acquireMode === 'wait' ? await this.waitOnce(session) : await session.tryLock();
     } catch (err) {
       const error = toError(err);
       this.retry.lastError = error;
@@ -129,25 +131,76 @@ export class Steps {
     }
     // a lock granted to a session about to be closed is released by the close
     if (this.mail.stop) return STOP;
-    if (!grant) {
+    if (!acquired) {
       this.retry.lastError = null;
       return { type: 'AcquireFailed' };
     }
-    try {
-      const epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
-      this.retry.lastError = null;
-      return this.mail.stop ? STOP : { type: 'AcquireSucceeded', grant: { ...grant, epoch } };
-    } catch (err) {
-      const error = toError(err);
-      this.retry.lastError = error;
-      return this.mail.stop ? STOP : { type: 'DbError', error };
+    const grant = await this.settle(phase, session, acquired);
+    if ('type' in grant) {
+      if (grant.type === 'DbError') this.retry.lastError = grant.error;
+      return grant;
     }
+    this.retry.lastError = null;
+    return { type: 'AcquireSucceeded', grant };
   }
 
-  /** Poll mode: one try-lock; its statement proves the grant and announces it. */
-  private async tryOnce(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
-    const acquired = await session.tryLock();
-    return acquired && { sentAt: acquired.provenAt, safety: acquired.safety };
+  /**
+   * After a grant: bump the fencing epoch (with fencing), then, unless the handover is
+   * proven clean (handover.ts; with fencing, also the epoch row), hold the lock under the
+   * takeover fence. Returns the grant the term opens with, or the input that ends the
+   * attempt (a stop, a failed query).
+   */
+  private async settle(
+    phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>,
+    session: Session,
+    acquired: Acquired,
+  ): Promise<Grant | Input> {
+    let epoch: Epoch | null;
+    try {
+      epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
+    } catch (err) {
+      return this.mail.stop ? STOP : { type: 'DbError', error: toError(err) };
+    }
+    if (this.mail.stop) return STOP;
+    const clean = acquired.cleanHandover || epoch?.previousReleased === true;
+    const proven =
+      clean || this.o.takeoverDelayMs === 0
+        ? { sentAt: acquired.provenAt, safety: acquired.safety }
+        : await this.fence(phase, session);
+    if ('type' in proven) return proven;
+    return { ...proven, epoch: epoch?.epoch ?? null };
+  }
+
+  /**
+   * The takeover fence (docs/safety.md): hold the lock `takeoverDelayMs` before the term may
+   * open, checking ownership at once and every health interval (tagged `pending`, which
+   * `inspect` shows), then once more: the lease counts from that last check.
+   */
+  private async fence(
+    phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>,
+    session: Session,
+  ): Promise<Omit<Grant, 'epoch'> | Input> {
+    const { clock, takeoverDelayMs } = this.o;
+    const until = clock.now() + takeoverDelayMs;
+    phase.fence = { until, delayMs: takeoverDelayMs };
+    this.ctx.fenced(phase.fence);
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      const left = until - clock.now();
+      const sentAt = clock.now();
+      let result: Awaited<ReturnType<Session['check']>>;
+      try {
+        result = await session.check(left > 0);
+      } catch (err) {
+        return { type: 'DbError', error: toError(err) };
+      }
+      if (!result.ok) {
+        return { type: 'DbError', error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }) };
+      }
+      if (left <= 0) return { sentAt, safety: result.safety };
+      await sleep(clock, Math.min(this.o.healthIntervalMs, left), signal);
+    }
   }
 
   /**
@@ -157,7 +210,7 @@ export class Steps {
    * the server (the wait's send time plus how long the server saw it wait), so a grant
    * read after its lease ran out opens no term until a check proves ownership again.
    */
-  private async waitOnce(session: Session): Promise<Omit<Grant, 'epoch'> | null> {
+  private async waitOnce(session: Session): Promise<Acquired | null> {
     const signal = this.ctx.arm();
     if (this.mail.stop) return null;
     const onWake = (): void => {
@@ -170,8 +223,7 @@ export class Steps {
     } finally {
       signal.removeEventListener('abort', onWake);
     }
-    if (!acquired || this.mail.stop) return null;
-    return { sentAt: acquired.provenAt, safety: acquired.safety };
+    return this.mail.stop ? null : acquired;
   }
 
   /** LEADER: an ownership check every `healthIntervalMs` (at once while the term is suspended). */
@@ -193,7 +245,7 @@ export class Steps {
       const sentAt = this.o.clock.now();
       let result: Awaited<ReturnType<Session['check']>>;
       try {
-        result = await session.check(leadership.announcePending ? this.o.id : undefined);
+        result = await session.check();
       } catch (err) {
         return { type: 'DbError', error: toError(err) };
       }
@@ -203,7 +255,6 @@ export class Steps {
           error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }),
         };
       }
-      leadership.announcePending = false;
       leadership.renew(sentAt, result.safety);
     }
   }
@@ -229,11 +280,10 @@ export class Steps {
         const acquired = await session.tryLock();
         if (this.mail.stop) return STOP;
         if (acquired) {
-          const epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
-          return {
-            type: 'ReacquireSucceeded',
-            grant: { sentAt: acquired.provenAt, safety: acquired.safety, epoch },
-          };
+          const grant = await this.settle(phase, session, acquired);
+          if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
+          if (grant.type !== 'DbError') return grant; // a stop
+          throw grant.error; // a failed attempt within the grace period: below
         }
         if ((await session.holderPid()) !== phase.previousPid) {
           const error = new LockError('the lock is held by another session', {
@@ -267,12 +317,14 @@ export class Steps {
     }
   }
 
-  /** RELEASING, second step: one `pg_advisory_unlock`. */
+  /** RELEASING, second step: the `released` proof, then `pg_advisory_unlock` (one round trip). */
   private async unlock(phase: PhaseOf<'releasing'>): Promise<Input> {
     const { session } = phase;
     if (session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
     try {
-      if (await session.unlock()) return { type: 'ReleaseSucceeded' };
+      const table = this.o.fencingTable;
+      const fencing = table !== null && phase.epoch !== null ? { table, epoch: phase.epoch } : null;
+      if (await session.release(fencing)) return { type: 'ReleaseSucceeded' };
       const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
         code: 'ERR_PGLEADERLOCK_RELEASE',
       });

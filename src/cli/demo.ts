@@ -50,6 +50,13 @@ export const DEMO_OPTIONS: OptionSpec[] = [
     default: 'wait',
     help: 'the candidates’ acquisition mode',
   },
+  {
+    name: 'takeover-delay',
+    type: 'string',
+    value: 'DURATION',
+    default: '1s',
+    help: 'the candidates’ takeover fence after an unclean handover (a SIGKILL is one); 0: off',
+  },
   { name: 'no-download', type: 'boolean', help: 'never download PostgreSQL binaries; fail instead' },
 ];
 
@@ -72,6 +79,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
     throw new UsageError(`--acquire-mode must be wait or poll, received ${JSON.stringify(mode)}`);
   }
   const name = typeof values.name === 'string' ? values.name : `demo-${randomBytes(4).toString('hex')}`;
+  const fenceMs = optionalDuration(values, 'takeover-delay') ?? 1000;
 
   let server: PgServer | null = null;
   let url: string;
@@ -124,6 +132,8 @@ export async function demo(values: Values, write: (line: string) => void): Promi
       '1s',
       '--acquire-mode',
       mode,
+      '--takeover-delay',
+      `${fenceMs}ms`,
     ];
     // the connection string goes in the environment, not on a command line others can read
     const proc = spawn(process.execPath, args, {
@@ -146,6 +156,9 @@ export async function demo(values: Values, write: (line: string) => void): Promi
         return;
       }
       if (e.event === 'state' && e.to) c.state = e.to;
+      if (e.event === 'takeover_fence') {
+        write(`${clock()}  ${c.id} holds the lock; leads after the takeover fence (${humanMs(fenceMs)})`);
+      }
       if (e.event === 'acquired') onLeader(c);
     });
   };

@@ -13,7 +13,7 @@ import {
   UsageError,
   type Values,
 } from './args.js';
-import { checkConnection, clientConfig, EXIT, explain, type Output } from './common.js';
+import { checkConnection, clientConfig, EXIT, explain, humanMs, type Output } from './common.js';
 
 /** Options that tune the lock, shared by `run` and `acquire`. */
 export const LOCK_OPTIONS: OptionSpec[] = [
@@ -30,6 +30,13 @@ export const LOCK_OPTIONS: OptionSpec[] = [
     value: 'DURATION',
     default: '5s',
     help: 'ownership check interval while leader',
+  },
+  {
+    name: 'takeover-delay',
+    type: 'string',
+    value: 'DURATION',
+    default: '1s',
+    help: 'when the previous holder did not release cleanly, hold the lock this long before leading (0: off)',
   },
 ];
 
@@ -90,6 +97,8 @@ export function lockOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOpt
   if (values.debug === true) options.logger = stderrLogger(dsn);
   const health = optionalDuration(values, 'health-interval');
   if (health !== undefined) options.healthIntervalMs = health;
+  const fence = optionalDuration(values, 'takeover-delay');
+  if (fence !== undefined) options.takeoverDelayMs = fence;
   return options;
 }
 
@@ -119,6 +128,7 @@ function runOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOptions {
 const FLAG_OF: [string, string][] = [
   ['healthIntervalMs', '--health-interval'],
   ['reconnectGraceMs', '--reconnect-grace'],
+  ['takeoverDelayMs', '--takeover-delay'],
   ['id', '--id'],
 ];
 
@@ -144,6 +154,13 @@ export function logTransitions(lock: LeaderLock, out: Output, dsn: Dsn): void {
   lock.onStateChange((from, to) => out.event('state', `${from} -> ${to}`, { from, to, ...keys }));
   lock.onAcquired((term) =>
     out.event('acquired', `acquired leadership (term ${term.id})`, { term: term.id }),
+  );
+  lock.onTakeoverFence(({ delayMs }) =>
+    out.event(
+      'takeover_fence',
+      `holding the lock; leading in ${humanMs(delayMs)}: the previous holder did not release cleanly (takeover fence)`,
+      { delayMs },
+    ),
   );
   lock.onReleased(() => out.event('released', 'released leadership'));
   lock.onLost(() => out.event('lost', 'lost leadership'));

@@ -40,14 +40,14 @@ export async function status(
   });
   if (json) {
     out.write(
-      `${JSON.stringify({ key1: keys.key1, key2: keys.key2, ...(keys.name === undefined ? {} : { name: keys.name }), leader: result.leader, waiters: result.waiters, note: NOTE })}\n`,
+      `${JSON.stringify({ key1: keys.key1, key2: keys.key2, ...(keys.name === undefined ? {} : { name: keys.name }), leader: result.leader, pending: result.pending, waiters: result.waiters, note: NOTE })}\n`,
     );
     return EXIT.OK;
   }
   const lines = [
     `key (${keys.key1}, ${keys.key2})${keys.name === undefined ? '' : ` from name ${JSON.stringify(keys.name)}`} on ${redact(dsn.url)}`,
     result.leader
-      ? `leader:  ${who(result.leader)}, session ${age(result.leader.since)}`
+      ? `${result.pending ? 'pending:' : 'leader: '} ${who(result.leader)}, session ${age(result.leader.since)}${result.pending ? ' (holds the lock; its term opens after the takeover fence)' : ''}`
       : 'leader:  none (the key is free)',
     `waiting: ${result.waiters.length === 0 ? 'none' : result.waiters.length}`,
     ...result.waiters.map((w, i) => `  ${i + 1}. ${who(w)} ${age(w.since)}`.trimEnd()),

@@ -16,6 +16,9 @@ export interface CandidateConfig {
   queryTimeoutMs: number;
   pollMs: number;
   acquireMode: 'wait' | 'poll';
+  /** The work stops this long after its term's signal aborts. */
+  workStopMs: number;
+  takeoverDelayMs: number;
 }
 
 export type CandidateMessage =
@@ -47,6 +50,7 @@ const lock = new LeaderLock({
   queryTimeoutMs: cfg.queryTimeoutMs,
   retryStrategy: new FixedInterval({ intervalMs: cfg.pollMs }),
   acquireMode: cfg.acquireMode,
+  takeoverDelayMs: cfg.takeoverDelayMs,
   clock,
 });
 
@@ -62,12 +66,14 @@ lock.onStateChange((from, to) => {
   }
 });
 
-// leader work: a run lasts from its start until its term's signal aborts, or its lease ended
-// if that came first (a frozen process does nothing while frozen; on waking it must not act)
+// leader work: a run lasts from its start until `workStopMs` after its term's signal
+// aborted, or until its lease ended if that came first (a frozen process does nothing while
+// frozen; on waking it must not act: it checks lock.isLeader before each side effect)
 lock.runWhileLeader(async (term) => {
   const start = hrtimeMs();
   send({ type: 'runStart', id: cfg.id, at: start });
   await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+  await new Promise((resolve) => setTimeout(resolve, cfg.workStopMs));
   send({
     type: 'run',
     id: cfg.id,

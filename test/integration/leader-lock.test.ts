@@ -198,27 +198,41 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       [2_147_483_647, -2_147_483_648],
       [-1, -1],
       [0, 0],
-    ])('keys (%i, %i) acquire and stay leader through many health checks', async (key1, key2) => {
-      // fixed keys may collide with a parallel run on a shared server: scope by a random tag in id only
-      const lock = make({ key1, key2, healthIntervalMs: 20 });
-      const lost: string[] = [];
-      lock.onLost(() => {
-        lost.push('lost');
-      });
-      await lock.start();
-      expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
-      // each successful ownership check moves the lease end: count 20 of them
-      const leaseEnds = new Set<number>();
-      await eventually(
-        () => {
-          expect(lock.isLeader).toBe(true);
-          leaseEnds.add(lock.leaseExpiresAt ?? 0);
-          return leaseEnds.size > 20;
-        },
-        { intervalMs: 5, what: '20 ownership checks' },
-      );
-      expect(lost).toEqual([]);
-    });
+    ])(
+      'keys (%i, %i) acquire, stay leader through 20 health checks, and release cleanly',
+      async (key1, key2) => {
+        // fixed keys may collide with a parallel run on a shared server: scope by a random tag in id only
+        const lock = make({ key1, key2, healthIntervalMs: 20 });
+        const lost: string[] = [];
+        const errors: Error[] = [];
+        lock.onLost(() => {
+          lost.push('lost');
+        });
+        lock.onError((e) => {
+          errors.push(e);
+        });
+        await lock.start();
+        expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+        // each successful ownership check moves the lease end: count 20 of them
+        const leaseEnds = new Set<number>();
+        await eventually(
+          () => {
+            expect(lock.isLeader).toBe(true);
+            leaseEnds.add(lock.leaseExpiresAt ?? 0);
+            return leaseEnds.size > 20;
+          },
+          { intervalMs: 5, what: '20 ownership checks' },
+        );
+        expect(lost).toEqual([]);
+        const released: string[] = [];
+        lock.onReleased(() => {
+          released.push('released');
+        });
+        await lock.shutdown();
+        expect(released).toEqual(['released']);
+        expect(errors).toEqual([]);
+      },
+    );
 
     it('the longest durations accepted (2^31 - 1 ms) are accepted by PostgreSQL too', async () => {
       const keys = randomKeys();

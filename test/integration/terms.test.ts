@@ -117,6 +117,7 @@ describe('LeaderLock.inspect', () => {
     ];
     expect(await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).toEqual({
       leader: null,
+      pending: false,
       waiters: [],
     });
     await a.start();
@@ -152,6 +153,7 @@ describe('LeaderLock.inspect', () => {
   it('takes a name, and fails with a ConnectionError naming the cause', async () => {
     expect(await LeaderLock.inspect({ connectionString: databaseUrl(), name: 'nobody-holds-this' })).toEqual({
       leader: null,
+      pending: false,
       waiters: [],
     });
     await expect(

@@ -67,6 +67,8 @@ export class FakeClient extends EventEmitter {
   readonly processID: number;
   ended = false;
   readonly queries: string[] = [];
+  /** Ran LISTEN: receives the key channel's events. */
+  listening = false;
   private readonly pending = new Set<PendingQuery>();
   readonly connection = { stream: { destroy: () => this.die(new Error('socket destroyed'), false) } };
 
@@ -94,14 +96,14 @@ export class FakeClient extends EventEmitter {
     const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1] ?? 'other';
     if (tag === 'wait-lock') return this.waitLock(values);
     if (tag === 'late-grant') {
-      const row = {
-        pid: this.processID,
-        same: true,
-        held_before: false,
-        ok: this.db.holder === this,
-        idle: null,
-      };
+      const ok = this.db.holder === this;
+      if (ok) this.db.notify(values);
+      const row = { pid: this.processID, same: true, held_before: false, ok, idle: null };
       return Promise.resolve({ rows: [row] });
+    }
+    if (tag === 'listen') {
+      this.listening = true;
+      return Promise.resolve({ rows: [] });
     }
     if (tag === 'holder') {
       const h = this.db.holder;
@@ -111,9 +113,9 @@ export class FakeClient extends EventEmitter {
     const kind =
       tag === 'try-lock'
         ? 'tryLock'
-        : tag === 'unlock'
+        : tag === 'release'
           ? 'unlock'
-          : tag === 'check' || tag === 'check-announce'
+          : tag === 'check' || tag === 'pending'
             ? 'check'
             : 'other';
     if (kind === 'other') return Promise.resolve({ rows: this.answerSetup(tag, values) });
@@ -140,6 +142,8 @@ export class FakeClient extends EventEmitter {
         this.settings.set('idle_session_timeout', applied);
         row.idle = `${applied}ms`;
       }
+      if (kind === 'tryLock' && row.ok) this.db.notify(values);
+      if (kind === 'unlock' && row.ok) this.db.released(text);
       resolve({ rows: [row] });
     });
   }
@@ -147,9 +151,12 @@ export class FakeClient extends EventEmitter {
   /** Fencing: the next epoch, after `db.bumpDelayMs` on the fake clock. */
   private bump(): Promise<{ rows: unknown[] }> {
     const epoch = String(++this.db.epoch);
+    const prev_released = this.db.epoch === 1 ? null : this.db.epochReleased;
+    this.db.epochReleased = false;
     const ms = this.db.bumpDelayMs;
-    if (ms === 0 || !this.db.clock) return Promise.resolve({ rows: [{ epoch }] });
-    return new Promise((resolve) => this.db.clock?.setTimeout(() => resolve({ rows: [{ epoch }] }), ms));
+    const rows = [{ epoch, prev_released }];
+    if (ms === 0 || !this.db.clock) return Promise.resolve({ rows });
+    return new Promise((resolve) => this.db.clock?.setTimeout(() => resolve({ rows }), ms));
   }
 
   /** Wait mode: granted now if free, else queued until released or lock_timeout (fake clock). */
@@ -160,6 +167,7 @@ export class FakeClient extends EventEmitter {
       const idle = typeof values[3] === 'string' ? values[3] : null;
       if (idle) this.settings.set('idle_session_timeout', idle);
       const waited_ms = (this.db.clock?.now() ?? 0) - began;
+      this.db.notify(values);
       if (this.db.freezeClientOnGrantMs > 0) this.db.clock?.freeze(this.db.freezeClientOnGrantMs);
       const row = { ok: true, same: true, held_before: false, pid: this.processID, waited_ms };
       return { rows: [{ ...row, idle: idle ? `${idle}ms` : null }] };
@@ -236,7 +244,7 @@ export class FakeClient extends EventEmitter {
   private die(err: Error | null, graceful: boolean): void {
     if (this.ended) return;
     this.ended = true;
-    this.db.released(this);
+    this.db.releasedBy(this);
     for (const q of this.pending) q.reject(err ?? new Error('Connection terminated'));
     this.pending.clear();
     if (!graceful && err) {
@@ -260,8 +268,11 @@ export class FakeDb {
   silentLoss = false;
   serverVersion = 160000;
   inRecovery = false;
-  /** Fencing: the last epoch handed out, and how long a bump takes (fake clock). */
+  /** Fencing: the last epoch handed out, whether its holder released it, how long a bump takes (fake clock). */
   epoch = 0;
+  epochReleased = false;
+  /** Every event sent on a key channel, in order (payloads). */
+  readonly events: string[] = [];
   bumpDelayMs = 0;
   /**
    * How long the server takes to notice a closed session and free its lock (fake clock):
@@ -309,7 +320,25 @@ export class FakeDb {
 
   constructor(readonly clock?: FakeClock) {}
 
-  released(c: FakeClient): void {
+  /** A grant's `acquired` event ($5 on channel $6), delivered to every listening client. */
+  notify(values: unknown[]): void {
+    const [payload, channel] = [values[4], values[5]];
+    if (typeof payload === 'string' && typeof channel === 'string') this.broadcast(channel, payload);
+  }
+
+  /** A clean release statement: its `released` event (and the fencing mark) before the unlock. */
+  released(sql: string): void {
+    const m = /pg_notify\('([^']+)', '((?:[^']|'')*)'\)/.exec(sql);
+    if (m?.[1] && m[2] !== undefined) this.broadcast(m[1], m[2].replaceAll("''", "'"));
+    if (sql.includes('SET released = true')) this.epochReleased = true;
+  }
+
+  private broadcast(channel: string, payload: string): void {
+    this.events.push(payload);
+    for (const c of this.clients) if (c.listening && !c.ended) c.emit('notification', { channel, payload });
+  }
+
+  releasedBy(c: FakeClient): void {
     this.waiters = this.waiters.filter((w) => !c.owns(w.q));
     if (this.holder === c && this.releaseDelayMs > 0 && this.clock) {
       this.clock.setTimeout(() => this.freeFrom(c), this.releaseDelayMs);

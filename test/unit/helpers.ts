@@ -12,9 +12,13 @@ export interface Harness {
   take(): string[];
 }
 
-export function makeLock(options: Partial<LeaderLockOptions> = {}): Harness {
-  const clock = new FakeClock();
-  const db = new FakeDb(clock);
+/** A lock on a fake server; pass `db` (and its `clock`) to put several locks on one server. */
+export function makeLock(
+  options: Partial<LeaderLockOptions> & { db?: FakeDb; clock?: FakeClock } = {},
+): Harness {
+  const { db: shared, clock: sharedClock, ...rest } = options;
+  const clock = sharedClock ?? shared?.clock ?? new FakeClock();
+  const db = shared ?? new FakeDb(clock);
   const lock = new LeaderLock({
     key1: 1,
     key2: 2,
@@ -24,7 +28,8 @@ export function makeLock(options: Partial<LeaderLockOptions> = {}): Harness {
     healthIntervalMs: 1000,
     queryTimeoutMs: 500,
     closeTimeoutMs: 100,
-    ...options,
+    takeoverDelayMs: 0, // the takeover fence has tests of its own
+    ...rest,
   });
   const events: string[] = [];
   const errors: Error[] = [];

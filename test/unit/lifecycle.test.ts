@@ -179,10 +179,26 @@ describe('start and shutdown races', () => {
     expect(h.clock.pending).toBe(0);
   });
 
+  it('leaseExpiresAt keeps the last lease end after shutdown (null only before the first acquisition)', async () => {
+    const h = makeLock();
+    expect(h.lock.leaseExpiresAt).toBeNull();
+    await startLeader(h);
+    const end = h.lock.leaseExpiresAt;
+    expect(end).toBe(h.lock.safety?.leaseMs);
+    await h.lock.shutdown();
+    expect(h.lock.leaseExpiresAt).toBe(end);
+  });
+
   it('await using shuts down at scope exit', async () => {
     const db = new FakeDb();
     {
-      await using lock = new LeaderLock({ key1: 1, key2: 2, connect: db.connect, clock: new FakeClock() });
+      await using lock = new LeaderLock({
+        key1: 1,
+        key2: 2,
+        connect: db.connect,
+        clock: new FakeClock(),
+        takeoverDelayMs: 0,
+      });
       await lock.start();
       await flush();
       expect(lock.isLeader).toBe(true);

@@ -1,0 +1,154 @@
+/**
+ * The takeover fence against real PostgreSQL, candidates in processes of their own: after an
+ * unclean handover (the leader's backend terminated) the next leader's work starts only
+ * after the old leader's work stopped; a clean handover (stepDown) is not delayed.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LeaderLock } from '../../src/index.js';
+import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
+import { useLocks } from '../harness/locks.js';
+
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/fence-candidate.fixture.ts');
+const STOP_MS = 200; // the candidates' work takes this long to stop after its term's signal aborts
+
+interface Report {
+  ev: string;
+  id: string;
+  at: number;
+  term?: number;
+}
+
+const locks = useLocks();
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(
+    children.splice(0).map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          c.once('exit', () => resolve());
+          c.disconnect();
+          setTimeout(() => c.kill('SIGKILL'), 5000).unref();
+        }),
+    ),
+  );
+});
+
+function candidates(mode: 'wait' | 'poll', takeoverDelayMs: number, n = 2, autoReacquire = false) {
+  const keys = randomKeys();
+  const reports: Report[] = [];
+  const procs = new Map<string, ChildProcess>();
+  for (let i = 0; i < n; i++) {
+    const id = `${locks.tag}-c${i}`;
+    const proc = fork(
+      FIXTURE,
+      [
+        JSON.stringify({
+          url: databaseUrl(),
+          ...keys,
+          id,
+          acquireMode: mode,
+          takeoverDelayMs,
+          stopMs: STOP_MS,
+          autoReacquire,
+        }),
+      ],
+      { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+    );
+    proc.on('message', (m: Report) => reports.push(m));
+    children.push(proc);
+    procs.set(id, proc);
+  }
+  const runs = (ev: 'run-start' | 'run-end') => reports.filter((r) => r.ev === ev);
+  return { keys, reports, procs, runs };
+}
+
+describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two processes (%s mode)', (mode) => {
+  it(`after pg_terminate_backend of a leader whose work takes ${STOP_MS} ms to stop, the next leader's work (another process) starts only after it stopped (3 rounds)`, async () => {
+    const c = candidates(mode, STOP_MS + 200, 4); // a loser stays out: each round hands over to another process
+    await using admin = await adminClient(databaseUrl());
+    for (let round = 0; round < 3; round++) {
+      await eventually(() => c.runs('run-start').length === round + 1, {
+        timeoutMs: 10_000,
+        what: `leader ${round + 1}`,
+      });
+      const old = c.runs('run-start')[round] as Report;
+      await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
+      await eventually(() => c.runs('run-start').length === round + 2, {
+        timeoutMs: 10_000,
+        what: `leader ${round + 2}`,
+      });
+      const next = c.runs('run-start')[round + 1] as Report;
+      expect(next.id).not.toBe(old.id);
+      const oldEnd = c.runs('run-end').find((r) => r.id === old.id && r.term === old.term);
+      expect(oldEnd, 'the old leader reported its work stopped before the next started').toBeDefined();
+      expect(next.at).toBeGreaterThan(oldEnd?.at ?? Number.POSITIVE_INFINITY);
+      console.log(
+        `[fence ${mode}] round ${round + 1}: the next leader's work started ${(next.at - (oldEnd?.at ?? 0)).toFixed(0)} ms after the old leader's had stopped`,
+      );
+    }
+    expect(c.reports.filter((r) => r.ev === 'fence').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('without the fence (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
+    const c = candidates(mode, 0);
+    await using admin = await adminClient(databaseUrl());
+    await eventually(() => c.runs('run-start').length === 1, { timeoutMs: 10_000 });
+    const old = c.runs('run-start')[0] as Report;
+    await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
+    await eventually(() => c.runs('run-start').length === 2 && c.runs('run-end').length >= 1, {
+      timeoutMs: 10_000,
+    });
+    const next = c.runs('run-start')[1] as Report;
+    expect(next.id).not.toBe(old.id);
+    const oldEnd = c.runs('run-end').find((r) => r.id === old.id) as Report;
+    expect(next.at).toBeLessThan(oldEnd.at); // overlap
+  });
+
+  it('a clean handover (stepDown) is not fenced: the next leader leads milliseconds after the old work stopped', async () => {
+    const c = candidates(mode, 1500);
+    await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: fenced 1.5 s
+    await eventually(() => c.reports.filter((r) => r.ev === 'ready').length === 2);
+    const leader = c.reports.find((r) => r.ev === 'acquired') as Report;
+    const other = [...c.procs.keys()].find((id) => id !== leader.id) as string;
+    if (mode === 'wait') {
+      // the follower is queued in the server
+      await eventually(async () => {
+        const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...c.keys });
+        return seen.waiters.length === 1;
+      });
+    }
+    c.procs.get(leader.id)?.send('stepDown');
+    await eventually(() => c.reports.some((r) => r.ev === 'acquired' && r.id === other), { intervalMs: 2 });
+    const next = c.reports.find((r) => r.ev === 'acquired' && r.id === other) as Report;
+    const stopped = c.reports.find((r) => r.ev === 'run-end' && r.id === leader.id) as Report;
+    expect(c.reports.filter((r) => r.ev === 'fence').map((f) => f.id)).toEqual([leader.id]); // the first start only
+    const tookMs = next.at - stopped.at;
+    console.log(
+      `[fence ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (fence 1.5 s)`,
+    );
+    expect(tookMs).toBeLessThan(mode === 'wait' ? 50 : 150); // poll: a 20 ms interval
+  });
+});
+
+describe('inspect and a pending holder', () => {
+  it('shows the holder as pending while its takeover fence runs, then as leader', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, takeoverDelayMs: 1500, healthIntervalMs: 100 });
+    await lock.start();
+    await eventually(() => lock.state === 'pending');
+    await eventually(
+      async () => (await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).pending,
+    );
+    const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys });
+    expect(seen.leader?.id).toBe(lock.id);
+    expect(lock.isLeader).toBe(false);
+    await lock.waitForLeadership();
+    await eventually(
+      async () => !(await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).pending,
+      { what: 'inspect to show a leader' },
+    );
+  });
+});
