@@ -99,7 +99,7 @@ export interface LeaderLockOptions {
    * ownership, before its term opens (`state` reads `'pending'` meanwhile). Set it to how
    * long your leader work takes to stop after its term's signal aborts, plus the detection
    * of a dead session (milliseconds). A clean handover (`stepDown()`, `shutdown()`) skips
-   * it. 0 turns the fence off. Default 1000 (docs/safety.md, "Takeover fence").
+   * it. 0 turns the fence off. Default 250 (docs/safety.md, "Takeover fence").
    */
   takeoverDelayMs?: number;
   /**
@@ -121,7 +121,7 @@ export interface LeaderLockOptions {
 }
 
 /** Default `takeoverDelayMs` (docs/safety.md, "Takeover fence"). */
-export const DEFAULT_TAKEOVER_DELAY_MS = 1000;
+export const DEFAULT_TAKEOVER_DELAY_MS = 250;
 
 /** Options after validation, with defaults applied. */
 export interface ResolvedOptions {

@@ -54,7 +54,7 @@ export const DEMO_OPTIONS: OptionSpec[] = [
     name: 'takeover-delay',
     type: 'string',
     value: 'DURATION',
-    default: '1s',
+    default: '250ms',
     help: 'the candidates’ takeover fence after an unclean handover (a SIGKILL is one); 0: off',
   },
   { name: 'no-download', type: 'boolean', help: 'never download PostgreSQL binaries; fail instead' },
@@ -79,7 +79,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
     throw new UsageError(`--acquire-mode must be wait or poll, received ${JSON.stringify(mode)}`);
   }
   const name = typeof values.name === 'string' ? values.name : `demo-${randomBytes(4).toString('hex')}`;
-  const fenceMs = optionalDuration(values, 'takeover-delay') ?? 1000;
+  const fenceMs = optionalDuration(values, 'takeover-delay') ?? 250;
 
   let server: PgServer | null = null;
   let url: string;

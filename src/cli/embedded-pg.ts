@@ -38,6 +38,12 @@ export interface PgServerOptions {
   settings?: Record<string, string | number | boolean>;
   /** Echo the server log to stderr (debugging). */
   verbose?: boolean;
+  /**
+   * Fill the new data directory (not yet created: create it) instead of copying the initdb
+   * template, e.g. with a base backup of another server to start a standby. Runs as the
+   * current user; the directory is then made 0700 and, as root, owned by the server's user.
+   */
+  populateDataDir?: (dataDir: string) => void | Promise<void>;
 }
 
 export interface PgServer {
@@ -268,7 +274,14 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-data-'));
   fs.chmodSync(parent, 0o755);
   const dataDir = path.join(parent, 'data');
-  fs.cpSync(template, dataDir, { recursive: true });
+  if (options.populateDataDir) {
+    try {
+      await options.populateDataDir(dataDir);
+    } catch (err) {
+      fs.rmSync(parent, { recursive: true, force: true });
+      throw err;
+    }
+  } else fs.cpSync(template, dataDir, { recursive: true });
   fs.chmodSync(dataDir, 0o700);
   chownTree(parent, ids);
 
@@ -292,7 +305,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
         const text = chunk.toString('utf8');
         if (options.verbose) process.stderr.write(text);
         if (log.length < 20_000) log += text;
-        if (text.includes('ready to accept connections')) resolve();
+        // a hot standby says 'ready to accept read-only connections'
+        if (/ready to accept (read-only )?connections/.test(text)) resolve();
       };
       proc.stderr?.on('data', onData);
       proc.once('exit', (code, signal) => {

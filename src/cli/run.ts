@@ -35,7 +35,7 @@ export const LOCK_OPTIONS: OptionSpec[] = [
     name: 'takeover-delay',
     type: 'string',
     value: 'DURATION',
-    default: '1s',
+    default: '250ms',
     help: 'when the previous holder did not release cleanly, hold the lock this long before leading (0: off)',
   },
 ];

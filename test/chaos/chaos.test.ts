@@ -5,7 +5,7 @@ import { formatReport, runChaos } from './chaos.js';
 it.each(['wait', 'poll'] as const)(
   'chaos (%s mode): 5 candidates, random faults of all six kinds, work that takes 100 ms to stop, takeover fence 200 ms: never two leaders nor two runs at once, a leader after each',
   async (acquireMode) => {
-    const report = await runChaos({ candidates: 5, durationMs: 20_000, acquireMode, workStopMs: 100 });
+    const report = await runChaos({ candidates: 5, durationMs: 15_000, acquireMode, workStopMs: 100 });
     expect(report.takeoverDelayMs).toBe(200);
     expect(report.covered.size).toBe(6);
     console.log(
