@@ -6,7 +6,7 @@ import pg from 'pg';
 export type ConnectFn = () => Promise<pg.Client>;
 
 interface PgInternals {
-  connection?: { stream?: { destroy(): void } };
+  connection?: { stream?: { destroy(): void; unref?(): void } };
 }
 
 /** Parse a formatted time setting (`'4200ms'`, `'5s'`, `'1min'`, `'0'`) into milliseconds. */
@@ -16,6 +16,11 @@ export function parseSettingMs(value: string | null): number | null {
   if (!m) return null;
   const factor = { ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 'ms'] ?? 1;
   return Number(m[1]) * factor;
+}
+
+/** Let a client's socket not keep the process alive (the lock's `unref` option). */
+export function unrefClient(client: pg.Client): void {
+  (client as unknown as PgInternals).connection?.stream?.unref?.();
 }
 
 /** Destroy a client's socket without waiting; keeps an 'error' listener so nothing is unhandled. */

@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
-import { type ConnectFn, destroyClient } from './connect.js';
+import { type ConnectFn, destroyClient, unrefClient } from './connect.js';
 import { ConnectionError, describe, LockError, toError } from './errors.js';
 import { MAX_TIMER_MS, show } from './validate.js';
 
@@ -32,7 +32,8 @@ interface PgInternals {
   _queryable?: boolean;
 }
 
-function isClient(value: unknown): value is pg.Client {
+/** Something with a client's `query`, `on` and `end`. */
+export function isClient(value: unknown): value is pg.Client {
   if (typeof value !== 'object' || value === null) return false;
   const c = value as Record<string, unknown>;
   return typeof c.query === 'function' && typeof c.on === 'function' && typeof c.end === 'function';
@@ -230,7 +231,7 @@ export class Connection {
       }
     });
     const internals = client as unknown as PgInternals;
-    if (this.o.unref) internals.connection?.stream?.unref?.();
+    if (this.o.unref) unrefClient(client);
     // a client that died between connect() and now
     if (internals._ending || internals._queryable === false)
       this.die(new ConnectionError('connection ended'));

@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_LOST'
   | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
   | 'ERR_PGLEADERLOCK_UNSAFE'
+  | 'ERR_PGLEADERLOCK_NO_PRIMARY'
   | 'ERR_PGLEADERLOCK_SHUTDOWN'
   | 'ERR_PGLEADERLOCK_CALLBACK'
   | 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT'
@@ -60,7 +61,8 @@ export class LockError extends PgLeaderLockError {
         | 'ERR_PGLEADERLOCK_RELEASE'
         | 'ERR_PGLEADERLOCK_LOST'
         | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
-        | 'ERR_PGLEADERLOCK_UNSAFE';
+        | 'ERR_PGLEADERLOCK_UNSAFE'
+        | 'ERR_PGLEADERLOCK_NO_PRIMARY';
     },
   ) {
     super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_LOCK' });

@@ -58,11 +58,17 @@ export function createTableSql(table: string): string {
  * The next epoch for (key1, key2), and whether the previous epoch's holder released it
  * cleanly (`prev_released`; null when there was no row). The CTE reads the row as it was
  * before this statement (same snapshot).
+ *
+ * Across a failover: the epoch is at least `(timeline - 1) * 2^32 + 1`, $4 being the
+ * server's timeline. A promoted standby runs on a newer timeline, so its epochs exceed every
+ * epoch of the old one, even increments the old primary made that never reached the standby
+ * (up to 2^32 per timeline). On timeline 1 epochs are 1, 2, 3, …
  */
 export function bumpSql(table: string): string {
+  const floor = 'GREATEST((($4::int8 - 1) << 32) + 1, 1)'; // timeline 0: unknown (primary.ts)
   return `/* pgleaderlock:bump */ WITH prev AS (SELECT released FROM ${table} WHERE key1 = $1::int4 AND key2 = $2::int4)
-    INSERT INTO ${table} AS t (key1, key2, epoch, leader_id, released) VALUES ($1::int4, $2::int4, 1, $3, false)
-    ON CONFLICT (key1, key2) DO UPDATE SET epoch = t.epoch + 1, leader_id = EXCLUDED.leader_id,
+    INSERT INTO ${table} AS t (key1, key2, epoch, leader_id, released) VALUES ($1::int4, $2::int4, ${floor}, $3, false)
+    ON CONFLICT (key1, key2) DO UPDATE SET epoch = GREATEST(t.epoch + 1, ${floor}), leader_id = EXCLUDED.leader_id,
       updated_at = now(), released = false
     RETURNING epoch::text AS epoch, (SELECT released FROM prev) AS prev_released`;
 }

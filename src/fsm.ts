@@ -11,6 +11,9 @@
  *
  * Rows the spec implies but does not list (docs/state-machine.md says why):
  *  ACQUIRING --ConnectFailed--> FOLLOWER (onError, back off);
+ *  ACQUIRING --NoPrimary--> FOLLOWER (onError; the follower waits for a standby's promotion,
+ *    not a back-off: refusals by standbys during a failover must not delay finding the new
+ *    primary);
  *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped);
  *  RELEASING --Drained--> RELEASING: RELEASING starts by draining (the term has ended;
  *    the loop waits for `runWhileLeader` runs to settle), then unlocks.
@@ -21,6 +24,7 @@
  * asked, so that a strategy that gives up is obeyed.
  */
 import type { Grant } from './leadership.js';
+import type { NoPrimaryError } from './primary.js';
 import { LockState, type SpecState } from './state.js';
 
 /** Inputs of spec §3.2 (plus the implied ones above), each carrying what its effects need. */
@@ -31,6 +35,7 @@ export type Input =
   | { readonly type: 'AcquireSucceeded'; readonly grant: Grant }
   | { readonly type: 'AcquireFailed' }
   | { readonly type: 'ConnectFailed'; readonly error: Error }
+  | { readonly type: 'NoPrimary'; readonly error: NoPrimaryError }
   | { readonly type: 'DbError'; readonly error: Error }
   | { readonly type: 'HealthOk' }
   | { readonly type: 'HealthFailed'; readonly error: Error }
@@ -53,6 +58,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   'AcquireSucceeded',
   'AcquireFailed',
   'ConnectFailed',
+  'NoPrimary',
   'DbError',
   'HealthOk',
   'HealthFailed',
@@ -71,8 +77,9 @@ export const INPUT_TYPES: readonly InputType[] = [
  *  - `closeConnection`: close the session of the state left (frees the lock server-side if held).
  *  - `emit*`: run the user's callbacks of that event (`emitError` reports the input's error).
  *  - `resetRetry`: start a new retry cycle (attempt 1).
- *  - `attemptNow` / `backOff` / `requeue`: when FOLLOWER next attempts: at once; after
- *    the retry strategy's delay; at once, but only if the strategy does not give up.
+ *  - `attemptNow` / `backOff` / `requeue` / `awaitPrimary`: when FOLLOWER next attempts: at
+ *    once; after the retry strategy's delay; at once, but only if the strategy does not give
+ *    up; once a standby of a cluster with no primary is promoted (asked every 100 ms).
  *  - `warn` / `notice`: log lines "health_check_failed" / "leadership_recovered".
  */
 export type Effect =
@@ -87,6 +94,7 @@ export type Effect =
   | 'attemptNow'
   | 'backOff'
   | 'requeue'
+  | 'awaitPrimary'
   | 'warn'
   | 'notice';
 
@@ -141,6 +149,7 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
       if (input === 'DbError')
         return followerOrStop(f, ['emitLost', 'emitError', 'closeConnection'], 'backOff');
       if (input === 'ConnectFailed') return { to: FOLLOWER, effects: ['emitError', 'backOff'] };
+      if (input === 'NoPrimary') return { to: FOLLOWER, effects: ['emitError', 'awaitPrimary'] };
       if (input === 'StopRequested') return stop('closeConnection');
       return undefined;
 

@@ -1,15 +1,20 @@
 /**
  * Who holds a key and who waits for it, from pg_locks joined with pg_stat_activity, on a
- * short-lived connection of its own. Never takes the lock. Informational: by the time you
- * read it, it may have changed.
+ * short-lived connection of its own to the primary (the lock's hosts are surveyed as the
+ * lock does, primary.ts). Never takes the lock. Informational: by the time you read it, it
+ * may have changed.
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { systemClock } from './clock.js';
+import { destroyClient } from './connect.js';
 import { ConnectionError, describe } from './errors.js';
 import { keysFromName } from './keys.js';
+import { type Endpoint, endpointsOf, findPrimary, NoPrimaryError } from './primary.js';
 import { KEY_LOCKS } from './sql.js';
-import { checkKey } from './validate.js';
+import { checkKey, checkPositiveDuration } from './validate.js';
 
 export interface InspectOptions {
+  /** As for LeaderLock, several hosts included (the primary among them is inspected). */
   connectionString?: string;
   /** Opens a connected client; inspect closes it. */
   connect?: () => Promise<pg.Client>;
@@ -36,6 +41,8 @@ export interface Candidate {
 }
 
 export interface LockInspection {
+  /** The server inspected: `host:port` of the primary, or `connect()`. */
+  host: string;
   leader: Candidate | null;
   /**
    * The holder holds the lock under a takeover fence: its term has not opened yet (read
@@ -82,34 +89,48 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
     key1 = checkKey('key1', options.key1);
     key2 = checkKey('key2', options.key2);
   }
-  const timeoutMs = options.timeoutMs ?? 5000;
+  const timeoutMs =
+    options.timeoutMs === undefined ? 5000 : checkPositiveDuration('timeoutMs', options.timeoutMs);
+  const endpoints: Endpoint[] = options.connect
+    ? [{ label: 'connect()', connect: options.connect }]
+    : endpointsOf(
+        options.connectionString === undefined ? {} : { connectionString: options.connectionString },
+        'pgleaderlock-inspect',
+        timeoutMs,
+      );
   let client: pg.Client;
+  let host: string;
   try {
-    if (options.connect) {
-      client = await options.connect();
-    } else {
-      client = new pg.Client({
-        connectionString: options.connectionString,
-        application_name: 'pgleaderlock-inspect',
-        connectionTimeoutMillis: timeoutMs,
-        query_timeout: timeoutMs,
-      });
-      client.on('error', () => {});
-      await client.connect();
-    }
+    const found = await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
+    client = found.client;
+    host = found.endpoint.label;
   } catch (err) {
+    if (err instanceof NoPrimaryError) err.standbys.close();
     throw new ConnectionError(`inspect could not connect: ${describe(err)}`, { cause: err });
   }
   client.on('error', () => {});
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    destroyClient(client); // the query fails at once
+  }, timeoutMs);
   try {
-    const { rows } = await client.query<Row>(INSPECT, [key1, key2]);
+    const { rows } = await client.query<Row>(INSPECT, [key1, key2]).catch((err: unknown) => {
+      if (late)
+        throw new ConnectionError(`inspect got no answer from ${host} within ${timeoutMs} ms`, {
+          cause: err,
+        });
+      throw err;
+    });
     const held = rows.find((r) => r.granted);
     return {
+      host,
       leader: held ? candidate(held, held.backend_start) : null,
       pending: held?.pending === true,
       waiters: rows.filter((r) => !r.granted).map((r) => candidate(r, r.waitstart ?? r.query_start)),
     };
   } finally {
-    await client.end().catch(() => {});
+    clearTimeout(timer);
+    destroyClient(client);
   }
 }

@@ -56,6 +56,8 @@ export class Leadership {
     private readonly events: TermEvents,
     /** The lease ran out unrenewed (the term has just been suspended): check now. */
     private readonly onLapse: () => void,
+    /** The server the lock is held on (Term.host). */
+    private readonly host: string,
   ) {
     this.epoch = grant.epoch;
     this.current = grant.safety;
@@ -125,6 +127,7 @@ export class Leadership {
       acquiredAt: new Date(),
       signal: controller.signal,
       epoch: this.epoch,
+      host: this.host,
     };
     this.active = { term, controller };
     this.events.opened(term);

@@ -7,14 +7,18 @@
  * mailbox and wake the loop; they never touch a session. The loop never rejects: an
  * internal failure ends leadership, closes the session and stops (onError, onStopped).
  */
+import type pg from 'pg';
 import type { Callbacks } from './callbacks.js';
 import { deferred } from './clock.js';
+import type { ConnectFn } from './connect.js';
 import { PgLeaderLockError, ShutdownError, toError } from './errors.js';
 import { type Effect, type Input, transition } from './fsm.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
 import type { Counters } from './observe.js';
 import type { ResolvedOptions } from './options.js';
+import { PeerWatch } from './peers.js';
 import { Mailbox, type Phase, type Release } from './phase.js';
+import { findPrimary } from './primary.js';
 import { Reporter } from './report.js';
 import { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
@@ -181,6 +185,8 @@ export class Lifecycle {
     this.phase = { kind: 'stopped' };
     if (p.kind === 'leader') p.leadership.end('internal error');
     if (p.kind === 'releasing') this.settle(p.release);
+    if (p.kind === 'follower') p.standbys?.close();
+    if (p.kind === 'leader') p.peers?.stop();
     if (p.kind !== 'stopped') p.session?.destroy(error);
     this.report.error(new PgLeaderLockError(`internal error: ${error.message}`, { cause: error }));
     if (p.kind !== 'stopped') this.hooks.changed(p.kind, 'stopped', 'StopRequested');
@@ -206,6 +212,7 @@ export class Lifecycle {
     this.phase = next;
     if (prev.kind === 'leader' && next.kind !== 'leader') this.leaveLeader(prev, input, next.kind);
     if (prev.kind === 'releasing' && next.kind !== 'releasing') this.settle(prev.release);
+    if (prev.kind === 'follower') prev.standbys?.close();
     if (next.kind === 'releasing' && prev.kind !== 'releasing')
       this.bound(next.release, next.release.deadline);
     if (next.kind === 'reconnecting') this.counters.reconnects += 1;
@@ -215,6 +222,7 @@ export class Lifecycle {
       if (prev.kind === 'reconnecting') this.counters.recoveries += 1;
       this.lastLeaderSeen = this.o.id;
       next.leadership.begin();
+      next.peers?.start();
     }
     for (const effect of t.effects) await this.perform(effect, input, prev);
   }
@@ -230,8 +238,11 @@ export class Lifecycle {
           ? 'now'
           : effects.includes('requeue')
             ? 'requeue'
-            : 'backoff';
-        return { kind: 'follower', session, next };
+            : effects.includes('awaitPrimary')
+              ? 'primary'
+              : 'backoff';
+        const standbys = input.type === 'NoPrimary' ? input.error.standbys : null;
+        return { kind: 'follower', session, next, standbys };
       }
       case 'acquiring':
         return { kind: 'acquiring', session, fence: null };
@@ -239,7 +250,19 @@ export class Lifecycle {
         if (!session || (input.type !== 'AcquireSucceeded' && input.type !== 'ReacquireSucceeded')) {
           throw new Error(`LEADER entered without a session and a grant (${input.type})`);
         }
-        return { kind: 'leader', session, leadership: this.leadership(input.grant, session) };
+        const leadership = this.leadership(input.grant, session);
+        const { others, host, timeline } = session.place;
+        // timeline 0: unknown (a server that hides it, primary.ts): nothing to compare with
+        const peers =
+          others.length === 0 || timeline === 0
+            ? null
+            : new PeerWatch(
+                others.map((o) => o.endpoint),
+                { label: host, timeline },
+                this.o.clock,
+                (error) => this.promoted(error),
+              );
+        return { kind: 'leader', session, leadership, peers, promotion: null };
       }
       case 'reconnecting':
         return {
@@ -285,14 +308,25 @@ export class Lifecycle {
         renewed: () => this.hooks.renewed(),
       },
       () => this.wake(),
+      session.place.host,
     );
     // the session's death ends the term at once, before the loop has run
     session.onDeath(() => leadership.suspend('connection lost (leader work is suspended)'));
     return leadership;
   }
 
+  /** Another configured host was promoted while this leader's server is still up (peers.ts). */
+  private promoted(error: Error): void {
+    const p = this.phase;
+    if (p.kind !== 'leader') return;
+    p.promotion = error;
+    p.leadership.suspend(error.message); // leader work stops now, before the loop runs
+    this.wake();
+  }
+
   private leaveLeader(prev: Extract<Phase, { kind: 'leader' }>, input: Input, to: SpecState): void {
     prev.leadership.end(termEndReason(input, to));
+    prev.peers?.stop();
     if (to !== 'releasing') {
       // leadership ended before a step-down asked for could start: nothing left to release
       this.settle(this.mail.stepDown);
@@ -374,7 +408,18 @@ export class Lifecycle {
 
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
   private async open(): Promise<Session> {
-    const session = await Session.open(this.o.connect, this.o);
+    const found = await findPrimary(this.o.endpoints, this.o);
+    let first: pg.Client | null = found.client;
+    const take: ConnectFn = async () => {
+      const c = first ?? (await found.endpoint.connect());
+      first = null;
+      return c;
+    };
+    const session = await Session.open(take, found.endpoint.connect, this.o, {
+      host: found.endpoint.label,
+      timeline: found.timeline,
+      others: found.others,
+    });
     session.onDeath(() => this.wake());
     if (session.holderAtConnect) this.leaderSeen(session.holderAtConnect);
     session.onEvent((event) => {

@@ -1,10 +1,12 @@
 /** The constructor's options, their defaults, and their validation. */
 import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
-import { applicationName, type ConnectFn, defaultConnect, defaultId } from './connect.js';
+import { applicationName, defaultId, unrefClient } from './connect.js';
+import { isClient } from './connection.js';
 import { DEFAULT_FENCING_TABLE, quoteTable } from './fencing.js';
 import { keysFromName } from './keys.js';
 import { defaultLogger, guardLogger, type Logger } from './logger.js';
+import { type Endpoint, endpointsOf } from './primary.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
 import { checkTargets, defaultServerReleaseMs } from './safety.js';
 import {
@@ -19,12 +21,18 @@ import {
 /** Options of {@link LeaderLock}. Durations are milliseconds. */
 export interface LeaderLockOptions {
   /**
-   * PostgreSQL connection string. Alternatives: `connect`, or neither (pg reads the
-   * `PG*` environment variables). Never logged.
+   * PostgreSQL connection string. Several hosts may be listed, as libpq takes them
+   * (`postgres://u:p@h1:5432,h2:5433/db`, `host=h1,h2 port=5432,5433`): every connection
+   * attempt asks all of them and connects only to a primary (the newest timeline first),
+   * and a leader ends its term when another listed host is promoted (docs/safety.md,
+   * "Primary failover"). `target_session_attrs` may only be `any`, `read-write` or
+   * `primary`. Alternatives: `connect`, or neither (the `PG*` environment variables;
+   * `PGHOST`/`PGPORT` may list several hosts). Never logged.
    */
   connectionString?: string;
   /**
-   * Extra `pg.Client` settings for the default connection (host, ssl, password, …).
+   * Extra `pg.Client` settings for the default connection (host, ssl, password, …);
+   * `host` and `port` may be comma-separated lists, as in a connection string.
    * `application_name` and keepalive are set by the lock.
    */
   clientConfig?: Omit<pg.ClientConfig, 'application_name' | 'connectionString'>;
@@ -129,7 +137,8 @@ export interface ResolvedOptions {
   key2: number;
   id: string;
   applicationName: string;
-  connect: ConnectFn;
+  /** The configured hosts (one for a `connect` hook), tried at every connection attempt. */
+  endpoints: readonly Endpoint[];
   retryStrategy: RetryStrategy;
   healthIntervalMs: number;
   reconnectGraceMs: number | null;
@@ -290,24 +299,19 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   }
 
   const appName = applicationName(id);
-  const connect =
+  const configured: Endpoint[] =
     options.connect !== undefined
-      ? checkFunction('connect', options.connect)
-      : defaultConnect(
-          {
-            ...(options.clientConfig ?? {}),
-            ...(options.connectionString !== undefined ? { connectionString: options.connectionString } : {}),
-          },
-          appName,
-          queryTimeoutMs,
-        );
+      ? [{ label: 'connect()', connect: checkFunction('connect', options.connect) }]
+      : endpointsOf(options, appName, queryTimeoutMs);
+  // every connection the lock opens (session, survey, standby and peer watches) obeys `unref`
+  const endpoints = unref ? configured.map((e) => ({ ...e, connect: unrefConnect(e.connect) })) : configured;
 
   return {
     key1,
     key2,
     id,
     applicationName: appName,
-    connect,
+    endpoints,
     retryStrategy,
     healthIntervalMs,
     reconnectGraceMs,
@@ -324,5 +328,13 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     fencingTable,
     logger: options.logger ? guardLogger(options.logger) : defaultLogger(),
     clock: options.clock ?? systemClock,
+  };
+}
+
+function unrefConnect(connect: Endpoint['connect']): Endpoint['connect'] {
+  return async () => {
+    const client = await connect();
+    if (isClient(client)) unrefClient(client);
+    return client;
   };
 }

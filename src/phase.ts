@@ -19,6 +19,8 @@
 import type { Deferred } from './clock.js';
 import type { ShutdownError } from './errors.js';
 import type { Leadership } from './leadership.js';
+import type { PeerWatch } from './peers.js';
+import type { StandbyWatch } from './primary.js';
 import type { Session } from './session.js';
 
 /** A voluntary release in progress: who waits for it, and by when it must be over. */
@@ -41,9 +43,22 @@ export interface Fence {
 
 export type Phase =
   | { readonly kind: 'stopped' }
-  | { readonly kind: 'follower'; session: Session | null; readonly next: 'now' | 'backoff' | 'requeue' }
+  | {
+      readonly kind: 'follower';
+      session: Session | null;
+      readonly next: 'now' | 'backoff' | 'requeue' | 'primary';
+      /** With `next: 'primary'`: the standbys asked whether one was promoted. */
+      readonly standbys: StandbyWatch | null;
+    }
   | { readonly kind: 'acquiring'; session: Session | null; fence: Fence | null }
-  | { readonly kind: 'leader'; readonly session: Session; readonly leadership: Leadership }
+  | {
+      readonly kind: 'leader';
+      readonly session: Session;
+      readonly leadership: Leadership;
+      /** With several hosts: the watch for a promotion of another one (peers.ts), and what it saw. */
+      readonly peers: PeerWatch | null;
+      promotion: Error | null;
+    }
   | {
       readonly kind: 'reconnecting';
       session: Session | null;

@@ -13,6 +13,7 @@ import { bumpSql, createTableSql } from './fencing.js';
 import { type HandoverEvent, HandoverLog, parseEvent, payload } from './handover.js';
 import type { ResolvedOptions } from './options.js';
 import { PoolerGuard, SHARED_BACKEND } from './pooler.js';
+import type { Surveyed } from './primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
@@ -47,6 +48,13 @@ export type SessionOptions = Pick<
   | 'closeTimeoutMs'
   | 'unref'
 >;
+
+/** Where a session runs: its host, that server's timeline, and the other configured hosts. */
+export interface SessionPlace {
+  readonly host: string;
+  readonly timeline: number;
+  readonly others: readonly Surveyed[];
+}
 
 /** A granted acquisition, with the figures its lease is computed from. */
 export interface Acquired {
@@ -83,6 +91,7 @@ interface CheckRow {
   pid: number;
   same: boolean;
   held: boolean;
+  recovery: boolean;
 }
 
 const unsafe = (message: string): LockError => new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE' });
@@ -112,6 +121,8 @@ export class Session {
   private constructor(
     private readonly conn: Connection,
     private readonly o: SessionOptions,
+    /** Which host this session is on, its timeline, and what the other hosts said. */
+    readonly place: SessionPlace,
   ) {
     this.handover = new HandoverLog(this.token);
     const w = o.waitSliceMs;
@@ -119,9 +130,18 @@ export class Session {
   }
 
   /** Open and prepare a session; on any failure the connection is closed and the error thrown. */
-  static async open(connect: ConnectFn, o: SessionOptions): Promise<Session> {
-    const conn = await Connection.open(connect, o);
-    const session = new Session(conn, o);
+  /**
+   * Open and prepare a session on `where` (the surveyed primary, primary.ts): `first` is the
+   * client the survey connected, `connect` opens more on that host (the pooler probe).
+   */
+  static async open(
+    first: ConnectFn,
+    connect: ConnectFn,
+    o: SessionOptions,
+    where: SessionPlace = { host: 'connect()', timeline: 1, others: [] },
+  ): Promise<Session> {
+    const conn = await Connection.open(first, o);
+    const session = new Session(conn, o, where);
     try {
       await session.prepare(connect);
     } catch (err) {
@@ -308,6 +328,7 @@ export class Session {
     const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(bumpSql(table), [
       ...this.keys(),
       leaderId,
+      this.place.timeline,
     ]);
     if (!row) throw new LockError('the fencing epoch was not returned');
     return { epoch: BigInt(row.epoch), previousReleased: row.prev_released };
@@ -352,6 +373,12 @@ export class Session {
       return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
+    if (row.recovery) {
+      return {
+        ok: false,
+        reason: `the server (${this.place.host}) is in recovery now: it is no longer the primary`,
+      };
+    }
     await this.verifyNotShared();
     if (!this.safety) return { ok: false, reason: 'the session has not acquired the lock' };
     return { ok: true, safety: this.safety };

@@ -131,10 +131,12 @@ export function releaseSql(v: ReleaseValues): string {
 
 /**
  * Liveness and ownership in one round trip: the backend, whether it carries our marker
- * ($3), and whether it still holds (key1, key2). Advisory keys are stored as unsigned OIDs
+ * ($3), whether it still holds (key1, key2), and whether the server is still a primary (a
+ * lock on a server that became a standby excludes nobody on the new primary). Advisory keys are stored as unsigned OIDs
  * in pg_locks, hence `::int4::oid`; the two-key form has objsubid = 2.
  */
-export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held`;
+export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held,
+  pg_is_in_recovery() AS recovery`;
 
 /**
  * The same check while the lock is held under a takeover fence (the term not yet open):

@@ -10,7 +10,9 @@ import { LockError, toError } from './errors.js';
 import type { Input } from './fsm.js';
 import type { Grant } from './leadership.js';
 import type { ResolvedOptions } from './options.js';
+import { PEER_BOUND_MS, probePeers } from './peers.js';
 import type { Fence, Mailbox, Phase, PhaseOf } from './phase.js';
+import { NoPrimaryError } from './primary.js';
 import type { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
 import type { Acquired, Epoch, Session } from './session.js';
@@ -61,6 +63,7 @@ export class Steps {
   private async follow(phase: PhaseOf<'follower'>): Promise<Input> {
     if (this.mail.stop) return STOP;
     if (phase.next === 'now') return { type: 'AcquireAttempt' };
+    if (phase.next === 'primary') return this.awaitPrimary(phase);
     const next = this.retry.next();
     if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
     if (phase.next === 'requeue') return { type: 'AcquireAttempt' }; // the server-side wait was the delay
@@ -71,6 +74,42 @@ export class Steps {
       const left = until - this.o.clock.now();
       if (left <= 0) return { type: 'AcquireAttempt' };
       await sleep(this.o.clock, Math.min(left, MAX_TIMER_MS), signal);
+    }
+  }
+
+  /**
+   * FOLLOWER after a survey found no primary, only standbys: survey again after the retry
+   * strategy's delay (a primary that restarts, a host that comes back, a strategy that
+   * gives up), or as soon as one of the standbys, asked every 100 ms on the connections the
+   * survey left open (primary.ts), says it was promoted: a promotion is not paced by the
+   * back-off that paces real errors.
+   */
+  private async awaitPrimary(phase: PhaseOf<'follower'>): Promise<Input> {
+    const next = this.retry.next();
+    if ('giveUp' in next) {
+      phase.standbys?.close();
+      return { type: 'RetryExhausted', error: next.giveUp };
+    }
+    const signal = this.ctx.arm();
+    if (this.mail.stop) return STOP;
+    const done = new AbortController();
+    const onWake = (): void => {
+      if (this.mail.stop) done.abort();
+    };
+    signal.addEventListener('abort', onWake);
+    const delay = sleep(this.o.clock, Math.min(next.delayMs, MAX_TIMER_MS), done.signal).then(() =>
+      done.abort(),
+    );
+    try {
+      // true at a promotion; false when `done` aborts (the delay ran out, a stop) or once
+      // every standby connection failed (then the delay runs out first)
+      const promoted = phase.standbys ? await phase.standbys.promoted(done.signal) : false;
+      if (!promoted && !done.signal.aborted) await delay;
+      return this.mail.stop ? STOP : { type: 'AcquireAttempt' };
+    } finally {
+      done.abort();
+      signal.removeEventListener('abort', onWake);
+      phase.standbys?.close();
     }
   }
 
@@ -88,10 +127,13 @@ export class Steps {
       const wake = untilWoken(this.ctx.arm());
       if (this.mail.stop) {
         wake.dispose();
+        // opened after the stop: close it (and the standbys a survey kept open)
         opening.then(
           (late) => late.close(),
-          () => {},
-        ); // opened after the stop: close it
+          (err: unknown) => {
+            if (err instanceof NoPrimaryError) err.standbys.close();
+          },
+        );
         return STOP;
       }
       try {
@@ -116,6 +158,12 @@ export class Steps {
       const early = await this.ensureSession(phase);
       if (early) return early;
     } catch (err) {
+      if (err instanceof NoPrimaryError) {
+        this.retry.lastError = err;
+        if (!this.mail.stop) return { type: 'NoPrimary', error: err };
+        err.standbys.close();
+        return STOP;
+      }
       const error = toError(err);
       this.retry.lastError = error;
       return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
@@ -163,26 +211,62 @@ export class Steps {
     }
     if (this.mail.stop) return STOP;
     const clean = acquired.cleanHandover || epoch?.previousReleased === true;
+    // Several hosts configured: ask the others first, whatever the handover. A clean
+    // handover on an old primary (its last leader stepped down before it saw the promotion)
+    // proves nothing about the promoted server, whose leader may already be working.
+    const peers = await probePeers(
+      session.place.others.map((o) => o.endpoint),
+      this.o.clock,
+    );
+    if (this.mail.stop) return STOP;
+    const { timeline, host } = session.place;
+    const newer = peers.find(
+      // timeline 0: unknown on this server (primary.ts), nothing to compare
+      (p): p is { kind: 'primary'; timeline: number } =>
+        timeline > 0 && p.kind === 'primary' && p.timeline > timeline,
+    );
+    if (newer) {
+      // this server is an old primary still up: leave it; the next survey finds the new one
+      await session.close();
+      phase.session = null;
+      const error = new LockError(
+        `another configured host is a primary on timeline ${newer.timeline}, newer than ${host} (timeline ${timeline}): a standby was promoted; moving to the new primary`,
+        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+      );
+      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+    }
+    // Another host is still a primary (an older timeline: the survey moments ago, or the
+    // probe, said so): a leader there may not have seen this server's promotion yet; it
+    // will within PEER_BOUND_MS (peers.ts). That holds whatever the handover on this server
+    // proved (a clean release replicated from the old primary proves nothing about it), and
+    // is not turned off by takeoverDelayMs: 0. A host that does not answer proves nothing
+    // either way (docs/safety.md, "Primary failover", limits).
+    const split =
+      peers.some((p) => p.kind === 'primary') || session.place.others.some((o) => o.state.kind === 'primary');
+    // (A clean handover proves the previous holder on this server stopped; the old leader
+    // on the other primary is another matter: its work gets the full fence after the bound.)
+    const fenceMs = split ? this.o.takeoverDelayMs + PEER_BOUND_MS : clean ? 0 : this.o.takeoverDelayMs;
     const proven =
-      clean || this.o.takeoverDelayMs === 0
+      fenceMs === 0
         ? { sentAt: acquired.provenAt, safety: acquired.safety }
-        : await this.fence(phase, session);
+        : await this.fence(phase, session, fenceMs);
     if ('type' in proven) return proven;
     return { ...proven, epoch: epoch?.epoch ?? null };
   }
 
   /**
-   * The takeover fence (docs/safety.md): hold the lock `takeoverDelayMs` before the term may
-   * open, checking ownership at once and every health interval (tagged `pending`, which
-   * `inspect` shows), then once more: the lease counts from that last check.
+   * The takeover fence (docs/safety.md): hold the lock `delayMs` before the term may open,
+   * checking ownership at once and every health interval (tagged `pending`, which `inspect`
+   * shows), then once more: the lease counts from that last check.
    */
   private async fence(
     phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>,
     session: Session,
+    delayMs: number,
   ): Promise<Omit<Grant, 'epoch'> | Input> {
-    const { clock, takeoverDelayMs } = this.o;
-    const until = clock.now() + takeoverDelayMs;
-    phase.fence = { until, delayMs: takeoverDelayMs };
+    const { clock } = this.o;
+    const until = clock.now() + delayMs;
+    phase.fence = { until, delayMs };
     this.ctx.fenced(phase.fence);
     for (;;) {
       const signal = this.ctx.arm();
@@ -233,6 +317,7 @@ export class Steps {
       const signal = this.ctx.arm();
       if (this.mail.stop) return STOP;
       if (this.mail.stepDown) return { type: 'ReleaseRequested' };
+      if (phase.promotion) return { type: 'HealthFailed', error: phase.promotion };
       if (session.dead) {
         const error = new LockError('lock connection lost', {
           cause: session.cause,
@@ -255,6 +340,8 @@ export class Steps {
           error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }),
         };
       }
+      // a promotion seen while the check ran: its term must not reopen on this server
+      if (phase.promotion) return { type: 'HealthFailed', error: phase.promotion };
       leadership.renew(sentAt, result.safety);
     }
   }
@@ -282,8 +369,11 @@ export class Steps {
         if (acquired) {
           const grant = await this.settle(phase, session, acquired);
           if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
-          if (grant.type !== 'DbError') return grant; // a stop
-          throw grant.error; // a failed attempt within the grace period: below
+          if (grant.type === 'StopRequested') return grant;
+          // a failed attempt within the grace period: below
+          throw 'error' in grant && grant.error
+            ? grant.error
+            : new LockError(`re-acquisition failed (${grant.type})`);
         }
         if ((await session.holderPid()) !== phase.previousPid) {
           const error = new LockError('the lock is held by another session', {
@@ -293,6 +383,7 @@ export class Steps {
         }
         delay = OWN_BACKEND_POLL_MS;
       } catch (err) {
+        if (err instanceof NoPrimaryError) err.standbys.close();
         lastError = toError(err);
         this.retry.lastError = lastError;
         await phase.session?.close();

@@ -16,6 +16,11 @@ export interface Term {
   readonly signal: AbortSignal;
   /** Fencing epoch, when fencing is on; otherwise null. */
   readonly epoch: bigint | null;
+  /**
+   * The server the lock is held on: `host:port` as configured (a socket directory for a
+   * Unix socket), or `connect()` when a `connect` hook opens the connection.
+   */
+  readonly host: string;
 }
 
 /** Why a term ended: the reason its signal aborts with. */

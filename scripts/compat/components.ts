@@ -201,6 +201,11 @@ export function components(): Component[] {
   return [
     compatFile('pgbouncer', pgBouncerName, 'test/compat/pgbouncer.test.ts'),
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
+    compatFile(
+      'failover-chaos',
+      () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',
+      'test/compat/failover-chaos.test.ts',
+    ),
     ...PG_VERSIONS.map(pgMajor),
     ...NODE_VERSIONS.map(nodeLine),
   ];

@@ -3,7 +3,9 @@
  * same table prints `--help`), durations with units, lock keys, and the connection string.
  * Every bad input becomes a {@link UsageError}: one line naming the option and the value.
  */
+
 import { parseArgs } from 'node:util';
+import { passwordsIn, redactConnectionString } from '../hosts.js';
 import { keysFromName } from '../keys.js';
 import { checkKey } from '../validate.js';
 
@@ -165,36 +167,17 @@ export function resolveDsn(values: Values, env: NodeJS.ProcessEnv = process.env)
   throw new UsageError('no database given: pass --dsn postgres://…, or set PG_DSN or DATABASE_URL');
 }
 
-/** A connection string with its password replaced by `***` (URL and key=value forms). */
+/** A connection string with its passwords replaced by `***` (URL, multi-host and key=value forms). */
 export function redact(dsn: string | undefined): string {
-  if (dsn === undefined) return '(PG* environment)';
-  try {
-    const url = new URL(dsn);
-    if (url.password) url.password = '***';
-    for (const key of [...url.searchParams.keys()]) {
-      if (/^password$/i.test(key)) url.searchParams.set(key, '***');
-    }
-    return url.toString();
-  } catch {
-    return dsn
-      .replace(/(password\s*=\s*)('[^']*'|\S+)/gi, '$1***')
-      .replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
-  }
+  return dsn === undefined ? '(PG* environment)' : redactConnectionString(dsn);
 }
 
-/** Remove every occurrence of the DSN's password from a text (driver messages may echo it). */
+/** Remove every occurrence of the DSN's passwords from a text (driver messages may echo them). */
 export function scrub(text: string, dsn: string | undefined): string {
   if (!dsn) return text;
-  let password: string | undefined;
-  try {
-    password = decodeURIComponent(new URL(dsn).password) || undefined;
-  } catch {
-    password = /password\s*=\s*('([^']*)'|(\S+))/i
-      .exec(dsn)
-      ?.slice(2)
-      .find((p) => p);
-  }
   let out = text.split(dsn).join(redact(dsn));
-  if (password && password.length >= 3) out = out.split(password).join('***');
+  for (const password of new Set(passwordsIn(dsn))) {
+    if (password.length >= 3) out = out.split(password).join('***');
+  }
   return out;
 }

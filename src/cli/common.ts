@@ -1,6 +1,9 @@
 /** What the `pgleaderlock` commands share: exit codes, common options, connecting, output. */
-import pg from 'pg';
-import { sqlStateOf } from '../errors.js';
+import type pg from 'pg';
+import { systemClock } from '../clock.js';
+import { destroyClient } from '../connect.js';
+import { ConnectionError, sqlStateOf } from '../errors.js';
+import { type Endpoint, endpointsOf, type Found, findPrimary, NoPrimaryError } from '../primary.js';
 import { type Dsn, type OptionSpec, redact, scrub, UsageError } from './args.js';
 
 /** Exit codes. Documented in docs/cli.md; tests pin them. */
@@ -61,38 +64,49 @@ export function explain(err: unknown): string {
   return (state ? `${message} (SQLSTATE ${state})` : message).split('\n')[0] ?? message;
 }
 
-/** pg.Client settings for a DSN: the URL, or the PG* environment when there is none. */
-export function clientConfig(dsn: Dsn): pg.ClientConfig {
+/** The lock's connection options for a DSN: the URL, or the PG* environment when there is none. */
+export function connectionOptions(dsn: Dsn): { connectionString?: string } {
   return dsn.url === undefined ? {} : { connectionString: dsn.url };
 }
 
 /**
- * Open a client, or fail with exit code 2 and a one-line, password-free reason. Used before
- * a command starts work, so that an unreachable server or a wrong password is reported as
- * such instead of being retried forever.
+ * Survey the DSN's hosts (several, libpq-style, as the lock does) and connect to the
+ * primary, or fail with exit code 2 and a one-line, password-free reason. Used before a
+ * command starts work, so that an unreachable server or a wrong password is reported as
+ * such instead of being retried forever. `standbyOk`: a host list with no primary but with
+ * standbys answering (a failover in progress) is no error; then null is returned.
  */
-export async function connectOrExit(dsn: Dsn, appName: string, timeoutMs = 10_000): Promise<pg.Client> {
-  const client = new pg.Client({
-    ...clientConfig(dsn),
-    application_name: appName,
-    connectionTimeoutMillis: timeoutMs,
-  });
-  client.on('error', () => {});
+export async function findPrimaryOrExit(
+  dsn: Dsn,
+  appName: string,
+  { timeoutMs = 10_000, standbyOk = false } = {},
+): Promise<Found | null> {
+  let endpoints: Endpoint[] = [];
   try {
-    await client.connect();
-    return client;
+    endpoints = endpointsOf(connectionOptions(dsn), appName, timeoutMs);
+    return await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
   } catch (err) {
-    await client.end().catch(() => {});
-    throw new UsageError(`cannot connect to ${redact(dsn.url)}: ${scrub(explain(err), dsn.url)}`, {
+    if (err instanceof NoPrimaryError) {
+      err.standbys.close();
+      if (standbyOk) return null;
+    }
+    // one host: the driver's own words (with the SQLSTATE); several: what each host said
+    const why = endpoints.length === 1 && err instanceof ConnectionError && err.cause ? err.cause : err;
+    throw new UsageError(`cannot connect to ${redact(dsn.url)}: ${scrub(explain(why), dsn.url)}`, {
       cause: err,
     });
   }
 }
 
-/** Check the database answers (then close). */
+/** A client connected to the DSN's primary (see findPrimaryOrExit). */
+export async function connectOrExit(dsn: Dsn, appName: string): Promise<pg.Client> {
+  return ((await findPrimaryOrExit(dsn, appName)) as Found).client;
+}
+
+/** Check the database answers, a primary or (during a failover) only standbys; then close. */
 export async function checkConnection(dsn: Dsn): Promise<void> {
-  const client = await connectOrExit(dsn, 'pgleaderlock-cli');
-  await client.end().catch(() => {});
+  const found = await findPrimaryOrExit(dsn, 'pgleaderlock-cli', { standbyOk: true });
+  if (found) destroyClient(found.client);
 }
 
 let outputClosed = false;

@@ -44,6 +44,11 @@ export interface PgServerOptions {
    * current user; the directory is then made 0700 and, as root, owned by the server's user.
    */
   populateDataDir?: (dataDir: string) => void | Promise<void>;
+  /**
+   * Run initdb for this server instead of copying the template (about a second more): a
+   * cluster of its own, with its own `system_identifier`. Copies of the template share one.
+   */
+  initdb?: boolean;
 }
 
 export interface PgServer {
@@ -207,11 +212,25 @@ function templateDataDir(root: string, ids: PgIds | undefined): string {
   if (fs.existsSync(path.join(template, 'PG_VERSION'))) return template;
 
   const staging = fs.mkdtempSync(path.join(root, 'template-staging-'));
-  fs.chmodSync(staging, 0o755);
-  const pwfile = path.join(staging, 'pwfile');
+  try {
+    initdb(root, ids, staging);
+    fs.renameSync(path.join(staging, 'data'), template);
+  } catch (err) {
+    // lost the race to another process, or initdb failed
+    if (!fs.existsSync(path.join(template, 'PG_VERSION'))) throw err;
+  } finally {
+    fs.rmSync(staging, { recursive: true, force: true });
+  }
+  return template;
+}
+
+/** Run initdb into `<parent>/data` (`parent` exists; made readable for the server's user). */
+function initdb(root: string, ids: PgIds | undefined, parent: string): void {
+  fs.chmodSync(parent, 0o755);
+  const pwfile = path.join(parent, 'pwfile');
   fs.writeFileSync(pwfile, `${TEST_PASSWORD}\n`, { mode: 0o644 });
-  const dataDir = path.join(staging, 'data');
-  chownTree(staging, ids);
+  const dataDir = path.join(parent, 'data');
+  chownTree(parent, ids);
   execFileSync(
     bin(root, 'initdb'),
     [
@@ -228,13 +247,7 @@ function templateDataDir(root: string, ids: PgIds | undefined): string {
     ],
     { ...runAs(ids), stdio: 'pipe', env: { ...process.env, LC_ALL: 'C' } },
   );
-  try {
-    fs.renameSync(dataDir, template);
-  } catch {
-    // lost the race to another process
-  }
-  fs.rmSync(staging, { recursive: true, force: true });
-  return template;
+  fs.rmSync(pwfile);
 }
 
 /** Ask the kernel for a free loopback port. */
@@ -281,6 +294,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       fs.rmSync(parent, { recursive: true, force: true });
       throw err;
     }
+  } else if (options.initdb) {
+    initdb(root, ids, parent);
   } else fs.cpSync(template, dataDir, { recursive: true });
   fs.chmodSync(dataDir, 0o700);
   chownTree(parent, ids);

@@ -13,7 +13,7 @@ import {
   UsageError,
   type Values,
 } from './args.js';
-import { checkConnection, clientConfig, EXIT, explain, humanMs, type Output } from './common.js';
+import { checkConnection, connectionOptions, EXIT, explain, humanMs, type Output } from './common.js';
 
 /** Options that tune the lock, shared by `run` and `acquire`. */
 export const LOCK_OPTIONS: OptionSpec[] = [
@@ -89,7 +89,7 @@ function stderrLogger(dsn: Dsn): Logger {
 /** LeaderLock options from the command line; durations validated here, the rest by LeaderLock. */
 export function lockOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOptions {
   const options: LeaderLockOptions = {
-    ...(dsn.url === undefined ? { clientConfig: clientConfig(dsn) } : { connectionString: dsn.url }),
+    ...connectionOptions(dsn), // without a URL, the PG* environment (PGHOST may list several hosts)
     key1: keys.key1,
     key2: keys.key2,
   };

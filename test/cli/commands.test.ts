@@ -5,7 +5,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
-import { cli, type Running, startCli } from '../harness/cli.js';
+import { cleanEnv, cli, type Running, startCli } from '../harness/cli.js';
+import { type ClusterNode, startCluster } from '../harness/cluster.js';
 import {
   adminQuery,
   assertNoSessions,
@@ -18,6 +19,7 @@ import {
   terminate,
 } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { TEST_PASSWORD } from '../harness/pg-server.js';
 
 const locks = useLocks();
 const running: Running[] = [];
@@ -467,5 +469,32 @@ describe('pgleaderlock break', () => {
     } finally {
       await client.end().catch(() => {});
     }
+  });
+});
+
+describe('several hosts (a primary and its standby)', () => {
+  it('run leads on the primary though the standby is listed first; status names the primary; PGHOST lists work too', async () => {
+    await using cluster = await startCluster();
+    const [primary, standby] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+    const url = cluster.url([standby, primary]);
+    const keys = randomKeys();
+    const leader = start(['run', '--dsn', url, ...keyArgs(keys), '--id', `${locks.tag}-multi`, '--json']);
+    await leader.line(/"event":"acquired"/, 15_000);
+    const r = await cli(['status', '--dsn', url, ...keyArgs(keys), '--json']);
+    expect(r.code).toBe(0);
+    const s = JSON.parse(r.stdout) as { host: string; leader: { id: string } };
+    expect(s).toMatchObject({ host: `127.0.0.1:${primary.port}`, leader: { id: `${locks.tag}-multi` } });
+    const env = cleanEnv({
+      PGHOST: '127.0.0.1,127.0.0.1',
+      PGPORT: `${standby.port},${primary.port}`,
+      PGUSER: 'postgres',
+      PGPASSWORD: TEST_PASSWORD,
+      PGDATABASE: 'postgres',
+    });
+    const text = await cli(['status', ...keyArgs(keys)], env);
+    expect(text.stdout).toContain(`server:  127.0.0.1:${primary.port} (the primary)`);
+    expect(text.stdout).toContain(`leader:  ${locks.tag}-multi`);
+    leader.proc.kill('SIGTERM');
+    expect((await leader.exited).code).toBe(0);
   });
 });

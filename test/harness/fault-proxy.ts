@@ -32,10 +32,13 @@ export interface FaultProxy {
   reset(): void;
   /** RST only the proxy's connections to the server: the server sees the client vanish. */
   resetUpstream(): void;
+  /** Send new connections to another server (a DNS name or VIP moving); current ones stay. */
+  retarget(to: { host: string; port: number }): void;
   close(): Promise<void>;
 }
 
-export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+export async function startFaultProxy(initial: { host: string; port: number }): Promise<FaultProxy> {
+  let target = initial;
   const pairs = new Set<Pair>();
   let mode: ProxyMode = 'pass';
   let latencyMs = 0;
@@ -109,6 +112,9 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     },
     resetUpstream() {
       for (const { upstream } of pairs) if (!upstream.destroyed) upstream.resetAndDestroy();
+    },
+    retarget(to) {
+      target = to;
     },
     async close() {
       for (const { client, upstream } of pairs) {

@@ -116,6 +116,7 @@ describe('LeaderLock.inspect', () => {
       LeaderLock,
     ];
     expect(await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).toEqual({
+      host: new URL(databaseUrl()).host,
       leader: null,
       pending: false,
       waiters: [],
@@ -152,6 +153,7 @@ describe('LeaderLock.inspect', () => {
 
   it('takes a name, and fails with a ConnectionError naming the cause', async () => {
     expect(await LeaderLock.inspect({ connectionString: databaseUrl(), name: 'nobody-holds-this' })).toEqual({
+      host: new URL(databaseUrl()).host,
       leader: null,
       pending: false,
       waiters: [],

@@ -101,6 +101,12 @@ export class FakeClient extends EventEmitter {
       const row = { pid: this.processID, same: true, held_before: false, ok, idle: null };
       return Promise.resolve({ rows: [row] });
     }
+    if (tag === 'survey') {
+      const recovery = this.db.inRecovery;
+      return Promise.resolve({
+        rows: [{ recovery, system_id: 'fake', timeline: recovery ? null : this.db.timeline }],
+      });
+    }
     if (tag === 'listen') {
       this.listening = true;
       return Promise.resolve({ rows: [] });
@@ -268,6 +274,8 @@ export class FakeDb {
   silentLoss = false;
   serverVersion = 160000;
   inRecovery = false;
+  /** The server's timeline (primary.ts reads it from the WAL file name). */
+  timeline = 1;
   /** Fencing: the last epoch handed out, whether its holder released it, how long a bump takes (fake clock). */
   epoch = 0;
   epochReleased = false;
@@ -372,7 +380,7 @@ export class FakeDb {
         }
         return { ok: false };
       case 'check':
-        return { pid: c.processID, held: this.holder === c && !this.silentLoss };
+        return { pid: c.processID, held: this.holder === c && !this.silentLoss, recovery: this.inRecovery };
     }
   }
 }

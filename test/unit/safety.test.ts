@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseSettingMs } from '../../src/connect.js';
-import { LeaderLock, LockState } from '../../src/index.js';
+import { FixedInterval, LeaderLock, LockState } from '../../src/index.js';
 import { type AppliedSettings, connectSettings, safetyFor, serverReleaseBound } from '../../src/safety.js';
 import { flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
@@ -139,17 +139,32 @@ describe('lease', () => {
 });
 
 describe('refusing what cannot be safe', () => {
-  it('a server in recovery is refused with ERR_PGLEADERLOCK_UNSAFE and retried', async () => {
-    const h = makeLock();
+  it('a server in recovery (a standby) is never locked on: ERR_PGLEADERLOCK_NO_PRIMARY; it leads within 100 ms of a promotion, with no back-off run up', async () => {
+    const h = makeLock({ retryStrategy: new FixedInterval({ intervalMs: 60_000 }) });
     h.db.inRecovery = true;
     await h.lock.start();
     await flush();
     expect(h.lock.state).toBe(LockState.FOLLOWER);
-    expect(h.errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
-    expect(h.errors[0]?.message).toMatch(/in recovery/);
-    expect(h.db.open).toHaveLength(0);
+    expect(h.errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_NO_PRIMARY' });
+    expect(h.errors[0]?.message).toMatch(
+      /no primary among the configured hosts \(connect\(\): standby \(in recovery\)\)/,
+    );
     expect(h.db.holder).toBeNull();
+    const asked = h.db.clients
+      .flatMap((c) => c.queries)
+      .filter((q) => q.includes('pgleaderlock:survey')).length;
+    await h.clock.advance(1000); // a standby-only cluster: one survey statement per 100 ms, on one connection
+    const clients = h.db.clients.length;
+    expect(
+      h.db.clients.flatMap((c) => c.queries).filter((q) => q.includes('pgleaderlock:survey')).length,
+    ).toBe(asked + 10);
+    h.db.inRecovery = false; // promoted
+    await h.clock.advance(100);
+    expect(h.lock.isLeader).toBe(true);
+    expect(h.db.clients.length).toBe(clients + 1); // surveyed again, then on the primary
+    expect(h.errors).toHaveLength(1);
     await h.lock.shutdown();
+    expect(h.db.open).toHaveLength(0);
   });
 
   it('a backend pid that changes between statements (transaction pooler) is refused', async () => {

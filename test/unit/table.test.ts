@@ -33,6 +33,8 @@ const ROWS: Row[] = [
   ],
   [ACQUIRING, 'ConnectFailed', {}, FOLLOWER, ['emitError', 'backOff']],
   [ACQUIRING, 'ConnectFailed', { autoReacquire: false }, FOLLOWER, ['emitError', 'backOff']],
+  [ACQUIRING, 'NoPrimary', {}, FOLLOWER, ['emitError', 'awaitPrimary']],
+  [ACQUIRING, 'NoPrimary', { autoReacquire: false }, FOLLOWER, ['emitError', 'awaitPrimary']],
   [ACQUIRING, 'StopRequested', {}, STOPPED, ['closeConnection', 'emitStopped']],
   [LEADER, 'HealthFailed', { graceEnabled: true }, RECONNECTING, ['warn', 'closeConnection', 'resetRetry']],
   [LEADER, 'DbError', { graceEnabled: true }, RECONNECTING, ['warn', 'closeConnection', 'resetRetry']],

@@ -1,0 +1,194 @@
+/**
+ * The split-brain guard (docs/safety.md, "Primary failover"). A leader whose connection
+ * string lists several hosts watches the other hosts while it leads: every
+ * `PEER_INTERVAL_MS` it asks each (on a connection kept open for it) whether it is a
+ * primary and on which timeline. A primary on a newer timeline than the leader's server
+ * means a standby was promoted while the old primary is still up: the leader's server no
+ * longer decides who leads, and `onPromotion` ends the leadership at once.
+ *
+ * Bound: a promotion of a host the leader can reach is seen within `PEER_BOUND_MS` (one
+ * interval plus one probe deadline: a round waits for its slowest probe) plus a round
+ * trip. A new leader that finds an old primary still up adds that bound to its takeover
+ * fence. The probes are one tiny statement per peer every 100 ms, on connections kept
+ * open, by the leader only.
+ */
+import type pg from 'pg';
+import type { Clock } from './clock.js';
+import { destroyClient } from './connect.js';
+import { LockError, sqlStateOf } from './errors.js';
+import type { Endpoint } from './primary.js';
+
+export const PEER_INTERVAL_MS = 100;
+/** Deadline of one probe (connecting included). */
+export const PEER_TIMEOUT_MS = 250;
+/** Longest time for a leader to see a promotion of a host it can reach. */
+export const PEER_BOUND_MS = PEER_INTERVAL_MS + PEER_TIMEOUT_MS;
+
+const PROBE = `/* pgleaderlock:peer */ SELECT pg_is_in_recovery() AS recovery,
+  CASE WHEN NOT pg_is_in_recovery()
+       THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`;
+
+/** For servers that refuse the WAL functions (Aurora): recovery only, timeline 0 (unknown). */
+const PROBE_BASIC = `/* pgleaderlock:peer */ SELECT pg_is_in_recovery() AS recovery,
+  CASE WHEN NOT pg_is_in_recovery() THEN 0 END AS timeline`;
+
+type ProbeRow = { recovery: boolean; timeline: number | null };
+
+/** PROBE, or PROBE_BASIC where PROBE fails with an SQL error. */
+async function ask(client: pg.Client): Promise<ProbeRow | null> {
+  const { rows } = await client.query<ProbeRow>(PROBE).catch((err: unknown) => {
+    if (sqlStateOf(err) === undefined) throw err;
+    return client.query<ProbeRow>(PROBE_BASIC);
+  });
+  return rows[0] ?? null;
+}
+
+/** What a peer said in one probe. */
+export type PeerState =
+  | { readonly kind: 'primary'; readonly timeline: number }
+  | { readonly kind: 'standby' }
+  | { readonly kind: 'refused' }
+  | { readonly kind: 'unreachable' };
+
+/** One probe round on fresh connections (closed after), each bounded by PEER_TIMEOUT_MS. */
+export async function probePeers(peers: readonly Endpoint[], clock: Clock): Promise<PeerState[]> {
+  return Promise.all(
+    peers.map(async (peer) => {
+      let client: pg.Client | null = null;
+      let late = false;
+      let timer: unknown;
+      const work = (async (): Promise<PeerState> => {
+        const c = await peer.connect();
+        c.on('error', () => {});
+        if (late) {
+          destroyClient(c);
+          return { kind: 'unreachable' };
+        }
+        client = c;
+        const row = await ask(c);
+        if (!row) return { kind: 'unreachable' };
+        return row.recovery ? { kind: 'standby' } : { kind: 'primary', timeline: row.timeline ?? 0 };
+      })();
+      try {
+        return await Promise.race([
+          work,
+          new Promise<PeerState>((resolve) => {
+            timer = clock.setTimeout(() => {
+              late = true;
+              resolve({ kind: 'unreachable' });
+            }, PEER_TIMEOUT_MS);
+          }),
+        ]);
+      } catch (err) {
+        return { kind: refused(err) ? 'refused' : 'unreachable' };
+      } finally {
+        clock.clearTimeout(timer);
+        work.catch(() => {});
+        if (client) destroyClient(client);
+      }
+    }),
+  );
+}
+
+function refused(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
+    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+export class PeerWatch {
+  private readonly clients = new Map<Endpoint, pg.Client>();
+  /** Peers whose connection attempt (bounded by the connect timeout) outlived a round. */
+  private readonly connecting = new Set<Endpoint>();
+  private timer: unknown = null;
+  private stopped = false;
+
+  constructor(
+    private readonly peers: readonly Endpoint[],
+    /** The leader's own server: its label and timeline. */
+    private readonly own: { label: string; timeline: number },
+    private readonly clock: Clock,
+    private readonly onPromotion: (error: LockError) => void,
+  ) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) this.clock.clearTimeout(this.timer);
+    this.timer = null;
+    for (const c of this.clients.values()) destroyClient(c);
+    this.clients.clear();
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = this.clock.setTimeout(() => {
+      this.timer = null;
+      void this.round();
+    }, ms);
+  }
+
+  private async round(): Promise<void> {
+    await Promise.all(this.peers.map((p) => this.probe(p)));
+    this.schedule(PEER_INTERVAL_MS);
+  }
+
+  private async probe(peer: Endpoint): Promise<void> {
+    if (this.connecting.has(peer)) return; // still connecting since an earlier round
+    try {
+      const row = await this.bounded(async () => {
+        let client = this.clients.get(peer);
+        if (!client) {
+          this.connecting.add(peer);
+          try {
+            client = await peer.connect();
+          } finally {
+            this.connecting.delete(peer);
+          }
+          client.on('error', () => {});
+          if (this.stopped) {
+            destroyClient(client);
+            return null;
+          }
+          this.clients.set(peer, client);
+        }
+        return ask(client);
+      });
+      if (this.stopped || !row || row.recovery || row.timeline === null) return;
+      if (row.timeline > this.own.timeline) {
+        this.stopped = true;
+        this.onPromotion(
+          new LockError(
+            `${peer.label} is a primary on timeline ${row.timeline}, newer than this leader's server ` +
+              `${this.own.label} (timeline ${this.own.timeline}): a standby was promoted while the old primary is still up; leadership ends`,
+            { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+          ),
+        );
+      }
+    } catch {
+      // an unreachable peer proves nothing; reconnect next round
+      const client = this.clients.get(peer);
+      if (client) destroyClient(client);
+      this.clients.delete(peer);
+    }
+  }
+
+  private async bounded<T>(work: () => Promise<T>): Promise<T> {
+    let timer: unknown;
+    try {
+      return await Promise.race([
+        work(),
+        new Promise<never>((_, reject) => {
+          timer = this.clock.setTimeout(() => reject(new Error('no answer')), PEER_TIMEOUT_MS);
+        }),
+      ]);
+    } finally {
+      this.clock.clearTimeout(timer);
+    }
+  }
+}

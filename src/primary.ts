@@ -1,0 +1,308 @@
+/**
+ * Finding the primary among the configured hosts (libpq's multi-host conventions,
+ * hosts.ts). Every connection attempt surveys all hosts at once, each bounded by
+ * `queryTimeoutMs`: which answer, which is a primary and on which timeline, which is a
+ * standby. The lock lands only on a primary, the one on the newest timeline (a promoted
+ * standby beats an old primary that is still up), the first listed among equals. DNS is
+ * resolved again on every attempt (pg resolves each host when it connects).
+ *
+ * When no host is a primary but some answered as standbys (a failover in progress), the
+ * survey keeps those standby connections open (`StandbyWatch`) so that the follower can
+ * ask them every `PRIMARY_POLL_MS` whether they were promoted: one tiny statement per
+ * standby, no new connection, and no exponential back-off run up by refusals.
+ */
+import type pg from 'pg';
+import type { Clock } from './clock.js';
+import { type ConnectFn, defaultConnect, destroyClient } from './connect.js';
+import { isClient } from './connection.js';
+import { ConnectionError, describe, LockError, sqlStateOf } from './errors.js';
+import { configFor, describeHosts, parseTargets, type TargetsInput } from './hosts.js';
+import { show } from './validate.js';
+
+/** One configured host: how to connect to it, and its name in messages (no password). */
+export interface Endpoint {
+  readonly label: string;
+  readonly connect: ConnectFn;
+}
+
+/**
+ * One endpoint per host of a libpq-style multi-host connection (hosts.ts): the connection
+ * string, `clientConfig.host`/`port` or `PGHOST`/`PGPORT`. `target_session_attrs` may only
+ * ask for a primary: the lock never runs on a standby.
+ */
+export function endpointsOf(
+  input: Pick<TargetsInput, 'connectionString' | 'clientConfig'>,
+  appName: string,
+  timeoutMs: number,
+): Endpoint[] {
+  const targets = parseTargets({
+    ...(input.connectionString === undefined ? {} : { connectionString: input.connectionString }),
+    ...(input.clientConfig === undefined ? {} : { clientConfig: input.clientConfig }),
+  });
+  const attrs = targets.targetSessionAttrs;
+  if (attrs !== null && !['any', 'read-write', 'primary'].includes(attrs)) {
+    throw new TypeError(
+      `target_session_attrs=${attrs} (from ${targets.targetSessionAttrsFrom}) cannot be used: the lock only ever runs on a primary (any, read-write and primary are accepted and mean that)`,
+    );
+  }
+  return targets.hosts.map((target) => ({
+    label: describeHosts([target]),
+    connect: defaultConnect(configFor(targets, target), appName, timeoutMs),
+  }));
+}
+
+/** How often a follower asks the standbys whether one was promoted. */
+export const PRIMARY_POLL_MS = 100;
+
+/**
+ * Once one host answered as a primary, how long the others still get: a host that hangs
+ * (a machine gone, packets dropped) must not cost every attempt `queryTimeoutMs`. A newer
+ * primary among the late ones is still caught: settle() probes the others after a grant,
+ * and a leader watches them (peers.ts).
+ */
+export const SURVEY_GRACE_MS = 250;
+
+const SURVEY = `/* pgleaderlock:survey */ SELECT pg_is_in_recovery() AS recovery,
+  (SELECT system_identifier::text FROM pg_control_system()) AS system_id,
+  CASE WHEN NOT pg_is_in_recovery()
+       THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`;
+
+/**
+ * For servers that refuse the WAL and control functions (Amazon Aurora does, and a role
+ * may be denied them): recovery only. The timeline reads as 0, unknown: no timeline
+ * comparison is made then (no epoch floor, no promotion guard), and no identifier check.
+ */
+const SURVEY_BASIC = `/* pgleaderlock:survey */ SELECT pg_is_in_recovery() AS recovery, NULL::text AS system_id,
+  CASE WHEN NOT pg_is_in_recovery() THEN 0 END AS timeline`;
+
+/** What a standby is asked every PRIMARY_POLL_MS while no host is a primary. */
+const IN_RECOVERY = '/* pgleaderlock:survey */ SELECT pg_is_in_recovery() AS recovery';
+
+/**
+ * What a host said: a primary (its timeline, 0 if unknown), a standby, nothing listening,
+ * or an error (no answer in time, authentication, …).
+ */
+export type HostState =
+  | { readonly kind: 'primary'; readonly timeline: number; readonly systemId: string | null }
+  | { readonly kind: 'standby'; readonly systemId: string | null }
+  | { readonly kind: 'refused'; readonly error: Error }
+  | { readonly kind: 'unreachable'; readonly error: Error };
+
+export interface Surveyed {
+  readonly endpoint: Endpoint;
+  readonly state: HostState;
+}
+
+/** The primary chosen, its connected client, and what every other host said. */
+export interface Found {
+  readonly endpoint: Endpoint;
+  readonly client: pg.Client;
+  readonly timeline: number;
+  /** The other hosts (the peers a leader watches for a promotion). */
+  readonly others: readonly Surveyed[];
+}
+
+/** No host is a primary, but standbys answered: a failover in progress (or a standby-only list). */
+export class NoPrimaryError extends LockError {
+  constructor(
+    message: string,
+    readonly standbys: StandbyWatch,
+  ) {
+    super(message, { code: 'ERR_PGLEADERLOCK_NO_PRIMARY' });
+  }
+}
+
+interface Options {
+  clock: Clock;
+  queryTimeoutMs: number;
+}
+
+/** Survey every endpoint and connect to the primary on the newest timeline. */
+export async function findPrimary(endpoints: readonly Endpoint[], o: Options): Promise<Found> {
+  let cut = (): void => {};
+  const cutting = new Promise<void>((resolve) => {
+    cut = resolve;
+  });
+  let grace: unknown = null;
+  const results = await Promise.all(
+    endpoints.map(async (e) => {
+      const r = await surveyOne(e, o, cutting);
+      if (r.state.kind === 'primary' && grace === null && endpoints.length > 1) {
+        grace = o.clock.setTimeout(cut, SURVEY_GRACE_MS);
+      }
+      return r;
+    }),
+  );
+  if (grace !== null) o.clock.clearTimeout(grace);
+  const ids = new Map<string, string>();
+  for (const r of results) {
+    if ((r.state.kind === 'primary' || r.state.kind === 'standby') && r.state.systemId !== null) {
+      ids.set(r.state.systemId, r.endpoint.label);
+    }
+  }
+  if (ids.size > 1) {
+    for (const r of results) if (r.client) destroyClient(r.client);
+    const [a, b] = [...ids.entries()];
+    throw new LockError(
+      `the configured hosts are different PostgreSQL clusters: ${a?.[1]} has system identifier ${a?.[0]}, ${b?.[1]} has ${b?.[0]}; list the hosts of one cluster`,
+      { code: 'ERR_PGLEADERLOCK_UNSAFE' },
+    );
+  }
+  let best: (typeof results)[number] | null = null;
+  for (const r of results) {
+    if (r.state.kind !== 'primary') continue;
+    if (!best || r.state.timeline > (best.state as { timeline: number }).timeline) best = r;
+  }
+  const standbyClients = results.filter((r) => r.state.kind === 'standby' && r.client);
+  for (const r of results) {
+    if (r.client && r !== best && !standbyClients.includes(r)) destroyClient(r.client);
+  }
+  const summary = results.map((r) => `${r.endpoint.label}: ${stateText(r.state)}`).join('; ');
+  if (best?.client && best.state.kind === 'primary') {
+    for (const r of standbyClients) if (r.client) destroyClient(r.client);
+    const chosen = best;
+    return {
+      endpoint: chosen.endpoint,
+      client: best.client,
+      timeline: best.state.timeline,
+      others: results.filter((r) => r !== chosen).map(({ endpoint, state }) => ({ endpoint, state })),
+    };
+  }
+  if (standbyClients.length > 0) {
+    const watch = new StandbyWatch(
+      standbyClients.map((r) => ({ label: r.endpoint.label, client: r.client as pg.Client })),
+      o,
+    );
+    throw new NoPrimaryError(`no primary among the configured hosts (${summary})`, watch);
+  }
+  const first = results[0];
+  const cause = first && 'error' in first.state ? first.state.error : undefined;
+  if (results.length === 1 && first && cause) {
+    const where = first.endpoint.label === 'connect()' ? '' : ` to ${first.endpoint.label}`;
+    throw new ConnectionError(`could not connect${where}: ${describe(cause)}`, { cause });
+  }
+  throw new ConnectionError(`could not connect to any configured host (${summary})`, { cause });
+}
+
+function stateText(s: HostState): string {
+  if (s.kind === 'primary') return s.timeline > 0 ? `primary, timeline ${s.timeline}` : 'primary';
+  if (s.kind === 'standby') return 'standby (in recovery)';
+  return `${s.kind === 'refused' ? 'connection refused: ' : ''}${describe(s.error)}`;
+}
+
+function isRefused(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
+    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+async function surveyOne(
+  endpoint: Endpoint,
+  o: Options,
+  cut: Promise<void>,
+): Promise<{ endpoint: Endpoint; state: HostState; client: pg.Client | null }> {
+  let client: pg.Client | null = null;
+  let late = false;
+  let timer: unknown;
+  const deadline = new Promise<never>((_, reject) => {
+    const fail = (why: string): void => {
+      late = true;
+      const what = client ? 'the survey got no answer' : 'connecting did not complete';
+      reject(new ConnectionError(`${what} ${why}`));
+    };
+    timer = o.clock.setTimeout(() => fail(`within ${o.queryTimeoutMs} ms`), o.queryTimeoutMs);
+    void cut.then(() => fail(`within ${SURVEY_GRACE_MS} ms of another host answering as the primary`));
+  });
+  const work = (async () => {
+    const c: unknown = await endpoint.connect();
+    if (!isClient(c))
+      throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(c)}`);
+    if (late) {
+      destroyClient(c);
+      throw new ConnectionError('connected after the deadline');
+    }
+    client = c;
+    type Row = { recovery: boolean; system_id: string | null; timeline: number | null };
+    const { rows } = await c.query<Row>(SURVEY).catch((err: unknown) => {
+      // a server that refuses the WAL or control functions (Aurora): recovery only
+      if (sqlStateOf(err) === undefined || late) throw err;
+      return c.query<Row>(SURVEY_BASIC);
+    });
+    const row = rows[0];
+    if (!row) throw new ConnectionError('the survey returned no row');
+    return row;
+  })();
+  try {
+    const row = await Promise.race([work, deadline]);
+    const state: HostState = row.recovery
+      ? { kind: 'standby', systemId: row.system_id }
+      : { kind: 'primary', timeline: row.timeline ?? 0, systemId: row.system_id };
+    return { endpoint, state, client };
+  } catch (err) {
+    work.catch(() => {});
+    if (client) destroyClient(client);
+    const error = err instanceof Error ? err : new Error(describe(err));
+    return { endpoint, state: { kind: isRefused(err) ? 'refused' : 'unreachable', error }, client: null };
+  } finally {
+    o.clock.clearTimeout(timer);
+  }
+}
+
+/**
+ * Open connections to the standbys of a cluster with no primary, asked every
+ * `PRIMARY_POLL_MS` whether one was promoted. `promoted()` resolves true as soon as one is,
+ * false when `signal` aborts or every connection failed (then: survey again).
+ */
+export class StandbyWatch {
+  constructor(
+    private readonly standbys: { label: string; client: pg.Client }[],
+    private readonly o: Options,
+  ) {
+    for (const s of standbys) s.client.on('error', () => {});
+  }
+
+  async promoted(signal: AbortSignal): Promise<boolean> {
+    while (!signal.aborted && this.standbys.length > 0) {
+      for (const s of [...this.standbys]) {
+        try {
+          const { rows } = await this.bounded(s.client.query<{ recovery: boolean }>(IN_RECOVERY));
+          if (rows[0]?.recovery === false) return true;
+        } catch {
+          destroyClient(s.client);
+          this.standbys.splice(this.standbys.indexOf(s), 1);
+        }
+      }
+      await this.pause(signal);
+    }
+    return false;
+  }
+
+  /** PRIMARY_POLL_MS, cut short when `signal` aborts; leaves no timer or listener behind. */
+  private pause(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.o.clock.clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = this.o.clock.setTimeout(done, PRIMARY_POLL_MS);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  close(): void {
+    for (const s of this.standbys.splice(0)) destroyClient(s.client);
+  }
+
+  private bounded<T>(p: Promise<T>): Promise<T> {
+    let timer: unknown;
+    return Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = this.o.clock.setTimeout(() => reject(new Error('no answer')), this.o.queryTimeoutMs);
+      }),
+    ]).finally(() => this.o.clock.clearTimeout(timer));
+  }
+}

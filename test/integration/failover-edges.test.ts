@@ -1,0 +1,222 @@
+/**
+ * Primary failover, the edges (a review found each of these broken once): a fresh
+ * candidate right after a promotion while the old leader still leads, a primary that
+ * restarts without a promotion, a host that hangs, a shutdown during a survey, and a server
+ * that hides its WAL position (as Amazon Aurora does). Default timings.
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { eventually, ownServer, randomKeys, testTag } from '../harness/db.js';
+import { startFaultProxy } from '../harness/fault-proxy.js';
+import { TEST_PASSWORD } from '../harness/pg-server.js';
+
+const WORK_STOP_MS = 100;
+
+interface Run {
+  readonly id: string;
+  readonly host: string;
+  readonly start: number;
+  /** When the work stopped: WORK_STOP_MS after the term's signal aborted. */
+  end: number | null;
+}
+
+const locks: LeaderLock[] = [];
+afterEach(async () => {
+  await Promise.all(locks.splice(0).map((l) => l.shutdown({ timeoutMs: 5000 })));
+});
+
+function candidate(
+  runs: Run[],
+  options: Partial<LeaderLockOptions> & Pick<LeaderLockOptions, 'key1' | 'key2'>,
+): LeaderLock {
+  const lock = new LeaderLock({ id: `${testTag()}-${locks.length}`, ...options });
+  lock.onError(() => {});
+  lock.runWhileLeader(async (term) => {
+    const run: Run = { id: lock.id, host: term.host, start: performance.now(), end: null };
+    runs.push(run);
+    await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+    await new Promise((resolve) => setTimeout(resolve, WORK_STOP_MS));
+    run.end = performance.now();
+  });
+  locks.push(lock);
+  void lock.start();
+  return lock;
+}
+
+async function promote(node: ClusterNode): Promise<number> {
+  const client = new pg.Client({ connectionString: node.url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query('SELECT pg_promote(false)');
+    for (;;) {
+      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+      if (rows[0]?.r === false) return performance.now();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+const hostOf = (node: { port: number }): string => `127.0.0.1:${node.port}`;
+
+describe.each([false, true])('a candidate that starts right after a promotion (fencing %s)', (fencing) => {
+  it('holds the lock takeoverDelayMs + 350 ms while the old leader still leads on the old primary; its work starts after the old work stopped', async () => {
+    await using cluster = await startCluster();
+    const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+    const keys = randomKeys();
+    const runs: Run[] = [];
+    const options = { connectionString: cluster.url(), ...keys, fencing };
+    if (fencing) {
+      // a clean release replicated to the standby: the epoch row there says "released"
+      const first = candidate(runs, options);
+      await eventually(() => first.isLeader, { what: 'the first leader' });
+      await first.shutdown();
+      await cluster.sync();
+    }
+    await s.query("ALTER SYSTEM SET primary_conninfo = ''");
+    await s.query('SELECT pg_reload_conf()');
+    const old = candidate(runs, options);
+    await eventually(() => old.isLeader, { what: 'a leader on the old primary' });
+    expect(old.term?.host).toBe(hostOf(p));
+
+    const promotedAt = await promote(s);
+    const fresh = candidate(runs, options);
+    const fences: number[] = [];
+    fresh.onTakeoverFence(({ delayMs }) => {
+      fences.push(delayMs);
+    });
+    await eventually(() => runs.some((r) => r.id === fresh.id), {
+      timeoutMs: 10_000,
+      what: 'the new leader',
+    });
+    const next = runs.find((r) => r.id === fresh.id) as Run;
+    const oldRun = runs.find((r) => r.id === old.id) as Run;
+    expect(next.host).toBe(hostOf(s));
+    expect(fences).toEqual([250 + 350]);
+    expect(oldRun.end).not.toBeNull();
+    expect(next.start).toBeGreaterThan(oldRun.end as number);
+    console.log(
+      `[failover edges, fencing ${fencing}] old work stopped ${((oldRun.end as number) - promotedAt).toFixed(0)} ms after the promotion; the new leader's started ${(next.start - promotedAt).toFixed(0)} ms after it`,
+    );
+  });
+});
+
+describe('primary failover edges', () => {
+  it('every acquisition asks the other hosts: a follower granted the lock on a superseded primary gives it back instead of leading there', async () => {
+    await using cluster = await startCluster();
+    const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+    const keys = randomKeys();
+    const runs: Run[] = [];
+    // both start on p; after the promotion the leader leaves p and the follower is granted it there
+    const a = candidate(runs, { connectionString: cluster.url(), ...keys });
+    await eventually(() => a.isLeader, { what: 'a leader on p' });
+    candidate(runs, { connectionString: cluster.url(), ...keys });
+    await new Promise((r) => setTimeout(r, 200)); // the follower is queued on p
+    const promotedAt = await promote(s);
+    await eventually(() => runs.some((r) => r.host === hostOf(s)), {
+      timeoutMs: 10_000,
+      what: 'a leader on s',
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(runs.filter((r) => r.host === hostOf(p) && r.start > promotedAt)).toEqual([]);
+  });
+
+  it('a primary that restarts (no promotion) is found again: a candidate listing both hosts leads on it once it is back', async () => {
+    await using cluster = await startCluster();
+    const p = cluster.primary;
+    const runs: Run[] = [];
+    const lock = candidate(runs, { connectionString: cluster.url(), ...randomKeys() });
+    await eventually(() => lock.isLeader, { what: 'a leader' });
+    await p.stop('fast');
+    await eventually(() => !lock.isLeader && lock.state === 'follower', { what: 'the loss' });
+    await new Promise((r) => setTimeout(r, 1500)); // the survey sees a dead primary and a standby
+    await p.start();
+    const back = performance.now();
+    await eventually(() => runs.length === 2, {
+      timeoutMs: 20_000,
+      what: 'the lock back on the restarted primary',
+    });
+    expect(runs[1]?.host).toBe(hostOf(p));
+    console.log(
+      `[failover edges] led again ${((runs[1]?.start ?? 0) - back).toFixed(0)} ms after the primary restarted`,
+    );
+  });
+
+  it('a host that hangs (packets dropped) does not cost queryTimeoutMs (5 s): the lock leads within 1.5 s, and inspect finds the primary', async () => {
+    await using cluster = await startCluster();
+    const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+    await using proxy = asyncDisposable(await startFaultProxy({ host: s.host, port: s.port }));
+    proxy.value.blackhole();
+    const url = `postgres://postgres:${TEST_PASSWORD}@127.0.0.1:${proxy.value.port},${hostOf(p)}/postgres`;
+    const t0 = performance.now();
+    const lock = candidate([], { connectionString: url, ...randomKeys(), queryTimeoutMs: 5000 });
+    await eventually(() => lock.isLeader, { timeoutMs: 10_000, intervalMs: 5, what: 'a leader' });
+    const ms = performance.now() - t0;
+    console.log(`[failover edges] led ${ms.toFixed(0)} ms after start with a hung host listed first`);
+    expect(ms).toBeLessThan(1500);
+    const seen = await LeaderLock.inspect({ connectionString: url, key1: lock.key1, key2: lock.key2 });
+    expect(seen).toMatchObject({ host: hostOf(p), leader: { id: lock.id } });
+  });
+
+  it('shutdown during a survey that finds only standbys leaves no connection behind', async () => {
+    await using cluster = await startCluster();
+    const s = cluster.standbys[0] as ClusterNode;
+    const tag = testTag();
+    for (const delayMs of [0, 5, 20]) {
+      const lock = new LeaderLock({
+        connectionString: cluster.url([s]),
+        ...randomKeys(),
+        id: `${tag}-${delayMs}`,
+      });
+      lock.onError(() => {});
+      void lock.start();
+      await new Promise((r) => setTimeout(r, delayMs));
+      await lock.shutdown();
+    }
+    await eventually(
+      async () =>
+        (
+          await s.query('SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1', [
+            `pgleaderlock:${tag}%`,
+          ])
+        ).length === 0,
+      { timeoutMs: 3000, what: 'no session of ours left on the standby' },
+    );
+  });
+
+  it('a server that refuses the WAL and control functions (as Aurora does) still elects a leader, with fencing', async () => {
+    await using server = await ownServer();
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE ROLE hidden LOGIN PASSWORD '${TEST_PASSWORD}'`);
+      await admin.query('GRANT CREATE ON SCHEMA public TO hidden');
+      for (const fn of ['pg_current_wal_lsn()', 'pg_walfile_name(pg_lsn)', 'pg_control_system()']) {
+        await admin.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM PUBLIC`);
+      }
+    } finally {
+      await admin.end();
+    }
+    const url = `postgres://hidden:${TEST_PASSWORD}@${hostOf(server)}/postgres`;
+    const denied = new pg.Client({ connectionString: url });
+    await denied.connect();
+    await expect(denied.query('SELECT pg_current_wal_lsn()')).rejects.toMatchObject({ code: '42501' });
+    await denied.end();
+    const keys = randomKeys();
+    const a = candidate([], { connectionString: url, ...keys, fencing: true });
+    await eventually(() => a.isLeader, { what: 'a leader' });
+    expect(a.term?.epoch).toBe(1n);
+    const b = candidate([], { connectionString: url, ...keys, fencing: true });
+    await a.stepDown();
+    await eventually(() => b.isLeader, { what: 'the next leader' });
+    expect(b.term?.epoch).toBe(2n);
+  });
+});
+
+function asyncDisposable<T extends { close(): Promise<void> }>(value: T): AsyncDisposable & { value: T } {
+  return { value, [Symbol.asyncDispose]: () => value.close() };
+}

@@ -1,0 +1,302 @@
+/**
+ * Primary failover against a real replicated cluster (test/harness/cluster.ts): candidates
+ * given every host follow the promoted primary, the guard ends an old primary's leadership
+ * when a standby is promoted while it still runs, fencing epochs keep growing across the
+ * promotion, and a standby-only list waits quietly. Both acquire modes, default timings.
+ * Prints the figures docs/safety.md quotes ("Primary failover").
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LeaderLock, type LeaderLockOptions, type Term } from '../../src/index.js';
+import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { eventually, ownServer, randomKeys, testTag } from '../harness/db.js';
+import { TEST_PASSWORD } from '../harness/pg-server.js';
+
+const MODES = ['poll', 'wait'] as const;
+/** Rounds of the timed tests (more for the figures in docs/safety.md). */
+const ROUNDS = Number(process.env.PGLEADERLOCK_FAILOVER_ROUNDS ?? 3);
+const ROUNDS_SPLIT = Number(process.env.PGLEADERLOCK_FAILOVER_ROUNDS ?? 1);
+
+/** One run of leader work: which lock, on which server, from when to when (performance.now()). */
+interface Run {
+  readonly lock: LeaderLock;
+  readonly host: string;
+  readonly epoch: bigint | null;
+  readonly start: number;
+  end: number | null;
+}
+
+type Options = Partial<LeaderLockOptions> & Pick<LeaderLockOptions, 'key1' | 'key2'>;
+
+/** Candidates whose leader work records each run; all shut down after each test. */
+function useCandidates() {
+  const locks: LeaderLock[] = [];
+  const runs: Run[] = [];
+  const errors: Error[] = [];
+  let tag = testTag();
+  afterEach(async () => {
+    await Promise.all(locks.splice(0).map((l) => l.shutdown({ timeoutMs: 5000 })));
+    runs.length = 0;
+    errors.length = 0;
+    tag = testTag();
+  });
+  return {
+    runs,
+    errors,
+    get tag() {
+      return tag;
+    },
+    add(options: Options): LeaderLock {
+      const lock = new LeaderLock({ id: `${tag}-${locks.length}`, ...options });
+      lock.onError((e) => {
+        errors.push(e);
+      });
+      lock.runWhileLeader(async (term: Term) => {
+        const run: Run = { lock, host: term.host, epoch: term.epoch, start: performance.now(), end: null };
+        runs.push(run);
+        await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+        run.end = performance.now();
+      });
+      locks.push(lock);
+      void lock.start();
+      return lock;
+    },
+    /** Runs still going, optionally those of `among` only. */
+    open(among?: readonly LeaderLock[]): Run[] {
+      return runs.filter((r) => r.end === null && (!among || among.includes(r.lock)));
+    },
+  };
+}
+type Candidates = ReturnType<typeof useCandidates>;
+
+const hostOf = (node: ClusterNode): string => `127.0.0.1:${node.port}`;
+
+/**
+ * Promote `node` and return when it left recovery, as seen by polling `pg_is_in_recovery()`
+ * every millisecond on a connection opened beforehand (`pg_promote(true)` itself only
+ * looks every 100 ms).
+ */
+async function promote(node: ClusterNode): Promise<number> {
+  const client = new pg.Client({ connectionString: node.url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query('SELECT pg_promote(false)');
+    for (;;) {
+      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+      if (rows[0]?.r === false) return performance.now();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+function spread(samples: number[]): string {
+  const s = [...samples].sort((a, b) => a - b);
+  const p50 = s[Math.floor((s.length - 1) / 2)] ?? Number.NaN;
+  return `p50 ${p50.toFixed(0)} ms, max ${(s.at(-1) ?? Number.NaN).toFixed(0)} ms (n=${s.length})`;
+}
+
+/** Wait until a run of `among` is open on `host`; then exactly one of theirs is open. */
+async function leaderOn(c: Candidates, host: string, what: string, among?: LeaderLock[]): Promise<Run> {
+  await eventually(() => c.open(among).some((r) => r.host === host), {
+    timeoutMs: 15_000,
+    intervalMs: 2,
+    what,
+  });
+  const open = c.open(among);
+  expect(open).toHaveLength(1);
+  return open[0] as Run;
+}
+
+/** Pairs of runs (of `among`) that were open at the same time. */
+function overlaps(runs: readonly Run[], among?: readonly LeaderLock[]): [Run, Run][] {
+  const mine = runs.filter((r) => !among || among.includes(r.lock));
+  const found: [Run, Run][] = [];
+  for (const a of mine) {
+    for (const b of mine) {
+      if (a !== b && a.start <= b.start && b.start < (a.end ?? Number.POSITIVE_INFINITY)) found.push([a, b]);
+    }
+  }
+  return found;
+}
+
+/** Stop `standby` streaming: what its primary commits from now on is never replicated. */
+async function cutReplication(standby: ClusterNode): Promise<void> {
+  await standby.query("ALTER SYSTEM SET primary_conninfo = ''");
+  await standby.query('SELECT pg_reload_conf()');
+  await eventually(async () => (await standby.query('SELECT 1 FROM pg_stat_wal_receiver')).length === 0, {
+    what: `${standby.name}'s WAL receiver to stop`,
+  });
+}
+
+describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
+  const c = useCandidates();
+
+  it('SIGKILL the primary, promote the standby: one leader, on the promoted server, within 500 ms of it leaving recovery; epochs grow though the last bumps were never replicated (3 failovers)', async () => {
+    await using cluster = await startCluster();
+    let primary = cluster.primary;
+    let standby = cluster.standbys[0] as ClusterNode;
+    const samples: number[] = [];
+    const keys = randomKeys();
+    for (let round = 0; round < ROUNDS; round++) {
+      // every host the cluster ever had, the dead ones included (they refuse connections)
+      const options: Options = { connectionString: cluster.url(), ...keys, acquireMode: mode, fencing: true };
+      c.add(options);
+      c.add(options);
+      const first = await leaderOn(c, hostOf(primary), `a leader on ${primary.name}`);
+      // epochs bumped on the primary after replication stopped: lost with it
+      await cutReplication(standby);
+      await first.lock.stepDown();
+      const second = await leaderOn(c, hostOf(primary), 'the next leader on the old primary');
+      expect(second.epoch).toBeGreaterThan(first.epoch ?? 0n);
+
+      await primary.kill();
+      const writable = await promote(standby);
+      const next = await leaderOn(c, hostOf(standby), `a leader on the promoted ${standby.name}`);
+      samples.push(next.start - writable);
+      expect(next.epoch).toBeGreaterThan(second.epoch ?? 0n);
+      expect(overlaps(c.runs)).toEqual([]);
+
+      await Promise.all(c.runs.map((r) => r.lock.shutdown()));
+      primary = standby;
+      standby = await cluster.addStandby({ from: primary });
+    }
+    console.log(`[failover ${mode}] SIGKILL + promote -> leader on the promoted server: ${spread(samples)}`);
+    // the median: one slow sample on a loaded 2-core machine is not a broken promise
+    expect([...samples].sort((a, b) => a - b)[Math.floor((samples.length - 1) / 2)]).toBeLessThanOrEqual(500);
+  });
+
+  it('promoted while the old primary runs: with every host listed the old leader ends its term within 500 ms and the new one starts after it; with one host each, both lead', async () => {
+    await using cluster = await startCluster();
+    let [node1, node2] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+    const ends: number[] = [];
+    const starts: number[] = [];
+    for (let round = 0; round < ROUNDS_SPLIT; round++) {
+      const guardedKeys = randomKeys();
+      const guarded = [0, 1].map(() =>
+        c.add({ connectionString: cluster.url([node1, node2]), ...guardedKeys, acquireMode: mode }),
+      );
+      const loneKeys = randomKeys();
+      const lone = [
+        c.add({ connectionString: cluster.url([node1]), ...loneKeys, acquireMode: mode }),
+        c.add({ connectionString: cluster.url([node2]), ...loneKeys, acquireMode: mode }),
+      ];
+      const old = await leaderOn(c, hostOf(node1), `a guarded leader on ${node1.name}`, guarded);
+      const oldLone = await leaderOn(c, hostOf(node1), `the one-host leader on ${node1.name}`, lone);
+
+      const promotedAt = await promote(node2);
+      const next = await leaderOn(
+        c,
+        hostOf(node2),
+        `a guarded leader on the promoted ${node2.name}`,
+        guarded,
+      );
+      ends.push((old.end as number) - promotedAt);
+      starts.push(next.start - promotedAt);
+      expect(overlaps(c.runs, guarded)).toEqual([]);
+      expect(old.end as number).toBeLessThanOrEqual(promotedAt + 500);
+
+      const loneNext = await leaderOn(c, hostOf(node2), `the one-host candidate on ${node2.name}`, [
+        lone[1] as LeaderLock,
+      ]);
+      // both one-host leaders lead, each on its own primary, until one is stopped
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(oldLone.end).toBeNull();
+      expect(c.open(lone)).toHaveLength(2);
+      console.log(
+        `[failover ${mode}] promoted, old primary up: guarded old leader's term ended ${ends.at(-1)?.toFixed(0)} ms after the promoted server left recovery, ` +
+          `the new leader started ${starts.at(-1)?.toFixed(0)} ms after it: overlap 0; ` +
+          `one host each: both leading after ${(performance.now() - loneNext.start).toFixed(0)} ms of overlap, until stopped`,
+      );
+      await Promise.all([...guarded, ...lone].map((l) => l.shutdown()));
+      if (round + 1 < ROUNDS_SPLIT) {
+        await node1.kill();
+        [node1, node2] = [node2, await cluster.addStandby({ from: node2 })];
+      }
+    }
+    console.log(
+      `[failover ${mode}] promoted, old primary up: old term ended ${spread(ends)}; new leader started ${spread(starts)} after the promotion`,
+    );
+  });
+
+  it('a candidate given only a standby waits quietly (one connection at a time, about 10 statements a second, a new survey only after each back-off delay), then leads within 500 ms of its promotion', async () => {
+    await using cluster = await startCluster();
+    const standby = cluster.standbys[0] as ClusterNode;
+    const url = cluster.url([standby]);
+    const keys = randomKeys();
+    const lock = c.add({ connectionString: url, ...keys, acquireMode: mode });
+    await eventually(() => c.errors.length > 0, { what: 'the no-primary error' });
+    expect(c.errors[0]?.message).toContain(`${hostOf(standby)}: standby (in recovery)`);
+    expect(lock.state).toBe('follower');
+
+    // watch its backends on the standby for a second
+    const app = `pgleaderlock:${c.tag}`;
+    const pids = new Set<number>();
+    const statements = new Set<string>();
+    let most = 0;
+    const until = performance.now() + 2000;
+    while (performance.now() < until) {
+      const rows = await standby.query<{ pid: number; query_start: Date }>(
+        'SELECT pid, query_start FROM pg_stat_activity WHERE application_name LIKE $1',
+        [`${app}%`],
+      );
+      most = Math.max(most, rows.length);
+      for (const r of rows) {
+        pids.add(r.pid);
+        statements.add(`${r.pid}/${r.query_start.getTime()}`);
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    // one connection at a time; a new survey (a new connection, another error) only after
+    // each back-off delay (1 s, then 2 s)
+    expect(most).toBe(1);
+    expect(pids.size).toBeLessThanOrEqual(2);
+    expect(c.errors.length).toBeLessThanOrEqual(2);
+    expect(statements.size).toBeGreaterThanOrEqual(10);
+    expect(statements.size).toBeLessThanOrEqual(30);
+
+    const writable = await promote(standby);
+    const run = await leaderOn(c, hostOf(standby), 'the candidate to lead on the promoted standby');
+    console.log(
+      `[failover ${mode}] standby-only candidate: ${statements.size} statements in 2 s on ${pids.size} connection(s), one at a time, while waiting; led ${(run.start - writable).toFixed(0)} ms after its promotion`,
+    );
+    expect(run.start - writable).toBeLessThanOrEqual(500);
+  });
+});
+
+describe('host lists that cannot work', () => {
+  const c = useCandidates();
+
+  it('hosts of two different clusters: refused, naming both hosts and their system identifiers', async () => {
+    await using a = await ownServer();
+    await using b = await ownServer({ initdb: true }); // copies of the template share one system identifier
+    const url = `postgres://postgres:${TEST_PASSWORD}@127.0.0.1:${a.port},127.0.0.1:${b.port}/postgres`;
+    const lock = c.add({ connectionString: url, ...randomKeys() });
+    await eventually(() => c.errors.length > 0, { what: 'an error' });
+    const [error] = c.errors;
+    expect(error).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect(error?.message).toMatch(
+      new RegExp(`127\\.0\\.0\\.1:${a.port} has system identifier \\d+, 127\\.0\\.0\\.1:${b.port} has \\d+`),
+    );
+    expect(lock.isLeader).toBe(false);
+  });
+
+  it('every host down: the error names each host, never the password, and the lock keeps retrying', async () => {
+    await using a = await ownServer();
+    await using b = await ownServer();
+    const ports = [a.port, b.port];
+    await Promise.all([a.stop(), b.stop()]);
+    const secret = 'hunter2-secret';
+    const url = `postgres://postgres:${secret}@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}/postgres`;
+    const lock = c.add({ connectionString: url, ...randomKeys() });
+    await eventually(() => c.errors.length >= 2, { what: 'two failed attempts' });
+    for (const error of c.errors) {
+      expect(error.message).toContain(`127.0.0.1:${ports[0]}: connection refused`);
+      expect(error.message).toContain(`127.0.0.1:${ports[1]}: connection refused`);
+      expect(error.message).not.toContain(secret);
+    }
+    expect(lock.state).not.toBe('stopped');
+  });
+});
