@@ -512,12 +512,15 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       const client = await connect(from.url);
       let target: string;
       try {
-        // a local commit with an xid flushes every earlier (asynchronous) commit's WAL
+        // The servers run synchronous_commit = off. A synchronous commit flushes every earlier
+        // commit's WAL, but only if the transaction wrote WAL before its commit record (an xid
+        // alone, txid_current(), commits asynchronously): a transactional logical message does
         await client.query('BEGIN');
         await client.query('SET LOCAL synchronous_commit = local');
-        await client.query('SELECT txid_current()');
+        await client.query("SELECT pg_logical_emit_message(true, 'pgleaderlock-test-sync', '')");
         await client.query('COMMIT');
-        const [row] = (await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows;
+        const [row] = (await client.query<{ lsn: string }>('SELECT pg_current_wal_flush_lsn()::text AS lsn'))
+          .rows;
         if (!row) throw new Error('sync: no pg_current_wal_lsn()');
         target = row.lsn;
       } finally {

@@ -238,14 +238,15 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     let most = 0;
     const until = performance.now() + 2000;
     while (performance.now() < until) {
-      const rows = await standby.query<{ pid: number; query_start: Date }>(
+      // query_start is null on a backend that has connected but not yet run a statement
+      const rows = await standby.query<{ pid: number; query_start: Date | null }>(
         'SELECT pid, query_start FROM pg_stat_activity WHERE application_name LIKE $1',
         [`${app}%`],
       );
       most = Math.max(most, rows.length);
       for (const r of rows) {
         pids.add(r.pid);
-        statements.add(`${r.pid}/${r.query_start.getTime()}`);
+        if (r.query_start) statements.add(`${r.pid}/${r.query_start.getTime()}`);
       }
       await new Promise((r) => setTimeout(r, 5));
     }
