@@ -82,6 +82,8 @@ export class Callbacks {
     error: [],
   };
   private tail: Promise<void> = Promise.resolve();
+  /** Callbacks that have not settled yet, deadline passed or not, and when each started. */
+  private readonly unsettled = new Map<object, { event: EventName; since: number }>();
 
   constructor(
     private readonly logger: Logger,
@@ -127,6 +129,19 @@ export class Callbacks {
     return this.tail;
   }
 
+  /**
+   * The callback unsettled the longest past its deadline (`callbackTimeoutMs`): which event,
+   * and for how long it has run. Null if none (`lock.health()`).
+   */
+  hung(): { event: EventName; ms: number } | null {
+    let worst: { event: EventName; ms: number } | null = null;
+    for (const { event, since } of this.unsettled.values()) {
+      const ms = this.clock.now() - since;
+      if (ms > this.timeoutMs && (!worst || ms > worst.ms)) worst = { event, ms };
+    }
+    return worst;
+  }
+
   /** True when called from inside one of this queue's callbacks while it runs. */
   inCallback(): boolean {
     const invocation = scope.getStore();
@@ -147,6 +162,12 @@ export class Callbacks {
       const run = scope.run(invocation, async () => {
         await fn(...args);
       });
+      const key = {};
+      this.unsettled.set(key, { event, since: this.clock.now() });
+      run.then(
+        () => this.unsettled.delete(key),
+        () => this.unsettled.delete(key),
+      );
       const first = await Promise.race([run, deadline]);
       if (first === 'timeout') {
         run.catch(() => {}); // it may still reject later: nobody is listening any more

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `pgleaderlock` command: run, acquire, status, break, demo. Each command's options
+ * The `pgleaderlock` command: run, acquire, status, break, doctor, demo. Each command's options
  * are one table (src/cli/*.ts) that both parses and prints `--help`. Bad input exits 2 with
  * one line naming the problem (passwords redacted); `--debug` adds the stack.
  */
@@ -32,6 +32,7 @@ import {
   Output,
 } from './cli/common.js';
 import { DEMO_OPTIONS, demo } from './cli/demo.js';
+import { DOCTOR_OPTIONS, doctor, doctorKeys } from './cli/doctor.js';
 import { RUN_OPTIONS, run } from './cli/run.js';
 import { status } from './cli/status.js';
 
@@ -88,6 +89,15 @@ const COMMANDS: Record<string, Command> = {
     usage: 'pgleaderlock break (--key1 N --key2 N | --name NAME) --yes [--min-age DURATION]',
     options: [...COMMON, ...BREAK_OPTIONS, ...TAIL],
     exec: (v) => breakLock(v, ...target(v), stdout),
+  },
+  doctor: {
+    summary: 'check the connection path before relying on it: pooler, primary, settings, permissions',
+    usage: 'pgleaderlock doctor [--dsn URL] [--name NAME | --key1 N --key2 N] [--json]',
+    options: [...COMMON, ...DOCTOR_OPTIONS, JSON_OPTION, ...TAIL],
+    exec: (v) => {
+      const keys = doctorKeys(v);
+      return doctor(v, resolveDsn(v), keys, v.json === true, process.stdout);
+    },
   },
   demo: {
     summary: 'watch an election and failovers; needs no database (starts an embedded PostgreSQL)',

@@ -37,10 +37,16 @@ export class Control {
   private starting: Promise<void> | null = null;
   private lastSafety: Safety | null = null;
   private lastLeaseEnd: number | null = null;
+  /** The last run ended without shutdown() (retry exhausted, a loss without autoReacquire, an internal error): why. */
+  private endedOnItsOwn: Error | null = null;
   /** waitForLeadership calls in progress: told `true` when a term opens, `false` when a run ends. */
   private readonly waiters = new Set<(leading: boolean) => void>();
 
   constructor(private readonly d: ControlDeps) {}
+
+  get stoppedOnItsOwn(): Error | null {
+    return this.run ? null : this.endedOnItsOwn;
+  }
 
   get lifecycle(): Lifecycle | null {
     return this.run?.lifecycle ?? null;
@@ -99,6 +105,9 @@ export class Control {
       lifecycle,
       ended: lifecycle.run().then(() => {
         signal?.removeEventListener('abort', onAbort);
+        this.endedOnItsOwn = lifecycle.stopping
+          ? null
+          : (this.d.counters.lastError ?? new Error('the lock stopped without shutdown()'));
         this.lastSafety = lifecycle.safety ?? this.lastSafety;
         this.lastLeaseEnd = lifecycle.leaseExpiresAt ?? this.lastLeaseEnd;
         if (this.run === run) this.run = null;

@@ -23,9 +23,11 @@ export {
   ShutdownError,
 } from './errors.js';
 export { FencedError } from './fencing.js';
+export type { LockHealth } from './health.js';
 export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
 export type { LogFields, LogFn, Logger } from './logger.js';
+export { LockMetrics, type LockMetricsSnapshot } from './metrics.js';
 export {
   type AcquiredMessage,
   CHANNELS,

@@ -14,6 +14,7 @@ import {
 import { Control } from './control.js';
 import { FencedError, fencedWrite } from './fencing.js';
 import type { InputType } from './fsm.js';
+import { assessHealth, type LockHealth } from './health.js';
 import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
 import { keysFromName } from './keys.js';
 import { TermIds } from './leadership.js';
@@ -84,7 +85,7 @@ export class LeaderLock implements AsyncDisposable {
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);
     this.callbacks = new Callbacks(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
-    this.runners = new Runners(this.callbacks);
+    this.runners = new Runners(this.callbacks, () => this.o.clock.now());
     this.control = new Control({
       o: this.o,
       callbacks: this.callbacks,
@@ -165,6 +166,31 @@ export class LeaderLock implements AsyncDisposable {
       leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
       lastError: c.lastError,
     };
+  }
+
+  /**
+   * For liveness and readiness probes (docs/observability.md, "Probes"). `live` is false
+   * when the lock is wedged and restarting the process would help: its loop stopped making
+   * progress, a callback or leader work ignores its deadline, the event loop was blocked
+   * for 2 s or more, or the lock stopped on its own. `ready` is true for a live lock that
+   * leads or follows normally, followers included. `reasons` says why either is false.
+   */
+  health(): LockHealth {
+    const lifecycle = this.control.lifecycle;
+    return assessHealth({
+      state: this.state,
+      isLeader: this.isLeader,
+      running: lifecycle !== null,
+      stopping: lifecycle?.stopping ?? false,
+      stoppedOnItsOwn: this.control.stoppedOnItsOwn,
+      quietMs: lifecycle?.vitals.quietMs ?? null,
+      quietBoundMs: lifecycle?.quietBoundMs ?? 0,
+      blockedMs: lifecycle?.vitals.blockedMs ?? null,
+      hungCallback: this.callbacks.hung(),
+      overdueRun: this.runners.overdue(),
+      callbackTimeoutMs: this.o.callbackTimeoutMs,
+      failing: lifecycle?.failing ?? null,
+    });
   }
 
   /**

@@ -13,10 +13,11 @@ import { deferred } from './clock.js';
 import type { ConnectFn } from './connect.js';
 import { PgLeaderLockError, ShutdownError, toError } from './errors.js';
 import { type Effect, type Input, transition } from './fsm.js';
+import { Vitals } from './health.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
 import type { Counters } from './observe.js';
 import type { ResolvedOptions } from './options.js';
-import { PeerWatch } from './peers.js';
+import { PEER_BOUND_MS, PeerWatch } from './peers.js';
 import { Mailbox, type Phase, type Release } from './phase.js';
 import { findPrimary } from './primary.js';
 import { Reporter } from './report.js';
@@ -52,6 +53,8 @@ export class Lifecycle {
   private lastSafety: Safety | null = null;
   private lastLeaseEnd: number | null = null;
   private running: Promise<void> | null = null;
+  /** The loop's pulse, for `lock.health()`. */
+  readonly vitals: Vitals;
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -62,6 +65,7 @@ export class Lifecycle {
     private readonly counters: Counters,
   ) {
     this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    this.vitals = new Vitals(o.clock);
     this.report = new Reporter(o, callbacks, counters);
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.arm(),
@@ -94,6 +98,29 @@ export class Lifecycle {
 
   get safety(): Safety | null {
     return this.phase.kind === 'leader' ? this.phase.leadership.safety : this.lastSafety;
+  }
+
+  /** The longest any step may go without re-arming the loop (a generous bound: health()). */
+  get quietBoundMs(): number {
+    const o = this.o;
+    return (
+      Math.max(
+        o.acquireMode === 'wait' ? (o.waitSliceMs ?? 0) : 0,
+        o.healthIntervalMs,
+        this.retry.lastDelayMs ?? 0,
+        o.reconnectGraceMs ?? 0,
+        o.takeoverDelayMs + PEER_BOUND_MS,
+        o.closeTimeoutMs,
+      ) +
+      4 * o.queryTimeoutMs +
+      1000
+    );
+  }
+
+  /** Following, and the last attempt failed: why. */
+  get failing(): Error | null {
+    const k = this.phase.kind;
+    return k === 'follower' || k === 'acquiring' ? this.retry.lastError : null;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
@@ -158,6 +185,7 @@ export class Lifecycle {
 
   /** A signal that the next wake() aborts. Check the mailbox after calling this, then wait on it. */
   private arm(): AbortSignal {
+    this.vitals.progress();
     if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
     return this.interrupt.signal;
   }
@@ -165,6 +193,7 @@ export class Lifecycle {
   private async loop(): Promise<void> {
     // a started lock keeps the process alive until it stops (unless `unref`)
     const keepAlive = this.o.unref ? null : setInterval(() => {}, 1 << 30);
+    this.vitals.start();
     try {
       await this.apply({ type: 'Start' });
       while (this.phase.kind !== 'stopped') await this.apply(await this.steps.step(this.phase));
@@ -174,6 +203,7 @@ export class Lifecycle {
       this.settle(this.mail.stepDown);
       this.mail.stepDown = null;
       if (keepAlive) clearInterval(keepAlive);
+      this.vitals.stop();
     }
   }
 

@@ -118,6 +118,11 @@ export class RetryCycle {
     this.cycleStart = now();
   }
 
+  /** The delay the last `next()` returned (null before any, and after a reset). */
+  get lastDelayMs(): number | null {
+    return this.previousDelayMs;
+  }
+
   reset(): void {
     this.attempt = 0;
     this.lastError = null;

@@ -40,11 +40,29 @@ export class Runners {
   /** Runners with a run in progress or queued (stopped handles included until they settle). */
   private readonly busySet = new Set<Runner>();
 
-  constructor(private readonly callbacks: Callbacks) {}
+  constructor(
+    private readonly callbacks: Callbacks,
+    private readonly now: () => number,
+  ) {}
+
+  /**
+   * The run still going the longest after its term ended: its term and for how long
+   * (`lock.health()` turns not live when leader work ignores its abort). Null if none.
+   */
+  overdue(): { termId: number; ms: number } | null {
+    let worst: { termId: number; ms: number } | null = null;
+    for (const runner of this.busySet) {
+      const r = runner.current;
+      if (r?.endedAt == null) continue;
+      const ms = this.now() - r.endedAt;
+      if (!worst || ms > worst.ms) worst = { termId: r.termId, ms };
+    }
+    return worst;
+  }
 
   /** Register `fn`; `current` is the open term, if any (the run starts in it at once). */
   add(fn: LeaderWork, current: Term | null): LeaderWorkHandle {
-    const runner = new Runner(fn, this.callbacks, this.busySet);
+    const runner = new Runner(fn, this.callbacks, this.busySet, this.now);
     this.all.add(runner);
     if (current) runner.start(current);
     const stop = async (): Promise<void> => {
@@ -76,6 +94,8 @@ export class Runners {
 }
 
 class Runner {
+  /** The run in progress: its term, and when that term ended (null while it lasts). */
+  current: { termId: number; endedAt: number | null } | null = null;
   private stopped = false;
   private readonly stopping = new AbortController();
   private tail: Promise<void> = Promise.resolve();
@@ -85,6 +105,7 @@ class Runner {
     private readonly fn: LeaderWork,
     private readonly callbacks: Callbacks,
     private readonly busy: Set<Runner>,
+    private readonly now: () => number,
   ) {}
 
   start(term: Term): void {
@@ -114,7 +135,12 @@ class Runner {
     if (this.stopped || term.signal.aborted) return;
     const controller = new AbortController();
     const sources = [term.signal, this.stopping.signal];
-    const onAbort = (event: Event): void => controller.abort((event.target as AbortSignal).reason);
+    const current = { termId: term.id, endedAt: null as number | null };
+    this.current = current;
+    const onAbort = (event: Event): void => {
+      current.endedAt ??= this.now();
+      controller.abort((event.target as AbortSignal).reason);
+    };
     for (const s of sources) s.addEventListener('abort', onAbort, { once: true });
     try {
       await this.fn({ ...term, signal: controller.signal });
@@ -126,6 +152,7 @@ class Runner {
       if (!byAbort) this.callbacks.emit('error', new LeaderWorkError(term.id, err));
     } finally {
       for (const s of sources) s.removeEventListener('abort', onAbort);
+      this.current = null;
     }
   }
 }

@@ -64,14 +64,14 @@ function pgBouncerName(): string {
   }
 }
 
-function compatFile(id: string, name: () => string, file: string): Component {
+function compatFile(id: string, name: () => string, ...files: string[]): Component {
   return {
     id,
     async run(ctx) {
       const r = await runVitest({
         root: ctx.root,
         node: process.execPath,
-        args: ['--project', 'compat', file],
+        args: ['--project', 'compat', ...files],
         env: ctx.env,
       });
       return { component: name(), ...r };
@@ -199,7 +199,12 @@ function nodeLine(version: string): Component {
 
 export function components(): Component[] {
   return [
-    compatFile('pgbouncer', pgBouncerName, 'test/compat/pgbouncer.test.ts'),
+    compatFile(
+      'pgbouncer',
+      pgBouncerName,
+      'test/compat/pgbouncer.test.ts',
+      'test/compat/doctor-pgbouncer.test.ts',
+    ),
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
     compatFile(
       'failover-chaos',

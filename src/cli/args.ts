@@ -12,6 +12,9 @@ import { checkKey } from '../validate.js';
 /** Bad input on the command line or in the environment: exit code 2, one line, no stack. */
 export class UsageError extends Error {
   override name = 'UsageError';
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+  }
 }
 
 export interface OptionSpec {

@@ -164,6 +164,8 @@ export async function demo(values: Values, write: (line: string) => void): Promi
   };
 
   const onLeader = (c: Candidate): void => {
+    // a candidate may still win while the others stop: no more kills (nor a timer keeping us up)
+    if (finishing) return;
     leader = c;
     if (killedAt !== null) {
       const ms = performance.now() - killedAt;
@@ -182,7 +184,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
 
   const scheduleKill = (delayMs: number): void => {
     clearTimeout(killTimer);
-    if (!Number.isFinite(delayMs)) return;
+    if (finishing || !Number.isFinite(delayMs)) return;
     killTimer = setTimeout(killLeader, delayMs);
   };
 

@@ -14,6 +14,7 @@ import {
   type Values,
 } from './args.js';
 import { checkConnection, connectionOptions, EXIT, explain, humanMs, type Output } from './common.js';
+import { type HealthServer, parseHttpAddress, serveHealth } from './http.js';
 
 /** Options that tune the lock, shared by `run` and `acquire`. */
 export const LOCK_OPTIONS: OptionSpec[] = [
@@ -64,6 +65,12 @@ export const RUN_OPTIONS: OptionSpec[] = [
     help: 'after a failed health check, try to get the lock back for this long before reporting it lost',
   },
   { name: 'no-auto-reacquire', type: 'boolean', help: 'stop (exit 75) after losing leadership' },
+  {
+    name: 'http',
+    type: 'string',
+    value: 'HOST:PORT',
+    help: 'serve /healthz, /readyz and /metrics (Prometheus) there, e.g. 127.0.0.1:9464 or :9464',
+  },
   {
     name: 'acquire-mode',
     type: 'string',
@@ -195,7 +202,21 @@ export function onSignals(onSignal: (signal: NodeJS.Signals) => void): () => voi
 
 export async function run(values: Values, dsn: Dsn, keys: Keys, out: Output): Promise<number> {
   const lock = createLock(runOptions(values, dsn, keys));
+  const httpAddress = typeof values.http === 'string' ? parseHttpAddress(values.http) : null;
   await checkConnection(dsn); // a wrong DSN is bad input, not something to retry forever
+  // listening before joining: a port in use is bad input too
+  const probes: HealthServer | null = httpAddress ? await serveHealth(lock, httpAddress) : null;
+  if (probes) {
+    const { host, port } = probes.address;
+    out.event(
+      'http',
+      `serving /healthz, /readyz and /metrics on http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+      {
+        host,
+        port,
+      },
+    );
+  }
   logTransitions(lock, out, dsn);
   let signalled: NodeJS.Signals | null = null;
   const stopped = new Promise<void>((resolve) => lock.onStopped(() => resolve()));
@@ -228,6 +249,7 @@ export async function run(values: Values, dsn: Dsn, keys: Keys, out: Output): Pr
   } finally {
     removeSignals();
     process.off('disconnect', onDisconnect);
+    await probes?.close();
   }
   // stopped by a signal: clean exit; stopped by itself: leadership lost without auto-reacquire
   const code = signalled ? EXIT.OK : EXIT.LOST;

@@ -1,6 +1,6 @@
 /** `pgleaderlock demo`: an election and failovers with nothing installed, and against a given server. */
 import { connect } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
 import { cli, startCli } from '../harness/cli.js';
 import { databaseUrl, eventually, lockHolders } from '../harness/db.js';
@@ -66,6 +66,9 @@ describe('pgleaderlock demo', () => {
 
   it('Ctrl-C (SIGINT) stops the candidates and the embedded server, exit 130', async () => {
     const r = startCli(['demo', '--interval', '1h']);
+    onTestFinished(() => {
+      r.proc.kill('SIGKILL'); // a demo that did not exit must not outlive the test
+    });
     const port = Number(/on 127\.0\.0\.1:(\d+)/.exec(await r.line(/on 127\.0\.0\.1:\d+/))?.[1]);
     await r.line(/candidate-\d+ leads/);
     r.proc.kill('SIGINT');
@@ -79,6 +82,9 @@ describe('pgleaderlock demo', () => {
     const name = `demo-orphans-${Date.now()}`;
     const [key1, key2] = LeaderLock.keysFromName(name);
     const r = startCli(['demo', '--dsn', databaseUrl(), '--name', name, '--interval', '1h']);
+    onTestFinished(() => {
+      r.proc.kill('SIGKILL');
+    });
     await r.line(/candidate-\d+ leads/);
     expect((await lockHolders(databaseUrl(), key1, key2)).length).toBeGreaterThan(0);
     r.proc.kill('SIGKILL');

@@ -1,0 +1,66 @@
+/**
+ * `pgleaderlock doctor`: a preflight of the connection path before a service relies on it.
+ * Prints one verdict per check (doctor-checks.ts); exit 0 if nothing fails, 1 if something
+ * does, 2 on bad usage.
+ */
+import {
+  type Dsn,
+  type Keys,
+  type OptionSpec,
+  optionalDuration,
+  redact,
+  resolveKeys,
+  type Values,
+} from './args.js';
+import { EXIT } from './common.js';
+import { type Check, runChecks } from './doctor-checks.js';
+import { LOCK_OPTIONS, lockOptions } from './run.js';
+
+export const DOCTOR_OPTIONS: OptionSpec[] = [
+  ...LOCK_OPTIONS.filter((o) => o.name === 'health-interval'),
+  {
+    name: 'timeout',
+    type: 'string',
+    value: 'DURATION',
+    default: '10s',
+    help: 'how long each connection and the scratch lock may take',
+  },
+];
+
+/** The key is optional here: without one, the holder check is left out. */
+export function doctorKeys(values: Values): Keys | null {
+  const given = ['name', 'key1', 'key2'].some((k) => values[k] !== undefined);
+  return given ? resolveKeys(values) : null;
+}
+
+const MARK: Record<Check['verdict'], string> = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' };
+
+export async function doctor(
+  values: Values,
+  dsn: Dsn,
+  keys: Keys | null,
+  json: boolean,
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  const timeoutMs = optionalDuration(values, 'timeout') ?? 10_000;
+  // the options the service would use; a scratch key stands in for the real one
+  const options = lockOptions(values, dsn, keys ?? { key1: 0, key2: 0 });
+  const checks: Check[] = [];
+  if (!json) out.write(`pgleaderlock doctor: ${redact(dsn.url)}\n`);
+  await runChecks({ dsn, keys, lockOptions: options, timeoutMs }, (c) => {
+    checks.push(c);
+    if (json) return;
+    out.write(`${MARK[c.verdict]}  ${c.id.padEnd(19)} ${c.reason}\n`);
+    if (c.fix && c.verdict !== 'ok') out.write(`      ${' '.repeat(19)} → ${c.fix}\n`);
+  });
+  const failed = checks.filter((c) => c.verdict === 'fail').length;
+  const warned = checks.filter((c) => c.verdict === 'warn').length;
+  if (json) {
+    out.write(`${JSON.stringify({ dsn: redact(dsn.url), ok: failed === 0, checks })}\n`);
+  } else {
+    out.write(
+      `${failed ? `${failed} failed` : 'nothing failed'}${warned ? `, ${warned} warning${warned > 1 ? 's' : ''}` : ''} (${checks.length} checks)\n`,
+    );
+  }
+  return failed ? EXIT.NOT_ACQUIRED : EXIT.OK;
+}

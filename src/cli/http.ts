@@ -1,0 +1,87 @@
+/**
+ * `pgleaderlock run --http HOST:PORT`: `/healthz` (liveness), `/readyz` (readiness) and
+ * `/metrics` (Prometheus text format) for one lock. Probes answer 200 or 503 with the
+ * `lock.health()` JSON; a follower is ready (docs/observability.md, "Probes").
+ */
+import http from 'node:http';
+import type { LeaderLock } from '../leader-lock.js';
+import { LockMetrics } from '../metrics.js';
+import { UsageError } from './args.js';
+
+export interface HttpAddress {
+  host: string;
+  port: number;
+}
+
+/** `HOST:PORT`, `:PORT` (all interfaces) or `[IPv6]:PORT`. */
+export function parseHttpAddress(text: string): HttpAddress {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[3]) : Number.NaN;
+  if (!m || !(port >= 0 && port <= 65_535)) {
+    throw new UsageError(
+      `--http must be HOST:PORT (e.g. 127.0.0.1:9464, :9464 or [::1]:9464) with a port from 0 to 65535, received ${JSON.stringify(text)}`,
+    );
+  }
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+export interface HealthServer {
+  /** The address it listens on (the port chosen when 0 was asked for). */
+  readonly address: HttpAddress;
+  close(): Promise<void>;
+}
+
+/** Listen on `address`; a port in use or a host that cannot be bound is a UsageError (exit 2). */
+export async function serveHealth(lock: LeaderLock, address: HttpAddress): Promise<HealthServer> {
+  const metrics = new LockMetrics(lock);
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const reply = (status: number, type: string, body: string): void => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      reply(405, 'text/plain', 'GET or HEAD only\n');
+    } else if (path === '/healthz' || path === '/readyz') {
+      const health = lock.health();
+      const ok = path === '/healthz' ? health.live : health.ready;
+      reply(ok ? 200 : 503, 'application/json', `${JSON.stringify({ id: lock.id, ...health })}\n`);
+    } else if (path === '/metrics') {
+      reply(200, 'text/plain; version=0.0.4; charset=utf-8', metrics.prometheus());
+    } else {
+      reply(404, 'text/plain', 'not found: try /healthz, /readyz or /metrics\n');
+    }
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(address.port, address.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    metrics.close();
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'EADDRINUSE'
+        ? 'the port is in use'
+        : code === 'EACCES'
+          ? 'permission denied (ports below 1024 need privileges)'
+          : code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND'
+            ? 'no such local address'
+            : (err as Error).message;
+    throw new UsageError(`--http ${address.host}:${address.port}: cannot listen: ${why}`, { cause: err });
+  }
+  server.on('error', () => {}); // after listening, an error on the server is not fatal
+  const bound = server.address();
+  const port = typeof bound === 'object' && bound ? bound.port : address.port;
+  return {
+    address: { host: address.host, port },
+    close: async () => {
+      metrics.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

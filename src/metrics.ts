@@ -1,0 +1,167 @@
+/**
+ * The numbers operators alert on, from one lock, with no dependency: `LockMetrics` listens
+ * to the lock's public events and `stats()`, and renders the Prometheus text format
+ * (`pgleaderlock run --http` serves it). docs/observability.md wires the same snapshot into
+ * prom-client and OpenTelemetry.
+ */
+import type { LeaderLock } from './leader-lock.js';
+import { LockState } from './state.js';
+
+/** A snapshot of one lock's metrics (`LockMetrics.snapshot()`). */
+export interface LockMetricsSnapshot {
+  readonly isLeader: boolean;
+  readonly state: LockState;
+  /** Whether `lock.health()` says live and ready. */
+  readonly live: boolean;
+  readonly ready: boolean;
+  /** State changes, by the state entered, since the metrics were attached. */
+  readonly transitions: Readonly<Record<LockState, number>>;
+  readonly acquisitions: number;
+  readonly losses: number;
+  readonly releases: number;
+  readonly failedAttempts: number;
+  readonly takeoverFences: number;
+  /** Total time as LEADER, the current stretch included. */
+  readonly leaderMs: number;
+  /**
+   * The last failover this candidate ended by becoming leader: from the last moment it knew
+   * another candidate held the lock (poll mode: its last refused attempt, so within one
+   * retry delay of the real gap; wait mode: the grant, which the server gives a queued
+   * waiter the moment the holder's session ends) to its own term opening, the takeover
+   * fence included. Not included: how long the server took to end a dead leader's session
+   * (bounded by `safety.serverReleaseMs`, docs/safety.md). Null until this candidate has
+   * taken over from another.
+   */
+  readonly lastFailoverMs: number | null;
+  /** `leaseExpiresAt - now` while leader (may be negative when lapsed); null otherwise. */
+  readonly leaseRemainingMs: number | null;
+}
+
+const STATES = Object.values(LockState) as LockState[];
+
+/**
+ * Metrics for one lock. Attach before `start()` to count every transition; `close()` (or
+ * `using`) removes its listeners.
+ *
+ * @example
+ * ```ts
+ * const metrics = new LockMetrics(lock);
+ * http.createServer((req, res) => res.end(metrics.prometheus())).listen(9464);
+ * ```
+ */
+export class LockMetrics implements Disposable {
+  private readonly listening = new AbortController();
+  private readonly transitions = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<LockState, number>;
+  /** When this candidate last knew another held the lock (since its own last term). */
+  private lastHeldElsewhere: number | null = null;
+  private lastFailoverMs: number | null = null;
+
+  constructor(
+    private readonly lock: LeaderLock,
+    /** The clock `leaseExpiresAt` is on: `performance.now()` unless the lock was given a clock. */
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    const options = { signal: this.listening.signal };
+    lock.onStateChange((_from, to) => {
+      this.transitions[to as LockState] = (this.transitions[to as LockState] ?? 0) + 1;
+    }, options);
+    const heldElsewhere = (): void => {
+      this.lastHeldElsewhere = this.now();
+    };
+    lock.onAcquireFailed(heldElsewhere, options);
+    lock.onNewLeader(heldElsewhere, options);
+    // granted: the previous holder's session has just ended (the fence starts now)
+    lock.onTakeoverFence(heldElsewhere, options);
+    lock.onAcquired(() => {
+      if (this.lastHeldElsewhere !== null) this.lastFailoverMs = this.now() - this.lastHeldElsewhere;
+      this.lastHeldElsewhere = null;
+    }, options);
+  }
+
+  snapshot(): LockMetricsSnapshot {
+    const stats = this.lock.stats();
+    const health = this.lock.health();
+    const lease = this.lock.leaseExpiresAt;
+    return {
+      isLeader: this.lock.isLeader,
+      state: stats.state,
+      live: health.live,
+      ready: health.ready,
+      transitions: { ...this.transitions },
+      acquisitions: stats.acquisitions,
+      losses: stats.losses,
+      releases: stats.releases,
+      failedAttempts: stats.failedAttempts,
+      takeoverFences: stats.takeoverFences,
+      leaderMs: stats.leaderMs,
+      lastFailoverMs: this.lastFailoverMs,
+      leaseRemainingMs: stats.state === LockState.LEADER && lease !== null ? lease - this.now() : null,
+    };
+  }
+
+  /** The Prometheus text exposition format (version 0.0.4), labelled with the lock's key. */
+  prometheus(): string {
+    const s = this.snapshot();
+    const lock = `lock="${this.lock.key1},${this.lock.key2}"`;
+    const out: string[] = [];
+    const metric = (
+      name: string,
+      type: 'gauge' | 'counter',
+      help: string,
+      samples: [labels: string, value: number][],
+    ): void => {
+      out.push(`# HELP pgleaderlock_${name} ${help}`, `# TYPE pgleaderlock_${name} ${type}`);
+      for (const [labels, value] of samples) out.push(`pgleaderlock_${name}{${labels}} ${value}`);
+    };
+    const seconds = (ms: number): number => Math.round(ms) / 1000;
+    metric('is_leader', 'gauge', '1 while this process may act as leader (lock.isLeader), else 0.', [
+      [lock, s.isLeader ? 1 : 0],
+    ]);
+    metric(
+      'state',
+      'gauge',
+      'The lock state: 1 for the current one.',
+      STATES.map((st) => [`${lock},state="${st}"`, st === s.state ? 1 : 0]),
+    );
+    metric('live', 'gauge', '1 while lock.health().live.', [[lock, s.live ? 1 : 0]]);
+    metric('ready', 'gauge', '1 while lock.health().ready.', [[lock, s.ready ? 1 : 0]]);
+    metric(
+      'transitions_total',
+      'counter',
+      'State changes, by the state entered.',
+      STATES.map((st) => [`${lock},to="${st}"`, s.transitions[st]]),
+    );
+    metric('acquisitions_total', 'counter', 'Times leadership was acquired.', [[lock, s.acquisitions]]);
+    metric('losses_total', 'counter', 'Involuntary losses of leadership.', [[lock, s.losses]]);
+    metric('releases_total', 'counter', 'Voluntary releases (stepDown, shutdown).', [[lock, s.releases]]);
+    metric('failed_attempts_total', 'counter', 'Attempts that found the lock held by another.', [
+      [lock, s.failedAttempts],
+    ]);
+    metric('takeover_fences_total', 'counter', 'Acquisitions that waited out the takeover fence.', [
+      [lock, s.takeoverFences],
+    ]);
+    metric('leader_seconds_total', 'counter', 'Time spent as leader.', [[lock, seconds(s.leaderMs)]]);
+    if (s.lastFailoverMs !== null) {
+      metric(
+        'last_failover_seconds',
+        'gauge',
+        'The last takeover by this process: from when it last knew another held the lock to its term opening.',
+        [[lock, seconds(s.lastFailoverMs)]],
+      );
+    }
+    if (s.leaseRemainingMs !== null) {
+      metric('lease_remaining_seconds', 'gauge', 'Time left on the lease behind isLeader.', [
+        [lock, seconds(s.leaseRemainingMs)],
+      ]);
+    }
+    return `${out.join('\n')}\n`;
+  }
+
+  close(): void {
+    this.listening.abort();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * `pgleaderlock doctor` (dist/cli.js) against real servers, each set up to fail one check:
+ * a standby, a role without rights, server defaults that break a waiting follower, a Unix
+ * socket (settings not applied as asked), an unreachable port, a wrong password, a key held
+ * by another program. PgBouncer in transaction mode: test/compat/doctor-pgbouncer.test.ts.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { cli } from '../harness/cli.js';
+import { startCluster } from '../harness/cluster.js';
+import { databaseUrl, ownServer, randomKeys } from '../harness/db.js';
+import { freePort, TEST_PASSWORD } from '../harness/pg-server.js';
+
+interface Report {
+  ok: boolean;
+  dsn: string;
+  checks: { id: string; verdict: 'ok' | 'warn' | 'fail'; reason: string; fix?: string }[];
+}
+
+async function doctor(
+  dsn: string,
+  extra: string[] = [],
+): Promise<{ code: number | null; report: Report; text: string }> {
+  const done = await cli(['doctor', '--dsn', dsn, '--json', '--timeout', '3s', ...extra]);
+  if (!done.stdout.trim()) throw new Error(`no output; stderr: ${done.stderr}`);
+  return { code: done.code, report: JSON.parse(done.stdout) as Report, text: done.stdout + done.stderr };
+}
+const verdicts = (r: Report): Record<string, string> =>
+  Object.fromEntries(r.checks.map((c) => [c.id, c.verdict]));
+const check = (r: Report, id: string) => {
+  const c = r.checks.find((x) => x.id === id);
+  if (!c) throw new Error(`no ${id} check in ${JSON.stringify(r)}`);
+  return c;
+};
+
+async function admin(url: string, sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+describe('pgleaderlock doctor', () => {
+  it('a direct connection to a primary: every check ok, exit 0; readable output too', async () => {
+    const { code, report } = await doctor(databaseUrl());
+    expect(verdicts(report)).toEqual({
+      connect: 'ok',
+      primary: 'ok',
+      version: 'ok',
+      pooler: 'ok',
+      exclusion: 'ok',
+      settings: 'ok',
+      defaults: 'ok',
+      latency: 'ok',
+      'permissions.break': 'ok',
+      'permissions.fencing': 'ok',
+    });
+    expect(code).toBe(0);
+    expect(report.ok).toBe(true);
+    expect(check(report, 'settings').reason).toMatch(/lock\.safety: lease [\d.]+ s, the server frees/);
+    expect(report.dsn).not.toContain(TEST_PASSWORD);
+    const readable = await cli(['doctor', '--dsn', databaseUrl(), '--timeout', '3s']);
+    expect(readable.code).toBe(0);
+    expect(readable.stdout).toMatch(/^ok {4}exclusion {11}a second session is refused/m);
+    expect(readable.stdout).toMatch(/nothing failed \(10 checks\)\n$/);
+  });
+
+  it('a standby: primary fails, exit 1; the standby and the primary listed together: ok, naming the primary', async () => {
+    await using cluster = await startCluster();
+    const standby = cluster.standbys[0];
+    if (!standby) throw new Error('no standby');
+    const alone = await doctor(standby.url);
+    expect(alone.code).toBe(1);
+    expect(check(alone.report, 'primary')).toMatchObject({ verdict: 'fail' });
+    expect(check(alone.report, 'primary').reason).toContain('standby (in recovery)');
+    const both = await doctor(cluster.url([standby, cluster.primary]));
+    expect(both.code).toBe(0);
+    expect(check(both.report, 'primary').reason).toMatch(
+      new RegExp(
+        `^127\\.0\\.0\\.1:${cluster.primary.port} is the primary \\(timeline 1\\); 127\\.0\\.0\\.1:${standby.port}: standby`,
+      ),
+    );
+  });
+
+  it('a role without rights: break and fencing permissions warn with the grant to run; exit 0', async () => {
+    await using server = await ownServer();
+    await admin(
+      server.url,
+      `CREATE ROLE plain LOGIN PASSWORD 'plainpw';
+       CREATE SCHEMA locked; GRANT USAGE ON SCHEMA locked TO plain;
+       ALTER ROLE plain SET search_path = locked`,
+    );
+    const url = `postgres://plain:plainpw@${server.host}:${server.port}/postgres`;
+    const { code, report } = await doctor(url);
+    expect(check(report, 'permissions.break')).toMatchObject({ verdict: 'warn' });
+    expect(check(report, 'permissions.break').fix).toContain('GRANT pg_signal_backend');
+    expect(check(report, 'permissions.fencing')).toMatchObject({ verdict: 'warn' });
+    expect(check(report, 'permissions.fencing').reason).toContain(
+      'cannot create the fencing table pgleaderlock_epochs',
+    );
+    expect(code).toBe(0);
+    expect(report.ok).toBe(true);
+  });
+
+  it('server defaults that break a waiting follower (statement_timeout, idle_session_timeout): defaults warns', async () => {
+    await using server = await ownServer({
+      settings: { statement_timeout: '5s', idle_session_timeout: '60s' },
+    });
+    const { code, report } = await doctor(server.url);
+    const d = check(report, 'defaults');
+    expect(d.verdict).toBe('warn');
+    expect(d.reason).toContain("statement_timeout 5.0 s cancels a waiting follower's pg_advisory_lock");
+    expect(d.reason).toContain('idle_session_timeout 60.0 s closes idle follower sessions');
+    expect(check(report, 'settings').verdict).toBe('ok'); // the lock's own session is unaffected
+    expect(code).toBe(0);
+  });
+
+  it('settings the server does not apply as asked (a Unix socket has no TCP settings): settings warns with the resulting lease', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-sock-'));
+    fs.chmodSync(dir, 0o777);
+    await using server = await ownServer({ settings: { unix_socket_directories: dir } });
+    const url = `postgres://postgres:${encodeURIComponent(TEST_PASSWORD)}@${encodeURIComponent(dir)}:${server.port}/postgres`;
+    try {
+      const { code, report } = await doctor(url);
+      const s = check(report, 'settings');
+      expect(s.verdict).toBe('warn');
+      expect(s.reason).toMatch(/^not applied as asked: tcp_keepalives_idle = 0 \(asked \d+\)/);
+      expect(s.reason).toMatch(/lock\.safety: lease/);
+      expect(code).toBe(0);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an unreachable port and a wrong password: connect fails with the reason, password redacted, no stack; exit 1', async () => {
+    const port = await freePort();
+    const down = await doctor(`postgres://postgres:secret-pw@127.0.0.1:${port}/postgres`);
+    expect(down.code).toBe(1);
+    expect(down.report.checks).toEqual([
+      expect.objectContaining({
+        id: 'connect',
+        verdict: 'fail',
+        reason: `cannot connect: connect ECONNREFUSED 127.0.0.1:${port}`,
+      }),
+    ]);
+    const wrong = databaseUrl().replace(encodeURIComponent(TEST_PASSWORD), 'not-the-password-42');
+    const denied = await doctor(wrong);
+    expect(denied.code).toBe(1);
+    expect(check(denied.report, 'connect').reason).toMatch(
+      /password authentication failed .*SQLSTATE 28P01.*wrong password/,
+    );
+    for (const r of [down, denied]) {
+      expect(r.text).not.toMatch(/secret-pw|not-the-password-42/);
+      expect(r.text).not.toMatch(/\n\s+at /);
+    }
+  });
+
+  it('--name of a key held by another program: holder warns; held by a candidate: ok naming it', async () => {
+    const keys = randomKeys();
+    const other = new pg.Client({ connectionString: databaseUrl(), application_name: 'some-cron-job' });
+    await other.connect();
+    try {
+      await other.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
+      const held = await doctor(databaseUrl(), ['--key1', String(keys.key1), '--key2', String(keys.key2)]);
+      const h = check(held.report, 'holder');
+      expect(h.verdict).toBe('warn');
+      expect(h.reason).toContain('(application_name "some-cron-job")');
+      expect(h.reason).toContain('which is not a pgleaderlock candidate; 0 waiting');
+      await other.query("SET application_name = 'pgleaderlock:svc-1'");
+      const ours = await doctor(databaseUrl(), ['--key1', String(keys.key1), '--key2', String(keys.key2)]);
+      expect(check(ours.report, 'holder')).toMatchObject({ verdict: 'ok' });
+      expect(check(ours.report, 'holder').reason).toMatch(/is held by svc-1 \(pid \d+, session since /);
+    } finally {
+      await other.end();
+    }
+  });
+
+  it.each([
+    [['--timeout', 'soon'], /--timeout/],
+    [['--name', 'a', '--key1', '1'], /either --name or --key1 and --key2/],
+  ])('bad usage %j: exit 2', async (args, message) => {
+    const done = await cli(['doctor', '--dsn', databaseUrl(), ...args]);
+    expect(done.code).toBe(2);
+    expect(done.stderr).toMatch(message);
+  });
+});
