@@ -59,6 +59,7 @@ export default defineConfig({
           // runs alone, after the others: it is timing-sensitive and loads both cores
           name: 'chaos',
           include: ['test/chaos/**/*.test.ts'],
+          fileParallelism: false, // its files one at a time too
           testTimeout: 120_000,
           sequence: { groupOrder: 1 },
         },

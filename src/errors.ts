@@ -20,7 +20,9 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT'
   | 'ERR_PGLEADERLOCK_TERM_ENDED'
   | 'ERR_PGLEADERLOCK_RUN'
-  | 'ERR_PGLEADERLOCK_FENCED';
+  | 'ERR_PGLEADERLOCK_FENCED'
+  | 'ERR_PGLEADERLOCK_PARTITION_MISMATCH'
+  | 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL';
 
 /** Base class of every error this library produces. */
 export class PgLeaderLockError extends Error {

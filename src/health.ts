@@ -15,13 +15,15 @@ export interface LockHealth {
    * `callbackTimeoutMs`, leader work is still running `callbackTimeoutMs` after its term
    * ended, the event loop was blocked for 2 s or more in the last 10 s, or the lock stopped
    * on its own (an internal error, a retry strategy that gave up, a loss without
-   * `autoReacquire`). True before `start()` and after `shutdown()`.
+   * `autoReacquire`). True before `start()` and after `shutdown()` (unless a callback
+   * started before is still hung).
    */
   readonly live: boolean;
   /**
-   * True when started, live, and leading or following normally: a follower is ready. False
-   * before `start()`, after a stop, while RECONNECTING, and while the last attempt failed
-   * (the database unreachable, a refusal).
+   * True when started, live, and leading or following normally: a follower is ready, from
+   * `start()` on. False before `start()`, after a stop, while RECONNECTING, and while the
+   * last attempt failed (the database unreachable, a refusal) until an attempt is under way
+   * on a live connection again.
    */
   readonly ready: boolean;
   readonly state: LockState;

@@ -38,6 +38,15 @@ export {
   type StateMessage,
 } from './observe.js';
 export type { LeaderLockOptions } from './options.js';
+export { MAX_PARTITIONS, type PartitionedLeadershipOptions } from './partitions/options.js';
+export {
+  PartitionedLeadership,
+  PartitionMismatchError,
+  type PartitionStats,
+  type PartitionTerm,
+  type PartitionWork,
+  type RevokeReason,
+} from './partitions/partitioned.js';
 export {
   DecorrelatedJitter,
   ExponentialBackoff,

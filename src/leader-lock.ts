@@ -104,6 +104,11 @@ export class LeaderLock implements AsyncDisposable {
     return this.o.key2;
   }
 
+  /** How followers wait for the lock (the `acquireMode` option, resolved). */
+  get acquireMode(): 'wait' | 'poll' {
+    return this.o.acquireMode;
+  }
+
   /** This candidate's id (also in `pg_stat_activity.application_name`). */
   get id(): string {
     return this.o.id;

@@ -112,15 +112,21 @@ export class Lifecycle {
         o.takeoverDelayMs + PEER_BOUND_MS,
         o.closeTimeoutMs,
       ) +
-      4 * o.queryTimeoutMs +
+      // an acquisition is a chain of round trips (survey, configure, settings, LISTEN,
+      // holder, lock, epoch, peers), each bounded by queryTimeoutMs
+      10 * o.queryTimeoutMs +
       1000
     );
   }
 
-  /** Following, and the last attempt failed: why. */
+  /**
+   * Following, and the last attempt failed: why. Null once an attempt is under way on a
+   * live session again (a waiter queued after an outage is following normally).
+   */
   get failing(): Error | null {
-    const k = this.phase.kind;
-    return k === 'follower' || k === 'acquiring' ? this.retry.lastError : null;
+    const p = this.phase;
+    if (p.kind === 'acquiring' && p.session && !p.session.dead) return null;
+    return p.kind === 'follower' || p.kind === 'acquiring' ? this.retry.lastError : null;
   }
 
   /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */

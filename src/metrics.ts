@@ -52,8 +52,12 @@ const STATES = Object.values(LockState) as LockState[];
 export class LockMetrics implements Disposable {
   private readonly listening = new AbortController();
   private readonly transitions = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<LockState, number>;
-  /** When this candidate last knew another held the lock (since its own last term). */
-  private lastHeldElsewhere: number | null = null;
+  /** Since this candidate's own last term: it saw another hold the lock (a refusal, a new leader). */
+  private sawHolder = false;
+  /** Poll mode: its last refused attempt. */
+  private lastRefused: number | null = null;
+  /** Granted under the takeover fence: the previous holder's session had just ended. */
+  private grantedAt: number | null = null;
   private lastFailoverMs: number | null = null;
 
   constructor(
@@ -65,16 +69,30 @@ export class LockMetrics implements Disposable {
     lock.onStateChange((_from, to) => {
       this.transitions[to as LockState] = (this.transitions[to as LockState] ?? 0) + 1;
     }, options);
-    const heldElsewhere = (): void => {
-      this.lastHeldElsewhere = this.now();
-    };
-    lock.onAcquireFailed(heldElsewhere, options);
-    lock.onNewLeader(heldElsewhere, options);
-    // granted: the previous holder's session has just ended (the fence starts now)
-    lock.onTakeoverFence(heldElsewhere, options);
+    lock.onAcquireFailed(() => {
+      this.sawHolder = true;
+      this.lastRefused = this.now();
+    }, options);
+    lock.onNewLeader(() => {
+      this.sawHolder = true;
+    }, options);
+    lock.onTakeoverFence(() => {
+      this.grantedAt = this.now();
+    }, options);
     lock.onAcquired(() => {
-      if (this.lastHeldElsewhere !== null) this.lastFailoverMs = this.now() - this.lastHeldElsewhere;
-      this.lastHeldElsewhere = null;
+      const now = this.now();
+      if (this.sawHolder || this.grantedAt !== null) {
+        // poll mode: the holder left after our last refusal; wait mode: the server granted
+        // the lock the moment the holder's session ended (now, or when the fence began)
+        const from =
+          this.lock.acquireMode === 'poll'
+            ? (this.lastRefused ?? this.grantedAt ?? now)
+            : (this.grantedAt ?? now);
+        this.lastFailoverMs = now - from;
+      }
+      this.sawHolder = false;
+      this.lastRefused = null;
+      this.grantedAt = null;
     }, options);
   }
 

@@ -403,8 +403,16 @@ export class Steps {
       if (phase.session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
       if (!this.runners.busy) return { type: 'Drained' };
       const wake = untilWoken(signal);
-      await Promise.race([this.runners.idle(), wake.promise]);
+      let timer: unknown = null;
+      const interval = new Promise<'check'>((resolve) => {
+        timer = this.o.clock.setTimeout(() => resolve('check'), this.o.healthIntervalMs);
+      });
+      const first = await Promise.race([this.runners.idle(), wake.promise, interval]);
+      this.o.clock.clearTimeout(timer);
       wake.dispose();
+      // work slow to stop: keep the session busy, or the server's idle_session_timeout
+      // (serverReleaseMs) would end it, and the lock with it, before the unlock
+      if (first === 'check') await phase.session.check().catch(() => {});
     }
   }
 

@@ -75,6 +75,18 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
     return;
   }
   const client = found.client;
+  const opened = new Set<pg.Client>([client]);
+  // every step has a deadline: a connection that stops answering (a blackhole, a pooler
+  // stuck on its server) fails the step that waits on it instead of hanging the doctor
+  let step = 'version';
+  const bounded = <T>(id: string, work: Promise<T>, ms = timeoutMs): Promise<T> => {
+    step = id;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms (--timeout)`)), ms);
+    });
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  };
   try {
     say({
       id: 'connect',
@@ -87,19 +99,27 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
       verdict: 'ok',
       reason: `${found.endpoint.label} is the primary (timeline ${found.timeline || 'unknown'})${others.length ? `; ${others.join(', ')}` : ''}`,
     });
-    const version = await serverVersion(client);
+    const version = await bounded('version', serverVersion(client));
     say(versionCheck(version));
-    const pooled = await poolerInPath(client);
-    const lockRun = await tryLock(input);
+    const pooled = await bounded('pooler', poolerInPath(client));
+    const lockRun = await bounded('pooler', tryLock(input), 2 * timeoutMs + 5000);
     say(poolerCheck(pooled, lockRun));
-    say(await exclusionCheck(input));
+    say(await bounded('exclusion', exclusionCheck(input, opened), 3 * timeoutMs));
     say(settingsCheck(lockRun, version, input.lockOptions));
-    say(await defaultsCheck(client, input.lockOptions));
-    say(await latencyCheck(client, input.lockOptions));
-    for (const c of await permissionChecks(client)) say(c);
-    if (input.keys) say(await holderCheck(client, input.keys));
+    say(await bounded('defaults', defaultsCheck(client, input.lockOptions)));
+    say(await bounded('latency', latencyCheck(client, input.lockOptions)));
+    for (const c of await bounded('permissions', permissionChecks(client))) say(c);
+    if (input.keys) say(await bounded('holder', holderCheck(client, input.keys)));
+  } catch (err) {
+    // the reason is scrubbed by say(); no stack trace
+    say({
+      id: step,
+      verdict: 'fail',
+      reason: explain(err),
+      fix: 'the server or the path to it stopped answering; the checks after this one were not run',
+    });
   } finally {
-    destroyClient(client);
+    for (const c of opened) destroyClient(c);
   }
 }
 
@@ -213,13 +233,14 @@ function poolerCheck(pooled: boolean, run: LockRun): Check {
 }
 
 /** Two sessions, one scratch key: the second must be refused while the first holds it. */
-async function exclusionCheck(input: DoctorInput): Promise<Check> {
+async function exclusionCheck(input: DoctorInput, opened: Set<pg.Client>): Promise<Check> {
   const [k1, k2] = LeaderLock.keysFromName(`pgleaderlock-doctor-x-${process.pid}-${Math.random()}`);
   const open = async (): Promise<pg.Client> => {
     const found = await findPrimary(endpointsOf(connectionOptions(input.dsn), APP, input.timeoutMs), {
       clock: systemClock,
       queryTimeoutMs: input.timeoutMs,
     });
+    opened.add(found.client);
     return found.client;
   };
   const a = await open();

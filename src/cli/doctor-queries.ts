@@ -76,13 +76,15 @@ export async function permissionChecks(client: pg.Client): Promise<Check[]> {
     create: boolean;
     table: string | null;
     write: boolean | null;
+    ro: boolean;
   }>(
     `SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
               OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') AS signal,
             has_schema_privilege(current_schema(), 'CREATE') AS create,
             to_regclass($1)::text AS table,
             CASE WHEN to_regclass($1) IS NULL THEN NULL
-                 ELSE has_table_privilege(to_regclass($1), 'SELECT, INSERT, UPDATE') END AS write`,
+                 ELSE has_table_privilege(to_regclass($1), 'SELECT, INSERT, UPDATE') END AS write,
+            current_setting('default_transaction_read_only') = 'on' AS ro`,
     [DEFAULT_FENCING_TABLE],
   );
   const r = rows[0];
@@ -102,8 +104,13 @@ export async function permissionChecks(client: pg.Client): Promise<Check[]> {
           fix: 'GRANT pg_signal_backend TO <role> for the operator who runs break (the lock itself does not need it)',
         },
   );
-  const fencing =
-    r?.table != null
+  const fencing = r?.ro
+    ? {
+        verdict: 'warn' as const,
+        reason:
+          'sessions of this role are read-only (default_transaction_read_only = on): fencing: true writes its table and would fail',
+      }
+    : r?.table != null
       ? r.write
         ? { verdict: 'ok' as const, reason: `may write the fencing table ${r.table}` }
         : {

@@ -13,7 +13,7 @@ export interface HttpAddress {
   port: number;
 }
 
-/** `HOST:PORT`, `:PORT` (all interfaces) or `[IPv6]:PORT`. */
+/** `HOST:PORT`, `:PORT` (every interface: host '') or `[IPv6]:PORT`. */
 export function parseHttpAddress(text: string): HttpAddress {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
   const port = m ? Number(m[3]) : Number.NaN;
@@ -22,7 +22,7 @@ export function parseHttpAddress(text: string): HttpAddress {
       `--http must be HOST:PORT (e.g. 127.0.0.1:9464, :9464 or [::1]:9464) with a port from 0 to 65535, received ${JSON.stringify(text)}`,
     );
   }
-  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+  return { host: m[1] ?? m[2] ?? '', port };
 }
 
 export interface HealthServer {
@@ -55,7 +55,8 @@ export async function serveHealth(lock: LeaderLock, address: HttpAddress): Promi
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(address.port, address.host, () => {
+      // no host: node listens on :: (IPv6 and IPv4) where IPv6 exists, else on 0.0.0.0
+      server.listen(address.port, address.host || undefined, () => {
         server.off('error', reject);
         resolve();
       });
@@ -71,13 +72,15 @@ export async function serveHealth(lock: LeaderLock, address: HttpAddress): Promi
           : code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND'
             ? 'no such local address'
             : (err as Error).message;
-    throw new UsageError(`--http ${address.host}:${address.port}: cannot listen: ${why}`, { cause: err });
+    const shown = address.host.includes(':') ? `[${address.host}]` : address.host;
+    throw new UsageError(`--http ${shown}:${address.port}: cannot listen: ${why}`, { cause: err });
   }
   server.on('error', () => {}); // after listening, an error on the server is not fatal
   const bound = server.address();
   const port = typeof bound === 'object' && bound ? bound.port : address.port;
+  const host = typeof bound === 'object' && bound ? bound.address : address.host;
   return {
-    address: { host: address.host, port },
+    address: { host, port },
     close: async () => {
       metrics.close();
       server.closeAllConnections();

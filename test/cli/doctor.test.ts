@@ -8,10 +8,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
-import { cli } from '../harness/cli.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { cli, startCli } from '../harness/cli.js';
 import { startCluster } from '../harness/cluster.js';
 import { databaseUrl, ownServer, randomKeys } from '../harness/db.js';
+import { proxyTo } from '../harness/fault-proxy.js';
 import { freePort, TEST_PASSWORD } from '../harness/pg-server.js';
 
 interface Report {
@@ -179,6 +180,35 @@ describe('pgleaderlock doctor', () => {
     } finally {
       await other.end();
     }
+  });
+
+  it('a path that stops answering after the connect: the step waiting on it fails within its deadline, exit 1, no hang', async () => {
+    const proxy = await proxyTo(databaseUrl());
+    onTestFinished(() => proxy.close());
+    const r = startCli(['doctor', '--dsn', proxy.url(databaseUrl()), '--timeout', '1s']);
+    await r.line(/^ok {4}primary/);
+    proxy.blackhole();
+    const t0 = performance.now();
+    const done = await r.exited;
+    const took = performance.now() - t0;
+    expect(done.code).toBe(1);
+    expect(done.stdout).toMatch(/^FAIL {2}\S+ +(no answer within \d+ ms|.*)/m);
+    expect(took).toBeLessThan(12_000); // the longest step's deadline: 2 × --timeout + 5 s
+    expect(done.stdout + done.stderr).not.toContain(TEST_PASSWORD);
+  });
+
+  it('a role whose sessions are read-only: fencing warns (its table needs writes)', async () => {
+    await using server = await ownServer();
+    await admin(
+      server.url,
+      `CREATE ROLE ro LOGIN SUPERUSER PASSWORD 'ropw'; ALTER ROLE ro SET default_transaction_read_only = on`,
+    );
+    const { report } = await doctor(`postgres://ro:ropw@${server.host}:${server.port}/postgres`);
+    expect(check(report, 'permissions.fencing')).toMatchObject({ verdict: 'warn' });
+    expect(check(report, 'permissions.fencing').reason).toContain(
+      'read-only (default_transaction_read_only = on)',
+    );
+    expect(check(report, 'exclusion').verdict).toBe('ok'); // advisory locks work in read-only sessions
   });
 
   it.each([

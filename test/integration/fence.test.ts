@@ -36,7 +36,13 @@ afterEach(async () => {
   );
 });
 
-function candidates(mode: 'wait' | 'poll', takeoverDelayMs: number, n = 2, autoReacquire = false) {
+function candidates(
+  mode: 'wait' | 'poll',
+  takeoverDelayMs: number,
+  n = 2,
+  autoReacquire = false,
+  stopMs = STOP_MS,
+) {
   const keys = randomKeys();
   const reports: Report[] = [];
   const procs = new Map<string, ChildProcess>();
@@ -51,7 +57,7 @@ function candidates(mode: 'wait' | 'poll', takeoverDelayMs: number, n = 2, autoR
           id,
           acquireMode: mode,
           takeoverDelayMs,
-          stopMs: STOP_MS,
+          stopMs,
           autoReacquire,
         }),
       ],
@@ -93,7 +99,8 @@ describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two proc
   });
 
   it('without the fence (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
-    const c = candidates(mode, 0);
+    // work that takes 2 s to stop: the overlap shows even on a loaded machine
+    const c = candidates(mode, 0, 2, false, 2000);
     await using admin = await adminClient(databaseUrl());
     await eventually(() => c.runs('run-start').length === 1, { timeoutMs: 10_000 });
     const old = c.runs('run-start')[0] as Report;

@@ -3,7 +3,7 @@
  * turn `live` false; a leader and a follower stay live and ready through many checks.
  */
 import { describe, expect, it } from 'vitest';
-import { randomKeys } from '../harness/db.js';
+import { eventually, ownServer, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -56,5 +56,65 @@ describe.each(['wait', 'poll'] as const)('lock.health() (%s mode)', (acquireMode
         /^an onAcquired callback has not returned after \d+ ms \(callbackTimeoutMs 300\)$/,
       ),
     );
+  });
+
+  it("a step-down whose work takes 3 s to stop, past the server's idle_session_timeout (800 ms): the session survives, live throughout, the lock follows again", async () => {
+    const lock = locks.make({
+      ...randomKeys(),
+      acquireMode,
+      healthIntervalMs: 200,
+      queryTimeoutMs: 200, // serverReleaseMs 800: idle_session_timeout 800 ms once leader
+      takeoverDelayMs: 0,
+      callbackTimeoutMs: 10_000,
+    });
+    lock.runWhileLeader(async (term) => {
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, 3000)); // slow to stop
+    });
+    const errors: Error[] = [];
+    lock.onError((e) => {
+      errors.push(e);
+    });
+    await lock.start();
+    await lock.waitForLeadership({ timeoutMs: 5000 });
+    const stepping = lock.stepDown();
+    const until = performance.now() + 2800;
+    while (performance.now() < until) {
+      expect(lock.health().live).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await stepping;
+    expect(errors).toEqual([]);
+    expect(lock.state).not.toBe('stopped');
+    expect(lock.health()).toMatchObject({ live: true, ready: true });
+  });
+});
+
+describe('lock.health() through an outage (wait mode)', () => {
+  it('a waiting follower is ready again as soon as it has queued after the server came back, not a wait slice later', async () => {
+    await using server = await ownServer();
+    const keys = randomKeys();
+    const fast = {
+      acquireMode: 'wait' as const,
+      healthIntervalMs: 200,
+      queryTimeoutMs: 500,
+      waitSliceMs: 30_000,
+    };
+    const a = locks.make({ ...keys, ...fast, connectionString: server.url });
+    const b = locks.make({ ...keys, ...fast, connectionString: server.url });
+    await a.start();
+    await a.waitForLeadership({ timeoutMs: 5000 });
+    await b.start();
+    await eventually(() => b.state === 'acquiring');
+    await server.stop('fast');
+    await eventually(() => !b.health().ready, { what: 'b not ready during the outage' });
+    await server.start();
+    // a leads again; b queues behind it (its 30 s slice has just begun)
+    await eventually(() => a.isLeader || b.isLeader, {
+      timeoutMs: 10_000,
+      what: 'a leader after the restart',
+    });
+    const follower = a.isLeader ? b : a;
+    await eventually(() => follower.health().ready, { timeoutMs: 5000, what: 'the follower to be ready' });
   });
 });

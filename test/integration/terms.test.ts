@@ -171,7 +171,7 @@ describe.each(['poll', 'wait'] as const)('onNewLeader (%s mode)', (mode) => {
     const a = make();
     await a.start();
     await a.waitForLeadership();
-    const b = make();
+    const b = make({ retryStrategy: new FixedInterval({ intervalMs: 100 }) }); // not an exponential back-off's 4 s
     // c never wins the race: in poll mode it polls once a minute, in wait mode it queues after b
     const c = make({ retryStrategy: new FixedInterval({ intervalMs: 60_000 }) });
     const seenByC: string[] = [];

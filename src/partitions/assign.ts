@@ -1,0 +1,84 @@
+/**
+ * Which member owns which partition: a pure function of the member ids and the partition
+ * count, so every worker computes the same answer from the same membership with no
+ * coordination. Bounded-load rendezvous hashing: (partition, member) pairs are taken best
+ * score first, each while its partition is free and its member below its share, so it is
+ *  - balanced: every member gets ⌊P/N⌋ or ⌈P/N⌉ partitions;
+ *  - stable: a member joining or leaving moves little more than its share, because most
+ *    partitions keep their top-scoring member (measured in test/unit/partitions.test.ts).
+ */
+
+/** 32-bit FNV-1a of a string, then a murmur3 finalizer (FNV alone clusters on short keys). */
+export function hash32(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** A 32-bit integer mix (murmur3's finalizer). */
+function mix32(x: number): number {
+  let h = x | 0;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** member → its partitions (ascending). Members are deduplicated; an empty list owns nothing. */
+export function assign(members: readonly string[], partitions: number): Map<string, number[]> {
+  const ids = [...new Set(members)].sort();
+  const out = new Map<string, number[]>(ids.map((id) => [id, []]));
+  const n = ids.length;
+  if (n === 0) return out;
+  // who gets ⌈P/N⌉: the first P mod N by a hash of their id (not their sorted position,
+  // which a join would shift for everyone after it)
+  const base = Math.floor(partitions / n);
+  const extra = partitions % n;
+  const byHash = [...ids].sort((a, b) => hash32(a) - hash32(b) || (a < b ? -1 : 1));
+  const room = new Map(byHash.map((id, i) => [id, base + (i < extra ? 1 : 0)]));
+  // every (partition, member) pair by score, best first; a pair is taken when its
+  // partition is still free and its member below its share (greedy stable matching)
+  const seeds = ids.map((id) => hash32(id));
+  // (score, pair) packed in one float, so that a native numeric sort orders the pairs:
+  // score in the high 32 bits, the pair's index (p * n + i) in the low 21, best last
+  const count = partitions * n;
+  if (count >= 2 ** 21) throw new RangeError(`assign: ${partitions} partitions × ${n} members is too many`);
+  const packed = new Float64Array(count);
+  for (let p = 0; p < partitions; p++) {
+    const hp = mix32(p + 0x9e3779b9);
+    for (let i = 0; i < n; i++) {
+      const index = p * n + i;
+      packed[index] = mix32(hp ^ (seeds[i] as number)) * 2 ** 21 + (2 ** 21 - 1 - index);
+    }
+  }
+  packed.sort();
+  const pairs = Array.from(
+    { length: count },
+    (_, k) => 2 ** 21 - 1 - ((packed[count - 1 - k] as number) % 2 ** 21),
+  );
+  const taken = new Uint8Array(partitions);
+  const left = ids.map((id) => room.get(id) ?? 0);
+  let assigned = 0;
+  for (const index of pairs) {
+    if (assigned === partitions) break;
+    const p = Math.floor(index / n);
+    const i = index % n;
+    if (taken[p] || (left[i] ?? 0) === 0) continue;
+    taken[p] = 1;
+    left[i] = (left[i] ?? 0) - 1;
+    out.get(ids[i] as string)?.push(p);
+    assigned++;
+  }
+  for (const list of out.values()) list.sort((a, b) => a - b);
+  return out;
+}

@@ -1,0 +1,66 @@
+/**
+ * The statements of partitioned leadership. Two advisory-key namespaces per name:
+ * `(kMembers, slot)` is a worker's member lock, held by its ownership session for as long
+ * as it is a member; `(kPartitions, p)` is partition p's lock, held by its owner's
+ * ownership session. Members are read from `pg_locks` (the server's own view: a worker
+ * whose session ended is no member, with no time-to-live to wait out).
+ */
+import { keysFromName } from '../keys.js';
+import { hash32 } from './assign.js';
+
+/** The two key namespaces of a name, and its NOTIFY channel. */
+export function keysOf(name: string): { members: number; partitions: number; channel: string } {
+  const members = keysFromName(`${name}\u0000members`)[0];
+  const partitions = keysFromName(`${name}\u0000partitions`)[0];
+  return { members, partitions, channel: `pgleaderlock_p_${(members >>> 0).toString(16)}` };
+}
+
+/** A worker's member slot (key2 of its member lock): non-negative, from its id. */
+export function slotOf(id: string): number {
+  return hash32(id) & 0x7fffffff;
+}
+
+/** application_name of a worker's ownership session: its id and partition count. */
+export function memberAppName(id: string, partitions: number): string {
+  return `pgleaderlock:${id}#p${partitions}`;
+}
+
+/** A member read back from pg_locks: id, partition count, slot, backend pid. */
+export interface MemberRow {
+  id: string;
+  partitions: number;
+  slot: number;
+  pid: number;
+}
+
+/** Parse `pgleaderlock:<id>#p<P>`; null for anything else (a watch session, another program). */
+export function parseMember(app: string | null, slot: number, pid: number): MemberRow | null {
+  const m = /^pgleaderlock:(.+)#p(\d+)$/.exec(app ?? '');
+  return m ? { id: m[1] as string, partitions: Number(m[2]), slot, pid } : null;
+}
+
+const IN_DB = `l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+
+/**
+ * One round trip per reconcile: the members (holders of member locks, $1) and the
+ * partitions ($2) this session holds. Also the ownership check behind the lease.
+ */
+export const RECONCILE = `/* pgleaderlock:partitions */
+  SELECT (SELECT coalesce(json_agg(json_build_object('app', a.application_name, 'slot', l.objid::text::int8, 'pid', l.pid)), '[]')
+            FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+           WHERE ${IN_DB} AND l.classid = $1::int4::oid) AS members,
+         (SELECT coalesce(array_agg(l.objid::text::int4 ORDER BY l.objid::text::int4), '{}')
+            FROM pg_locks l WHERE ${IN_DB} AND l.classid = $2::int4::oid AND l.pid = pg_backend_pid()) AS held`;
+
+/** Take the partitions in $2 that are free; returns those taken. */
+export const TAKE = `/* pgleaderlock:take */ SELECT array_agg(p) AS taken FROM unnest($2::int4[]) p WHERE pg_try_advisory_lock($1, p)`;
+
+/** Release the partitions in $2 held by this session. */
+export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_advisory_unlock($1, p))::int AS released FROM unnest($2::int4[]) p`;
+
+/** Who owns each partition, for inspect(): partition → application_name of its holder. */
+export const OWNERS = `/* pgleaderlock:owners */
+  SELECT l.objid::text::int4 AS partition, a.application_name AS app, l.pid
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+   WHERE ${IN_DB} AND l.classid = $1::int4::oid`;

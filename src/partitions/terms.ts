@@ -1,0 +1,192 @@
+/**
+ * The partitions a worker holds, each with its term: opened (after the takeover fence when
+ * the previous owner did not hand it over cleanly), its `runForEach` runs started, and on
+ * revocation its signal aborted and its runs drained (up to `drainTimeoutMs`) before the
+ * caller releases the lock. The one owner of "which partitions are mine" in a worker.
+ */
+import type { Logger } from '../logger.js';
+
+export interface PartitionTerm {
+  /** 1, 2, 3, … within this worker, across partitions. */
+  readonly id: number;
+  readonly partition: number;
+  readonly acquiredAt: Date;
+  /** Aborts the moment the partition is revoked, lost, or the worker shuts down. */
+  readonly signal: AbortSignal;
+}
+
+type Work = (partition: number, term: PartitionTerm) => Promise<void> | void;
+
+interface Entry {
+  readonly partition: number;
+  readonly controller: AbortController;
+  term: PartitionTerm | null;
+  fence: NodeJS.Timeout | null;
+  readonly runs: Set<Promise<void>>;
+}
+
+type Handlers = {
+  assigned: (partition: number, term: PartitionTerm) => void;
+  revoked: (partition: number, reason: 'rebalance' | 'lost' | 'shutdown') => void;
+  error: (error: Error) => void;
+};
+
+export class Terms {
+  /** The lease behind `owned`, on performance.now(); null: no lease. */
+  leaseUntil: number | null = null;
+  private readonly held = new Map<number, Entry>();
+  private readonly works = new Set<Work>();
+  private readonly handlers: { [K in keyof Handlers]: Set<Handlers[K]> } = {
+    assigned: new Set(),
+    revoked: new Set(),
+    error: new Set(),
+  };
+  private nextId = 1;
+  private readonly count = { acquisitions: 0, revocations: 0, losses: 0 };
+
+  constructor(
+    private readonly drainTimeoutMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  owned(): Set<number> {
+    const out = new Set<number>();
+    if (this.leaseUntil === null || performance.now() >= this.leaseUntil) return out;
+    for (const e of this.held.values()) if (e.term) out.add(e.partition);
+    return out;
+  }
+
+  /** Every partition held, fenced ones included. */
+  partitions(): number[] {
+    return [...this.held.keys()];
+  }
+
+  counts(): { acquisitions: number; revocations: number; losses: number } {
+    return { ...this.count };
+  }
+
+  on<K extends keyof Handlers>(event: K, fn: Handlers[K], signal?: AbortSignal): void {
+    if (typeof fn !== 'function') throw new TypeError(`on${event} needs a function, received ${typeof fn}`);
+    const set = this.handlers[event] as Set<Handlers[K]>;
+    set.add(fn);
+    signal?.addEventListener('abort', () => set.delete(fn), { once: true });
+  }
+
+  emit<K extends keyof Handlers>(event: K, ...args: Parameters<Handlers[K]>): void {
+    for (const fn of this.handlers[event] as Set<(...a: unknown[]) => unknown>) {
+      try {
+        const r = fn(...args);
+        if (r instanceof Promise) r.catch((err: unknown) => this.callbackFailed(event, err));
+      } catch (err) {
+        this.callbackFailed(event, err);
+      }
+    }
+    if (event === 'error' && this.handlers.error.size === 0) {
+      this.logger.warn({ event: 'error', error: String(args[0]) }, 'error');
+    }
+  }
+
+  private callbackFailed(event: string, err: unknown): void {
+    if (event === 'error')
+      this.logger.error({ event: 'callback_error', error: String(err) }, 'callback_error');
+    else this.emit('error', err instanceof Error ? err : new Error(String(err)));
+  }
+
+  addWork(fn: Work): { stop(): Promise<void> } {
+    this.works.add(fn);
+    for (const e of this.held.values()) if (e.term) this.startRun(e, fn);
+    return {
+      stop: async () => {
+        this.works.delete(fn);
+      },
+    };
+  }
+
+  /** Taken: open each partition's term now, or after `fenceMs`. */
+  open(partitions: readonly number[], fenceMs: number): void {
+    for (const partition of partitions) {
+      const e: Entry = {
+        partition,
+        controller: new AbortController(),
+        term: null,
+        fence: null,
+        runs: new Set(),
+      };
+      this.held.set(partition, e);
+      if (fenceMs > 0) {
+        e.fence = setTimeout(() => {
+          e.fence = null;
+          if (this.held.get(partition) === e) this.begin(e);
+        }, fenceMs);
+      } else {
+        this.begin(e);
+      }
+    }
+  }
+
+  private begin(e: Entry): void {
+    const term: PartitionTerm = {
+      id: this.nextId++,
+      partition: e.partition,
+      acquiredAt: new Date(),
+      signal: e.controller.signal,
+    };
+    e.term = term;
+    this.count.acquisitions += 1;
+    this.emit('assigned', e.partition, term);
+    for (const fn of this.works) this.startRun(e, fn);
+  }
+
+  private startRun(e: Entry, fn: Work): void {
+    const term = e.term;
+    if (!term || term.signal.aborted) return;
+    const run = (async () => {
+      try {
+        await fn(e.partition, term);
+      } catch (err) {
+        if (!term.signal.aborted || err !== term.signal.reason) {
+          this.emit('error', err instanceof Error ? err : new Error(String(err)));
+        }
+      }
+    })();
+    e.runs.add(run);
+    void run.finally(() => e.runs.delete(run));
+  }
+
+  /**
+   * End these partitions' terms at once, then wait (up to drainTimeoutMs) for their runs to
+   * return: the caller releases the locks after this resolves.
+   */
+  async revoke(
+    partitions: readonly number[],
+    reason: 'rebalance' | 'lost' | 'shutdown',
+    _why: null,
+  ): Promise<void> {
+    const drains: Promise<unknown>[] = [];
+    for (const p of partitions) {
+      const e = this.held.get(p);
+      if (!e) continue;
+      this.held.delete(p);
+      if (e.fence) clearTimeout(e.fence);
+      e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
+      if (!e.term) continue; // still fenced: no term was opened
+      this.count.revocations += 1;
+      if (reason === 'lost') this.count.losses += 1;
+      this.emit('revoked', p, reason);
+      if (e.runs.size) drains.push(Promise.allSettled([...e.runs]));
+    }
+    if (drains.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(drains),
+      new Promise((r) => {
+        timer = setTimeout(r, this.drainTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  revokeAll(reason: 'rebalance' | 'lost' | 'shutdown', why: null): Promise<void> {
+    return this.revoke([...this.held.keys()], reason, why);
+  }
+}

@@ -1,0 +1,121 @@
+/** PartitionedLeadership against PostgreSQL, workers in this process (separate processes: partitions-processes.test.ts). */
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
+import { keysOf } from '../../src/partitions/sql.js';
+import { adminQuery, databaseUrl, eventually, ownServer } from '../harness/db.js';
+
+const made: PartitionedLeadership[] = [];
+function worker(
+  name: string,
+  partitions: number,
+  extra: Partial<PartitionedLeadershipOptions> = {},
+  url = databaseUrl(),
+) {
+  const w = new PartitionedLeadership({
+    name,
+    partitions,
+    connectionString: url,
+    healthIntervalMs: 1000,
+    queryTimeoutMs: 1000,
+    ...extra,
+  });
+  made.push(w);
+  onTestFinished(() => w.shutdown());
+  return w;
+}
+const uniq = () => `parts-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
+
+/** partition → pids holding it, from the server. */
+async function holders(name: string, url = databaseUrl()): Promise<Map<number, number[]>> {
+  const k = keysOf(name).partitions;
+  const rows = await adminQuery<{ p: number; pid: number }>(
+    url,
+    `SELECT objid::text::int4 AS p, pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::int4::oid`,
+    [k],
+  );
+  const out = new Map<number, number[]>();
+  for (const r of rows) out.set(r.p, [...(out.get(r.p) ?? []), r.pid]);
+  return out;
+}
+
+describe('PartitionedLeadership', () => {
+  it('one worker alone owns every partition; its shutdown leaves nothing held', async () => {
+    const name = uniq();
+    const w = worker(name, 16, { takeoverDelayMs: 0 });
+    await w.start();
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    expect([...w.owned].sort((a, b) => a - b)).toEqual([...Array(16).keys()]);
+    expect((await holders(name)).size).toBe(16);
+    await w.shutdown();
+    expect(w.owned.size).toBe(0);
+    expect((await holders(name)).size).toBe(0);
+  });
+
+  it('three workers split 64 partitions 21/21/22, each held once; a leaving worker hands its share over', async () => {
+    const name = uniq();
+    const ws = [worker(name, 64), worker(name, 64), worker(name, 64)];
+    await Promise.all(ws.map((w) => w.start()));
+    await eventually(
+      async () =>
+        (await Promise.all(ws.map((w) => w.waitForBalance({ timeoutMs: 50 })))).every(Boolean) &&
+        ws.every((w) => w.memberIds.length === 3),
+      { what: 'balance', timeoutMs: 10_000 },
+    );
+    expect(ws.map((w) => w.owned.size).sort()).toEqual([21, 21, 22]);
+    const union = ws.flatMap((w) => [...w.owned]);
+    expect(new Set(union).size).toBe(64);
+    expect(union.length).toBe(64);
+    const h = await holders(name);
+    expect([...h.values()].every((pids) => pids.length === 1)).toBe(true);
+    const gone = ws[0] as PartitionedLeadership;
+    const revoked: string[] = [];
+    gone.onRevoked((_p, reason) => revoked.push(reason));
+    await gone.shutdown();
+    expect(new Set(revoked)).toEqual(new Set(['shutdown']));
+    const rest = ws.slice(1);
+    await eventually(() => rest.reduce((n, w) => n + w.owned.size, 0) === 64, {
+      what: 'the rest to own all 64',
+      timeoutMs: 5000,
+    });
+    expect(rest.map((w) => w.owned.size)).toEqual([32, 32]);
+  });
+
+  it('workers with another partition count are refused with a clear error', async () => {
+    const name = uniq();
+    const a = worker(name, 8);
+    await a.start();
+    expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const b = worker(name, 16);
+    await expect(b.start()).rejects.toThrow(
+      /partition count mismatch .* runs with partitions 8, this one with 16/,
+    );
+    expect(a.owned.size).toBe(8);
+  });
+
+  it('bad options: RangeError or TypeError naming the option and the value', () => {
+    expect(() => new PartitionedLeadership({ name: 'x', partitions: 0 })).toThrow(
+      /partitions must be an integer from 1 to 4096, received 0/,
+    );
+    expect(() => new PartitionedLeadership({ name: 'x', partitions: 5000 })).toThrow(RangeError);
+    expect(() => new PartitionedLeadership({ name: 'x', partitions: 1.5 })).toThrow(/received 1.5/);
+    expect(() => new PartitionedLeadership({ name: '', partitions: 2 })).toThrow(
+      /name must be a non-empty string/,
+    );
+  });
+
+  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL', async () => {
+    await using server = await ownServer({
+      settings: { max_locks_per_transaction: 10, max_connections: 20 },
+    });
+    const w = worker(uniq(), 4096, { takeoverDelayMs: 0 }, server.url);
+    const errors: Error[] = [];
+    w.onError((e) => errors.push(e));
+    await w.start();
+    await eventually(() => errors.length > 0, { what: 'the 53200 error' });
+    expect((errors[0] as { code?: string }).code).toBe('ERR_PGLEADERLOCK_LOCK_TABLE_FULL');
+    expect(errors[0]?.message).toMatch(
+      /lock table is full \(SQLSTATE 53200\).*raise max_locks_per_transaction/,
+    );
+    await w.shutdown();
+  });
+});
