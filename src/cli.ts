@@ -34,7 +34,7 @@ import {
 import { DEMO_OPTIONS, demo } from './cli/demo.js';
 import { DOCTOR_OPTIONS, doctor, doctorKeys } from './cli/doctor.js';
 import { RUN_OPTIONS, run } from './cli/run.js';
-import { status } from './cli/status.js';
+import { partitionStatus, STATUS_OPTIONS, status } from './cli/status.js';
 
 const require = createRequire(import.meta.url);
 const { version } = require('../package.json') as { version: string };
@@ -80,9 +80,12 @@ const COMMANDS: Record<string, Command> = {
   },
   status: {
     summary: 'show who holds the key and who waits (informational)',
-    usage: 'pgleaderlock status (--key1 N --key2 N | --name NAME) [--dsn URL] [--json]',
-    options: [...COMMON, JSON_OPTION, ...TAIL],
-    exec: (v) => status(...target(v), v.json === true, process.stdout),
+    usage: 'pgleaderlock status (--key1 N --key2 N | --name NAME [--partitions N]) [--dsn URL] [--json]',
+    options: [...COMMON, ...STATUS_OPTIONS, JSON_OPTION, ...TAIL],
+    exec: (v) =>
+      v.partitions === undefined
+        ? status(...target(v), v.json === true, process.stdout)
+        : partitionStatus(v, ...target(v), v.json === true, process.stdout),
   },
   break: {
     summary: 'terminate the backend holding the key (abandoned holders), with --yes',

@@ -41,6 +41,8 @@ export type { LeaderLockOptions } from './options.js';
 export { MAX_PARTITIONS, type PartitionedLeadershipOptions } from './partitions/options.js';
 export {
   PartitionedLeadership,
+  type PartitionInspection,
+  type PartitionInspectOptions,
   PartitionMismatchError,
   type PartitionStats,
   type PartitionTerm,

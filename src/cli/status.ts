@@ -1,10 +1,76 @@
 /** `pgleaderlock status`: who holds the key and who waits, from pg_locks. Informational. */
+
+import { destroyClient } from '../connect.js';
 import { type Candidate, inspect } from '../inspect.js';
+import { PartitionedLeadership } from '../partitions/partitioned.js';
 import type { Found } from '../primary.js';
-import { type Dsn, type Keys, redact } from './args.js';
+import {
+  type Dsn,
+  type Keys,
+  type OptionSpec,
+  positiveInt,
+  redact,
+  UsageError,
+  type Values,
+} from './args.js';
 import { connectionOptions, EXIT, findPrimaryOrExit, humanMs } from './common.js';
 
 const NOTE = 'informational: a snapshot of pg_locks, it may have changed by the time you read it';
+
+export const STATUS_OPTIONS: OptionSpec[] = [
+  {
+    name: 'partitions',
+    type: 'string',
+    value: 'N',
+    help: 'the name is a PartitionedLeadership with N partitions: show its members and owners',
+  },
+];
+
+/** `status --name N --partitions P`: members, how many partitions each owns, the ownerless ones. */
+export async function partitionStatus(
+  values: Values,
+  dsn: Dsn,
+  keys: Keys,
+  json: boolean,
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  if (keys.name === undefined) throw new UsageError('--partitions needs --name (the name the workers share)');
+  const partitions = positiveInt(values, 'partitions', 1);
+  // an unreachable server or a wrong password: a one-line usage error, as for the key
+  const found = await findPrimaryOrExit(dsn, 'pgleaderlock-inspect');
+  if (found) destroyClient(found.client);
+  const r = await PartitionedLeadership.inspect({ ...connectionOptions(dsn), name: keys.name, partitions });
+  const ownerless = r.owners.flatMap((o, p) => (o === null ? [p] : []));
+  if (json) {
+    out.write(
+      `${JSON.stringify({ name: keys.name, partitions, host: r.host, members: r.members, owners: r.owners, note: NOTE })}\n`,
+    );
+    return EXIT.OK;
+  }
+  const ranges = (ps: number[]): string => {
+    const parts: string[] = [];
+    for (let i = 0; i < ps.length; i++) {
+      let j = i;
+      while (j + 1 < ps.length && ps[j + 1] === (ps[j] as number) + 1) j++;
+      parts.push(i === j ? `${ps[i]}` : `${ps[i]}-${ps[j]}`);
+      i = j;
+    }
+    return parts.join(',');
+  };
+  const lines = [
+    `${JSON.stringify(keys.name)}, ${partitions} partitions, on ${redact(dsn.url)}`,
+    `server:    ${r.host} (the primary)`,
+    `members:   ${r.members.length}`,
+    ...r.members.map(
+      (m) =>
+        `  ${m.id} (pid ${m.pid}): ${m.owned} partitions${m.partitions === partitions ? '' : ` (runs with --partitions ${m.partitions}: refused)`}`,
+    ),
+    `ownerless: ${ownerless.length === 0 ? 'none' : `${ownerless.length} (${ranges(ownerless)})`}`,
+    `(${NOTE})`,
+  ];
+  out.write(`${lines.join('\n')}\n`);
+  return EXIT.OK;
+}
 
 function who(c: Candidate): string {
   return `${c.id || '(no application_name)'} (pid ${c.pid}${c.clientAddr ? `, ${c.clientAddr}` : ''})`;

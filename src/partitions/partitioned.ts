@@ -12,6 +12,7 @@
 import { sleep, systemClock } from '../clock.js';
 import { PgLeaderLockError, sqlStateOf } from '../errors.js';
 import { assign } from './assign.js';
+import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
 import {
   type PartitionedLeadershipOptions,
   type ResolvedPartitionOptions,
@@ -22,6 +23,7 @@ import { GIVE, keysOf, type MemberRow, parseMember, RECONCILE, slotOf, TAKE } fr
 import { type PartitionTerm, Terms } from './terms.js';
 import { Watcher } from './watch.js';
 
+export type { PartitionInspection, PartitionInspectOptions } from './inspect.js';
 export type { PartitionTerm } from './terms.js';
 export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<void> | void;
 
@@ -63,7 +65,8 @@ export class PartitionedLeadership implements AsyncDisposable {
   private loopDone: Promise<void> | null = null;
   private stopRequested = false;
   private balanceWaiters = new Set<() => void>();
-  private balanced = false;
+  /** This worker's share at the last reconcile. */
+  private share: ReadonlySet<number> = new Set();
   private leaseTimer: NodeJS.Timeout | null = null;
   private mismatchReported = new Set<string>();
   private readonly counters = { reconciles: 0, statements: 0 };
@@ -72,8 +75,13 @@ export class PartitionedLeadership implements AsyncDisposable {
   constructor(options: PartitionedLeadershipOptions) {
     this.o = resolvePartitionOptions(options);
     this.keys = keysOf(this.o.name);
-    this.terms = new Terms(this.o.drainTimeoutMs, this.o.logger);
+    this.terms = new Terms(this.o.drainTimeoutMs, this.o.logger, () => this.checkBalance());
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
+  }
+
+  /** The members of `name` and the owner of each partition, without joining (informational). */
+  static inspect(options: PartitionInspectOptions): Promise<PartitionInspection> {
+    return inspectPartitions(options);
   }
 
   get id(): string {
@@ -136,6 +144,7 @@ export class PartitionedLeadership implements AsyncDisposable {
   /** Resolves true once this worker owns exactly its share for the current membership. */
   async waitForBalance({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<boolean> {
     if (this.balanced) return true;
+    // resolved by checkBalance() after a reconcile or when a fenced term opens
     return new Promise<boolean>((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -257,12 +266,19 @@ export class PartitionedLeadership implements AsyncDisposable {
       void this.terms.revokeAll('lost', null); // at once, before the loop runs
       this.wake();
     });
+    // what earlier sessions heard is no proof for this one
+    this.clean.clear();
+    this.departed.clear();
+    this.deaths.clear();
     owner.onNotify((payload) => {
-      const [what, who] = [payload.slice(0, payload.indexOf(':')), payload.slice(payload.indexOf(':') + 1)];
+      const [what = '', who = '', list = ''] = payload.split(':');
       if (what === 'left') this.departed.add(who);
       if (what === 'died') this.died(who);
-      if (what === 'released' || what === 'left')
-        for (const p of this.assignment.get(who) ?? []) this.clean.add(p);
+      // `released:<id>:<p>,…`: unlocked after their runs returned: no fence needed, until
+      // `took:<id>:<p>,…` says another worker holds them again (it may die holding them)
+      const ps = list ? list.split(',').map(Number) : [];
+      if (what === 'released') for (const p of ps) this.clean.add(p);
+      if (what === 'took' && who !== this.o.id) for (const p of ps) this.clean.delete(p);
       this.wake();
     });
     await owner.notify(`joined:${this.o.id}`);
@@ -272,7 +288,6 @@ export class PartitionedLeadership implements AsyncDisposable {
   /** A member's session ended: unless it announced a clean leave, its partitions were not handed over. */
   private died(id: string): void {
     if (this.departed.has(id) || !this.members.some((m) => m.id === id)) return;
-    for (const p of this.assignment.get(id) ?? []) this.clean.delete(p);
     this.deaths.add(id);
   }
 
@@ -320,18 +335,22 @@ export class PartitionedLeadership implements AsyncDisposable {
     for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost', null);
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
-      await this.terms.revoke(give, 'rebalance', null); // drained before the locks go
+      const drained = await this.terms.revoke(give, 'rebalance', null); // drained before the locks go
       await owner.query(GIVE, [this.keys.partitions, give]);
-      await owner.notify(`released:${this.o.id}`);
+      await this.announce(owner, 'released', drained);
     }
+    // held here but not opened: taken by a statement that then failed (53200 part-way): run them
+    const known = new Set(this.terms.partitions());
+    const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
+    this.terms.open(adopt, this.o.takeoverDelayMs);
     const take = [...mine].filter((p) => !heldHere.has(p));
     await this.take(owner, take, ids.length);
     // watch the member after us
     const me = ids.indexOf(this.o.id);
     const next = me >= 0 && ids.length > 1 ? this.members[(me + 1) % ids.length] : undefined;
     if (this.phase.kind === 'running') this.phase.watcher.watch(next ? next.slot : null);
-    this.balanced = take.length === 0 && give.length === 0 && this.terms.partitions().length === mine.size;
-    if (this.balanced) for (const w of [...this.balanceWaiters]) w();
+    this.share = mine;
+    this.checkBalance();
   }
 
   /**
@@ -361,6 +380,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       const taken = got?.taken ?? [];
       const fenced = taken.filter((p) => !this.clean.has(p));
       for (const p of taken) this.clean.delete(p);
+      if (taken.length) await this.announce(owner, 'took', taken);
       this.terms.open(
         taken.filter((p) => !fenced.includes(p)),
         0,
@@ -368,8 +388,25 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.terms.open(fenced, this.o.takeoverDelayMs);
     } catch (err) {
       if (sqlStateOf(err) !== '53200') throw err;
+      // the statement failed part-way; the locks it got stay held (session locks ignore the
+      // rollback): give them back, or the full table fails every statement after this one
+      await owner.query(GIVE, [this.keys.partitions, take]).catch(() => {});
       this.report(lockTableFull(this.o.partitions, members, err));
     }
+  }
+
+  /** Owning exactly this worker's share, every term open. */
+  private get balanced(): boolean {
+    const owned = this.owned;
+    return (
+      this.share.size === owned.size &&
+      [...this.share].every((p) => owned.has(p)) &&
+      this.members.some((m) => m.id === this.o.id)
+    );
+  }
+
+  private checkBalance(): void {
+    if (this.balanced) for (const w of [...this.balanceWaiters]) w();
   }
 
   /** Arm the lease: past `until`, every term ends and the session is closed (a frozen worker). */
@@ -388,15 +425,27 @@ export class PartitionedLeadership implements AsyncDisposable {
     this.leaseTimer.unref();
   }
 
+  /** Tell the others which partitions were handed back cleanly, or taken (NOTIFY payloads stay under 8000 bytes). */
+  private async announce(
+    owner: Owner,
+    what: 'released' | 'took',
+    partitions: readonly number[],
+  ): Promise<void> {
+    for (let i = 0; i < partitions.length; i += 1000) {
+      await owner.notify(`${what}:${this.o.id}:${partitions.slice(i, i + 1000).join(',')}`);
+    }
+  }
+
   private async leave(owner: Owner): Promise<void> {
     this.phase = { kind: 'stopping' };
-    await this.terms.revokeAll('shutdown', null);
+    const drained = await this.terms.revokeAll('shutdown', null);
     try {
       const held =
         (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
           ?.held ?? [];
       if (held.length) await owner.query(GIVE, [this.keys.partitions, held]);
-      // announced before the member lock goes: the others then know the hand-over was clean
+      await this.announce(owner, 'released', drained);
+      // announced before the member lock goes: its release is then no death
       await owner.notify(`left:${this.o.id}`);
       await owner.query('SELECT pg_advisory_unlock($1, $2)', [this.keys.members, slotOf(this.o.id)]);
     } catch (err) {

@@ -47,6 +47,8 @@ export class Terms {
   constructor(
     private readonly drainTimeoutMs: number,
     private readonly logger: Logger,
+    /** A term opened (after its fence, if any). */
+    private readonly opened: () => void = () => {},
   ) {}
 
   owned(): Set<number> {
@@ -135,6 +137,7 @@ export class Terms {
     this.count.acquisitions += 1;
     this.emit('assigned', e.partition, term);
     for (const fn of this.works) this.startRun(e, fn);
+    this.opened();
   }
 
   private startRun(e: Entry, fn: Work): void {
@@ -155,13 +158,15 @@ export class Terms {
 
   /**
    * End these partitions' terms at once, then wait (up to drainTimeoutMs) for their runs to
-   * return: the caller releases the locks after this resolves.
+   * return: the caller releases the locks after this resolves. Resolves with the partitions
+   * whose runs all returned in time (a clean hand-over).
    */
   async revoke(
     partitions: readonly number[],
     reason: 'rebalance' | 'lost' | 'shutdown',
     _why: null,
-  ): Promise<void> {
+  ): Promise<number[]> {
+    const drained: number[] = [];
     const drains: Promise<unknown>[] = [];
     for (const p of partitions) {
       const e = this.held.get(p);
@@ -169,13 +174,17 @@ export class Terms {
       this.held.delete(p);
       if (e.fence) clearTimeout(e.fence);
       e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
-      if (!e.term) continue; // still fenced: no term was opened
+      if (!e.term || e.runs.size === 0) {
+        drained.push(p);
+        if (!e.term) continue; // still fenced: no term was opened
+      } else {
+        drains.push(Promise.allSettled([...e.runs]).then(() => drained.push(p)));
+      }
       this.count.revocations += 1;
       if (reason === 'lost') this.count.losses += 1;
       this.emit('revoked', p, reason);
-      if (e.runs.size) drains.push(Promise.allSettled([...e.runs]));
     }
-    if (drains.length === 0) return;
+    if (drains.length === 0) return drained;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.all(drains),
@@ -184,9 +193,10 @@ export class Terms {
       }),
     ]);
     clearTimeout(timer);
+    return [...drained];
   }
 
-  revokeAll(reason: 'rebalance' | 'lost' | 'shutdown', why: null): Promise<void> {
+  revokeAll(reason: 'rebalance' | 'lost' | 'shutdown', why: null): Promise<number[]> {
     return this.revoke([...this.held.keys()], reason, why);
   }
 }

@@ -38,6 +38,7 @@ export class Watcher {
   private waiting: number | null = null;
   private stopped = false;
   private changed: (() => void) | null = null;
+  private recancel: NodeJS.Timeout | null = null;
   private readonly done: Promise<void>;
 
   constructor(private readonly o: WatchOptions) {
@@ -49,13 +50,34 @@ export class Watcher {
     if ((this.target?.slot ?? null) === slot) return;
     this.target = slot === null ? null : { slot };
     this.changed?.();
-    if (this.client && this.waiting !== null && this.waiting !== slot) {
-      void sendCancel(this.client, systemClock, this.o.queryTimeoutMs);
-    }
+    this.retarget();
+  }
+
+  /**
+   * Cancel a wait on a slot that is no longer the target; again every 50 ms until the wait
+   * has ended (a cancel that reaches the server before the statement does is lost).
+   */
+  private retarget(): void {
+    const stale = (): boolean =>
+      this.client !== null && this.waiting !== null && this.waiting !== (this.target?.slot ?? null);
+    if (!stale() || this.recancel) return;
+    const client = this.client as pg.Client;
+    void sendCancel(client, systemClock, this.o.queryTimeoutMs);
+    this.recancel = setInterval(() => {
+      if (!stale() || this.client !== client) {
+        clearInterval(this.recancel ?? undefined);
+        this.recancel = null;
+        return;
+      }
+      void sendCancel(client, systemClock, this.o.queryTimeoutMs);
+    }, 50);
+    this.recancel.unref();
   }
 
   async close(): Promise<void> {
     this.stopped = true;
+    if (this.recancel) clearInterval(this.recancel);
+    this.recancel = null;
     this.changed?.();
     if (this.client) destroyClient(this.client);
     await this.done;

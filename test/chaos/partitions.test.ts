@@ -28,7 +28,7 @@ afterEach(async () => {
         new Promise<void>((resolve) => {
           if (c.exitCode !== null || c.signalCode !== null) return resolve();
           c.once('exit', () => resolve());
-          c.disconnect();
+          if (c.connected) c.disconnect();
           setTimeout(() => c.kill('SIGKILL'), 8000).unref();
         }),
     ),
@@ -46,9 +46,25 @@ function cluster(url: string, name: string, partitions: number, takeoverDelayMs:
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     proc.on('message', (m: Msg) => msgs.push(m));
+    proc.on('error', () => {}); // a send to a worker that has just exited (EPIPE) is no failure
     children.push(proc);
     procs.set(id, proc);
     return id;
+  };
+  /** When each killed worker was SIGKILLed: its runs ended then. */
+  const killed = new Map<string, number>();
+  const kill = (id: string): void => {
+    killed.set(id, now());
+    procs.get(id)?.kill('SIGKILL');
+    procs.delete(id);
+  };
+  /** A clean leave (PartitionedLeadership.shutdown), resolved when the process exited. */
+  const stop = async (id: string): Promise<void> => {
+    const proc = procs.get(id) as ChildProcess;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.send('shutdown');
+    await exited;
+    procs.delete(id);
   };
   /** partition → id of the worker whose run is going, from the start/end reports (a killed worker's runs end at its kill). */
   const running = (): Map<number, string> => {
@@ -58,9 +74,10 @@ function cluster(url: string, name: string, partitions: number, takeoverDelayMs:
       if (m.ev === 'start') out.set(m.p, m.id);
       else if (m.ev === 'end' && out.get(m.p) === m.id) out.delete(m.p);
     }
+    for (const [p, id] of out) if (killed.has(id)) out.delete(p);
     return out;
   };
-  return { msgs, procs, spawn, running };
+  return { msgs, procs, spawn, running, kill, stop, killed };
 }
 
 async function held(url: string, name: string): Promise<number> {
@@ -146,18 +163,13 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     );
     expect(Math.max(...perSecond)).toBeLessThanOrEqual(3);
 
-    const killedAt = new Map<string, number>();
     const gaps: number[] = [];
     for (let round = 0; round < 4; round++) {
-      const victimId = [...c.procs.keys()].find((id) => !killedAt.has(id)) as string;
-      const victim = c.procs.get(victimId) as ChildProcess;
+      const victimId = [...c.procs.keys()][0] as string;
       const theirs = [...c.running()].filter(([, id]) => id === victimId).map(([p]) => p);
-      const t0 = now();
-      victim.kill('SIGKILL');
-      process.stderr.write(`DBG kill ${t0.toFixed(1)}\n`);
-      killedAt.set(victimId, t0);
-      c.procs.delete(victimId);
-      await eventually(() => theirs.every((p) => c.running().has(p) && c.running().get(p) !== victimId), {
+      c.kill(victimId);
+      const t0 = c.killed.get(victimId) as number;
+      await eventually(() => theirs.every((p) => c.running().has(p)), {
         timeoutMs: 10_000,
         intervalMs: 2,
         what: 'the killed worker\u2019s partitions to run elsewhere',
@@ -174,7 +186,80 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     );
     expect(gaps.length).toBe(4 * (P / N));
     expect(pct(gaps, 0.99)).toBeLessThanOrEqual(100);
-    expect(overlaps(c.msgs, killedAt)).toEqual([]);
+    expect(overlaps(c.msgs, c.killed)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
+  }, 120_000);
+
+  it('faults (SIGKILL, pg_terminate_backend, a server restart) and a rolling restart, 256 partitions over 4 workers, work that takes 100 ms to stop, takeover fence 250 ms: never two runs of a partition at once, balanced after each', async () => {
+    const P = 256;
+    const N = 4;
+    const name = `pc-${Date.now()}`;
+    await using server = await ownServer();
+    const c = cluster(server.url, name, P, 250, 100);
+    for (let i = 0; i < N; i++) c.spawn();
+    const balanced = (what: string) =>
+      eventually(
+        () => {
+          const r = c.running();
+          if (r.size !== P) return false;
+          const per = new Map<string, number>();
+          for (const id of r.values()) per.set(id, (per.get(id) ?? 0) + 1);
+          return per.size === N && [...per.values()].every((k) => k === P / N);
+        },
+        { timeoutMs: 30_000, intervalMs: 20, what },
+      );
+    await balanced('the first balance');
+    const live = () => [...c.procs.keys()];
+    const faults: string[] = [];
+    for (const fault of ['kill', 'terminate', 'restart-server', 'terminate', 'kill'] as const) {
+      const id = live()[0] as string;
+      const seen = c.msgs.length;
+      if (fault === 'kill') {
+        c.kill(id);
+        c.spawn();
+      } else if (fault === 'terminate') {
+        await adminQuery(
+          server.url,
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pgleaderlock:' || $1 || '#p' || $2",
+          [id, P],
+        );
+      } else {
+        await server.restart('fast');
+      }
+      faults.push(fault);
+      // the fault has taken effect once runs have moved (ended or started)
+      await eventually(() => c.msgs.slice(seen).some((m) => m.ev === 'end' || m.ev === 'start'), {
+        what: `the ${fault} to take effect`,
+      });
+      await balanced(`balance after ${faults.join(', ')}`);
+    }
+
+    // rolling restart: each worker in turn leaves cleanly (SIGTERM-like: disconnect) and a new one joins
+    const before = c.msgs.length;
+    const rollStart = now();
+    for (const id of live()) {
+      await c.stop(id);
+      c.spawn();
+      await balanced(`balance after restarting ${id}`);
+    }
+    const rolled = c.msgs.slice(before);
+    const moves = rolled.filter((m) => m.ev === 'start').length;
+    // the longest a partition had no run, within the rolling restart
+    const lastEnd = new Map<number, number>();
+    let longest = 0;
+    for (const m of [...rolled].sort((a, b) => a.at - b.at)) {
+      if (m.p === undefined) continue;
+      if (m.ev === 'end') lastEnd.set(m.p, m.at);
+      else if (m.ev === 'start' && lastEnd.has(m.p))
+        longest = Math.max(longest, m.at - (lastEnd.get(m.p) as number));
+    }
+    console.log(
+      `[partitions] faults ${faults.join(', ')}: balanced after each; rolling restart of ${N} workers (P=${P}) in ${((now() - rollStart) / 1000).toFixed(1)} s: ${moves} partition moves (${(moves / P).toFixed(2)} × P), longest ownerless gap ${longest.toFixed(0)} ms`,
+    );
+    const ov = overlaps(c.msgs, c.killed);
+    if (ov.length) process.stderr.write(`OVERLAPS ${ov.length}: ${ov.slice(0, 8).join(' | ')}\n`);
+    expect(ov).toEqual([]);
+    // each restart moves the leaver's share away and (about) a share back to the newcomer
+    expect(moves).toBeLessThanOrEqual(2.5 * P);
   }, 120_000);
 });

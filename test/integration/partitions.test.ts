@@ -107,7 +107,8 @@ describe('PartitionedLeadership', () => {
     await using server = await ownServer({
       settings: { max_locks_per_transaction: 10, max_connections: 20 },
     });
-    const w = worker(uniq(), 4096, { takeoverDelayMs: 0 }, server.url);
+    const name = uniq();
+    const w = worker(name, 4096, { takeoverDelayMs: 0 }, server.url);
     const errors: Error[] = [];
     w.onError((e) => errors.push(e));
     await w.start();
@@ -116,6 +117,15 @@ describe('PartitionedLeadership', () => {
     expect(errors[0]?.message).toMatch(
       /lock table is full \(SQLSTATE 53200\).*raise max_locks_per_transaction/,
     );
+    // the attempt's locks are given back: the server keeps working (a new session can start)
+    await eventually(async () => (await holders(name, server.url)).size === 0, {
+      what: 'the locks given back',
+    });
+    expect(w.owned.size).toBe(0);
+    expect(errors.every((e) => (e as { code?: string }).code === 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL')).toBe(
+      true,
+    );
     await w.shutdown();
+    expect((await holders(name, server.url)).size).toBe(0);
   });
 });

@@ -1,0 +1,69 @@
+/**
+ * `PartitionedLeadership.inspect()`: the members of a name and the owner of every
+ * partition, from `pg_locks` on the primary, without joining. A snapshot (informational).
+ */
+import type pg from 'pg';
+import { systemClock } from '../clock.js';
+import { type ConnectFn, destroyClient } from '../connect.js';
+import { type Endpoint, endpointsOf, findPrimary } from '../primary.js';
+import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
+
+export interface PartitionInspectOptions {
+  connectionString?: string;
+  clientConfig?: Omit<pg.ClientConfig, 'connectionString'>;
+  connect?: ConnectFn;
+  name: string;
+  partitions: number;
+  /** Connect and query deadline (default 5000). */
+  timeoutMs?: number;
+}
+
+export interface PartitionInspection {
+  /** The server inspected (`host:port` of the primary, or `connect()`). */
+  host: string;
+  /** Members (holders of a member lock), by id; `partitions` is the count each runs with. */
+  members: { id: string; pid: number; partitions: number; owned: number }[];
+  /** For each partition, the id of its owner, or null when nobody holds it. */
+  owners: (string | null)[];
+}
+
+export async function inspectPartitions(o: PartitionInspectOptions): Promise<PartitionInspection> {
+  const timeoutMs = o.timeoutMs ?? 5000;
+  const endpoints: Endpoint[] = o.connect
+    ? [{ label: 'connect()', connect: o.connect }]
+    : endpointsOf(o, 'pgleaderlock-inspect', timeoutMs);
+  const found = await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
+  const client = found.client;
+  try {
+    const keys = keysOf(o.name);
+    const [row] = (
+      await client.query<{ members: { app: string | null; slot: string; pid: number }[] }>(RECONCILE, [
+        keys.members,
+        keys.partitions,
+      ])
+    ).rows;
+    const members = (row?.members ?? [])
+      .map((m) => parseMember(m.app, Number(m.slot), m.pid))
+      .filter((m): m is MemberRow => m !== null)
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    const byPid = new Map(members.map((m) => [m.pid, m.id]));
+    const owners: (string | null)[] = Array.from({ length: o.partitions }, () => null);
+    const held = (await client.query<{ partition: number; pid: number }>(OWNERS, [keys.partitions])).rows;
+    for (const h of held) {
+      if (h.partition >= 0 && h.partition < o.partitions)
+        owners[h.partition] = byPid.get(h.pid) ?? `pid ${h.pid}`;
+    }
+    return {
+      host: found.endpoint.label,
+      members: members.map((m) => ({
+        id: m.id,
+        pid: m.pid,
+        partitions: m.partitions,
+        owned: owners.filter((x) => x === m.id).length,
+      })),
+      owners,
+    };
+  } finally {
+    destroyClient(client);
+  }
+}
