@@ -8,7 +8,7 @@
  * leader's onAcquired, on one machine over loopback, candidates in this process except for
  * the SIGKILL case (leader in a child process).
  */
-import { fork } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -457,6 +457,15 @@ async function main(): Promise<void> {
     await admin.end().catch(() => {});
     await server.dispose();
   }
+  // the partitions section: its own process and server (bench/partitions.ts)
+  const partitions = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', path.join(root, 'bench/partitions.ts'), ...(quick ? ['--quick'] : [])],
+    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' },
+  );
+  if (partitions.status !== 0) throw new Error(`bench/partitions.ts exited ${partitions.status}`);
+  log();
+  log(partitions.stdout.trimEnd());
   const out = process.env.BENCH_OUT ?? path.join(root, 'docs/benchmarks.run.md');
   fs.writeFileSync(out, `${lines.join('\n')}\n`);
   console.log(`\nwritten to ${path.relative(root, out)}`);

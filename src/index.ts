@@ -35,6 +35,8 @@ export {
   type ErrorMessage,
   type LockStats,
   type LostMessage,
+  type PartitionAssignedMessage,
+  type PartitionRevokedMessage,
   type StateMessage,
 } from './observe.js';
 export type { LeaderLockOptions } from './options.js';

@@ -13,6 +13,10 @@ export const CHANNELS = {
   lost: 'pgleaderlock:lost',
   released: 'pgleaderlock:released',
   error: 'pgleaderlock:error',
+  /** PartitionedLeadership: a partition's term opened on this worker. */
+  partitionAssigned: 'pgleaderlock:partition-assigned',
+  /** PartitionedLeadership: a partition's term ended on this worker. */
+  partitionRevoked: 'pgleaderlock:partition-revoked',
 } as const;
 
 /** Every message carries the lock's identity. */
@@ -43,7 +47,22 @@ const channels = {
   lost: diagnosticsChannel.channel(CHANNELS.lost),
   released: diagnosticsChannel.channel(CHANNELS.released),
   error: diagnosticsChannel.channel(CHANNELS.error),
+  partitionAssigned: diagnosticsChannel.channel(CHANNELS.partitionAssigned),
+  partitionRevoked: diagnosticsChannel.channel(CHANNELS.partitionRevoked),
 };
+
+/** PartitionedLeadership messages: the worker's name and id, the partition. */
+export interface PartitionMessage {
+  name: string;
+  id: string;
+  partition: number;
+}
+export interface PartitionAssignedMessage extends PartitionMessage {
+  termId: number;
+}
+export interface PartitionRevokedMessage extends PartitionMessage {
+  reason: 'rebalance' | 'lost' | 'shutdown';
+}
 
 /** The message type of each channel. */
 export interface ChannelMessages {
@@ -52,6 +71,8 @@ export interface ChannelMessages {
   lost: LostMessage;
   released: ChannelBase;
   error: ErrorMessage;
+  partitionAssigned: PartitionAssignedMessage;
+  partitionRevoked: PartitionRevokedMessage;
 }
 
 export function publish<K extends keyof typeof CHANNELS>(name: K, message: ChannelMessages[K]): void {

@@ -75,7 +75,9 @@ export class PartitionedLeadership implements AsyncDisposable {
   constructor(options: PartitionedLeadershipOptions) {
     this.o = resolvePartitionOptions(options);
     this.keys = keysOf(this.o.name);
-    this.terms = new Terms(this.o.drainTimeoutMs, this.o.logger, () => this.checkBalance());
+    this.terms = new Terms({ name: this.o.name, id: this.o.id }, this.o.drainTimeoutMs, this.o.logger, () =>
+      this.checkBalance(),
+    );
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
   }
 

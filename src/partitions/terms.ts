@@ -5,6 +5,7 @@
  * caller releases the lock. The one owner of "which partitions are mine" in a worker.
  */
 import type { Logger } from '../logger.js';
+import { publish } from '../observe.js';
 
 export interface PartitionTerm {
   /** 1, 2, 3, … within this worker, across partitions. */
@@ -45,6 +46,8 @@ export class Terms {
   private readonly count = { acquisitions: 0, revocations: 0, losses: 0 };
 
   constructor(
+    /** The worker's name and id, for diagnostics_channel messages. */
+    private readonly who: { name: string; id: string },
     private readonly drainTimeoutMs: number,
     private readonly logger: Logger,
     /** A term opened (after its fence, if any). */
@@ -135,6 +138,7 @@ export class Terms {
     };
     e.term = term;
     this.count.acquisitions += 1;
+    publish('partitionAssigned', { ...this.who, partition: e.partition, termId: term.id });
     this.emit('assigned', e.partition, term);
     for (const fn of this.works) this.startRun(e, fn);
     this.opened();
@@ -182,6 +186,7 @@ export class Terms {
       }
       this.count.revocations += 1;
       if (reason === 'lost') this.count.losses += 1;
+      publish('partitionRevoked', { ...this.who, partition: p, reason });
       this.emit('revoked', p, reason);
     }
     if (drains.length === 0) return drained;

@@ -1,6 +1,7 @@
 /** PartitionedLeadership against PostgreSQL, workers in this process (separate processes: partitions-processes.test.ts). */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
+import { CHANNELS, PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, ownServer } from '../harness/db.js';
 
@@ -78,6 +79,31 @@ describe('PartitionedLeadership', () => {
       timeoutMs: 5000,
     });
     expect(rest.map((w) => w.owned.size)).toEqual([32, 32]);
+  });
+
+  it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', async () => {
+    const name = uniq();
+    const got: string[] = [];
+    const onAssigned = (m: unknown) => {
+      const x = m as { name: string; partition: number };
+      if (x.name === name) got.push(`assigned:${x.partition}`);
+    };
+    const onRevoked = (m: unknown) => {
+      const x = m as { name: string; partition: number; reason: string };
+      if (x.name === name) got.push(`revoked:${x.partition}:${x.reason}`);
+    };
+    diagnosticsChannel.subscribe(CHANNELS.partitionAssigned, onAssigned);
+    diagnosticsChannel.subscribe(CHANNELS.partitionRevoked, onRevoked);
+    try {
+      const w = worker(name, 2, { takeoverDelayMs: 0 });
+      await w.start();
+      expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+      await w.shutdown();
+      expect(got.sort()).toEqual(['assigned:0', 'assigned:1', 'revoked:0:shutdown', 'revoked:1:shutdown']);
+    } finally {
+      diagnosticsChannel.unsubscribe(CHANNELS.partitionAssigned, onAssigned);
+      diagnosticsChannel.unsubscribe(CHANNELS.partitionRevoked, onRevoked);
+    }
   });
 
   it('workers with another partition count are refused with a clear error', async () => {
