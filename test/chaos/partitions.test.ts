@@ -5,8 +5,9 @@
  * statements per worker at steady state.
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keysOf } from '../../src/partitions/sql.js';
+import { useChildren } from '../harness/children.js';
 import { adminQuery, eventually, ownServer } from '../harness/db.js';
 
 const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
@@ -20,20 +21,7 @@ interface Msg {
   message?: string;
 }
 const now = (): number => Number(process.hrtime.bigint()) / 1e6;
-const children: ChildProcess[] = [];
-afterEach(async () => {
-  await Promise.all(
-    children.splice(0).map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          c.once('exit', () => resolve());
-          if (c.connected) c.disconnect();
-          setTimeout(() => c.kill('SIGKILL'), 8000).unref();
-        }),
-    ),
-  );
-});
+const track = useChildren(8000);
 
 function cluster(url: string, name: string, partitions: number, takeoverDelayMs: number, stopMs = 0) {
   const msgs: Msg[] = [];
@@ -46,8 +34,7 @@ function cluster(url: string, name: string, partitions: number, takeoverDelayMs:
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     proc.on('message', (m: Msg) => msgs.push(m));
-    proc.on('error', () => {}); // a send to a worker that has just exited (EPIPE) is no failure
-    children.push(proc);
+    track(proc);
     procs.set(id, proc);
     return id;
   };
@@ -77,7 +64,29 @@ function cluster(url: string, name: string, partitions: number, takeoverDelayMs:
     for (const [p, id] of out) if (killed.has(id)) out.delete(p);
     return out;
   };
-  return { msgs, procs, spawn, running, kill, stop, killed };
+  /** Every partition runs, on the live workers, ⌊P/N⌋ or ⌈P/N⌉ each. */
+  const balanced = (what: string, timeoutMs = 60_000): Promise<void> => {
+    const perWorker = (): Map<string, number> => {
+      const per = new Map<string, number>();
+      for (const id of running().values()) per.set(id, (per.get(id) ?? 0) + 1);
+      return per;
+    };
+    return eventually(
+      () => {
+        const per = perWorker();
+        const n = procs.size;
+        const fair = (k: number) => k === Math.floor(partitions / n) || k === Math.ceil(partitions / n);
+        return running().size === partitions && per.size === n && [...per.values()].every(fair);
+      },
+      { timeoutMs, intervalMs: 20, what },
+    ).catch((err: Error) => {
+      const errors = msgs.filter((m) => m.ev === 'error').slice(0, 3);
+      throw new Error(
+        `${err.message}; running per worker: ${JSON.stringify([...perWorker()])}; errors: ${JSON.stringify(errors)}`,
+      );
+    });
+  };
+  return { msgs, procs, spawn, running, kill, stop, killed, balanced };
 }
 
 async function held(url: string, name: string): Promise<number> {
@@ -118,23 +127,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     await using server = await ownServer(); // the chaos project has no shared server
     const c = cluster(server.url, name, P, 0);
     for (let i = 0; i < N; i++) c.spawn();
-    const balanced = async (what: string) =>
-      eventually(
-        () => {
-          const r = c.running();
-          if (r.size !== P) return false;
-          const per = new Map<string, number>();
-          for (const id of r.values()) per.set(id, (per.get(id) ?? 0) + 1);
-          return per.size === N && [...per.values()].every((k) => k === P / N);
-        },
-        { timeoutMs: 60_000, intervalMs: 20, what },
-      ).catch((err: Error) => {
-        const per = new Map<string, number>();
-        for (const id of c.running().values()) per.set(id, (per.get(id) ?? 0) + 1);
-        throw new Error(
-          `${err.message}; running per worker: ${JSON.stringify([...per])}; ${c.msgs.length} reports, errors: ${JSON.stringify(c.msgs.filter((m) => m.ev === 'error').slice(0, 3))}`,
-        );
-      });
+    const balanced = (what: string) => c.balanced(what);
     await balanced('8 workers to own 128 partitions each');
     expect(await held(server.url, name)).toBe(P);
 
@@ -197,17 +190,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     await using server = await ownServer();
     const c = cluster(server.url, name, P, 250, 100);
     for (let i = 0; i < N; i++) c.spawn();
-    const balanced = (what: string) =>
-      eventually(
-        () => {
-          const r = c.running();
-          if (r.size !== P) return false;
-          const per = new Map<string, number>();
-          for (const id of r.values()) per.set(id, (per.get(id) ?? 0) + 1);
-          return per.size === N && [...per.values()].every((k) => k === P / N);
-        },
-        { timeoutMs: 30_000, intervalMs: 20, what },
-      );
+    const balanced = (what: string) => c.balanced(what);
     await balanced('the first balance');
     const live = () => [...c.procs.keys()];
     const faults: string[] = [];

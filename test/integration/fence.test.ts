@@ -5,8 +5,9 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
+import { useChildren } from '../harness/children.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
@@ -21,20 +22,7 @@ interface Report {
 }
 
 const locks = useLocks();
-const children: ChildProcess[] = [];
-afterEach(async () => {
-  await Promise.all(
-    children.splice(0).map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          c.once('exit', () => resolve());
-          c.disconnect();
-          setTimeout(() => c.kill('SIGKILL'), 5000).unref();
-        }),
-    ),
-  );
-});
+const track = useChildren();
 
 function candidates(
   mode: 'wait' | 'poll',
@@ -64,7 +52,7 @@ function candidates(
       { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
     );
     proc.on('message', (m: Report) => reports.push(m));
-    children.push(proc);
+    track(proc);
     procs.set(id, proc);
   }
   const runs = (ev: 'run-start' | 'run-end') => reports.filter((r) => r.ev === ev);
