@@ -11,6 +11,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import os from 'node:os';
 import pg from 'pg';
+import { runningFrom } from '../test/harness/partition-runs.js';
 import { startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
 
 interface Msg {
@@ -77,16 +78,7 @@ async function run(s: Scenario): Promise<string> {
     proc.on('error', () => {});
     procs.set(id, proc);
   };
-  const running = (): Map<number, string> => {
-    const out = new Map<number, string>();
-    for (const m of msgs) {
-      if (m.p === undefined) continue;
-      if (m.ev === 'start') out.set(m.p, m.id);
-      else if (m.ev === 'end' && out.get(m.p) === m.id) out.delete(m.p);
-    }
-    for (const [p, id] of out) if (killed.has(id)) out.delete(p);
-    return out;
-  };
+  const running = (): Map<number, string> => runningFrom(msgs, killed);
   const settled = async (what: string): Promise<void> => {
     await until(() => {
       if (running().size !== s.partitions) return false;

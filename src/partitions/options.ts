@@ -1,6 +1,8 @@
 /** Options of `PartitionedLeadership`, validated up front (the same rules as LeaderLock's). */
+
+import os from 'node:os';
 import type pg from 'pg';
-import { applicationName, type ConnectFn, defaultId } from '../connect.js';
+import { applicationName, type ConnectFn } from '../connect.js';
 import { defaultLogger, guardLogger, type Logger } from '../logger.js';
 import { type Endpoint, endpointsOf } from '../primary.js';
 import { checkTargets, defaultServerReleaseMs } from '../safety.js';
@@ -57,6 +59,16 @@ export interface ResolvedPartitionOptions {
   signal: AbortSignal | null;
 }
 
+/** The default id: host (ASCII, at most 20 characters), pid and a random suffix. */
+function shortId(): string {
+  const host =
+    os
+      .hostname()
+      .replace(/[^A-Za-z0-9.-]/g, '')
+      .slice(0, 20) || 'host';
+  return `${host}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
 export function resolvePartitionOptions(options: PartitionedLeadershipOptions): ResolvedPartitionOptions {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`PartitionedLeadership options must be an object, received ${show(options)}`);
@@ -75,9 +87,13 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
       `partitions must be an integer from 1 to ${MAX_PARTITIONS}, received ${show(partitions)}`,
     );
   }
-  const id = options.id ?? defaultId();
-  if (typeof id !== 'string' || id.length === 0 || id.length > 40 || id.includes('#')) {
-    throw new TypeError(`id must be a string of 1 to 40 characters without '#', received ${show(id)}`);
+  const id = options.id ?? shortId();
+  // printable ASCII: PostgreSQL may rewrite other bytes of application_name, where the other
+  // workers read the id back; '#' and ':' delimit it there and in notices
+  if (typeof id !== 'string' || !/^[\x20-\x7e]{1,40}$/.test(id) || /[#:]/.test(id)) {
+    throw new TypeError(
+      `id must be 1 to 40 printable ASCII characters without '#' or ':', received ${show(id)}`,
+    );
   }
   const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
   const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);

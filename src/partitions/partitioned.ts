@@ -45,7 +45,7 @@ type Phase =
   | { kind: 'stopped' }
   | { kind: 'connecting' }
   | { kind: 'running'; owner: Owner; watcher: Watcher }
-  | { kind: 'stopping' };
+  | { kind: 'stopping'; owner: Owner };
 
 export class PartitionedLeadership implements AsyncDisposable {
   private readonly o: ResolvedPartitionOptions;
@@ -56,6 +56,8 @@ export class PartitionedLeadership implements AsyncDisposable {
   private assignment = new Map<string, number[]>();
   /** Partitions handed over cleanly by their previous owner (no takeover fence needed). */
   private readonly clean = new Set<number>();
+  /** Who last announced taking each partition (to order `released` against `took`). */
+  private readonly takenBy = new Map<number, string>();
   /** Members that announced a clean leave: their member lock's release is no death. */
   private readonly departed = new Set<string>();
   /** Members reported dead since the last reconcile: their share is taken before anything else. */
@@ -64,7 +66,7 @@ export class PartitionedLeadership implements AsyncDisposable {
   private dirty = false;
   private loopDone: Promise<void> | null = null;
   private stopRequested = false;
-  private balanceWaiters = new Set<() => void>();
+  private balanceWaiters = new Set<(balanced: boolean) => void>();
   /** This worker's share at the last reconcile. */
   private share: ReadonlySet<number> = new Set();
   private leaseTimer: NodeJS.Timeout | null = null;
@@ -148,15 +150,16 @@ export class PartitionedLeadership implements AsyncDisposable {
     if (this.balanced) return true;
     // resolved by checkBalance() after a reconcile or when a fenced term opens
     return new Promise<boolean>((resolve) => {
-      const done = (): void => {
+      const done = (balanced: boolean): void => {
         clearTimeout(timer);
         this.balanceWaiters.delete(done);
-        resolve(true);
+        resolve(balanced);
       };
       const timer = setTimeout(() => {
         this.balanceWaiters.delete(done);
         resolve(false);
       }, timeoutMs);
+      timer.unref();
       this.balanceWaiters.add(done);
     });
   }
@@ -167,10 +170,16 @@ export class PartitionedLeadership implements AsyncDisposable {
     this.wake();
     const done = this.loopDone;
     if (!done) return;
-    await Promise.race([done, sleep(systemClock, timeoutMs)]);
+    const finished = await Promise.race([
+      done.then(() => true),
+      sleep(systemClock, timeoutMs).then(() => false),
+    ]);
+    if (finished) return;
+    // past the timeout: close the session, and the server frees what it holds (the others
+    // then take it under the fence); runs still winding down are left to finish
     const p = this.phase as Phase;
-    if (p.kind === 'running') p.owner.destroy(); // past the timeout: the server frees the rest
-    await done;
+    if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy();
+    for (const w of [...this.balanceWaiters]) w(false);
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -215,6 +224,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       delay = Math.min(delay * 2, 5000);
     }
     this.phase = { kind: 'stopped' };
+    for (const w of [...this.balanceWaiters]) w(false);
     this.started?.resolve();
     this.started = null;
     this.loopDone = null;
@@ -270,6 +280,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     });
     // what earlier sessions heard is no proof for this one
     this.clean.clear();
+    this.takenBy.clear();
     this.departed.clear();
     this.deaths.clear();
     owner.onNotify((payload) => {
@@ -279,11 +290,25 @@ export class PartitionedLeadership implements AsyncDisposable {
       // `released:<id>:<p>,…`: unlocked after their runs returned: no fence needed, until
       // `took:<id>:<p>,…` says another worker holds them again (it may die holding them)
       const ps = list ? list.split(',').map(Number) : [];
-      if (what === 'released') for (const p of ps) this.clean.add(p);
-      if (what === 'took' && who !== this.o.id) for (const p of ps) this.clean.delete(p);
+      for (const p of ps) {
+        if (what === 'took') {
+          this.takenBy.set(p, who);
+          this.clean.delete(p);
+        } else if (what === 'released' && (this.takenBy.get(p) ?? who) === who) {
+          // a `took` by another that arrived first means it holds p now: no clean mark
+          this.takenBy.delete(p);
+          this.clean.add(p);
+        }
+      }
       this.wake();
     });
-    await owner.notify(`joined:${this.o.id}`);
+    try {
+      await owner.notify(`joined:${this.o.id}`);
+    } catch (err) {
+      owner.destroy();
+      await watcher.close();
+      throw err;
+    }
     return { owner, watcher };
   }
 
@@ -337,7 +362,8 @@ export class PartitionedLeadership implements AsyncDisposable {
     for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost', null);
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
-      const drained = await this.terms.revoke(give, 'rebalance', null); // drained before the locks go
+      // drained before the locks go, the lease renewed meanwhile
+      const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance', null));
       await owner.query(GIVE, [this.keys.partitions, give]);
       await this.announce(owner, 'released', drained);
     }
@@ -408,7 +434,32 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   private checkBalance(): void {
-    if (this.balanced) for (const w of [...this.balanceWaiters]) w();
+    if (this.balanced) for (const w of [...this.balanceWaiters]) w(true);
+  }
+
+  /**
+   * Wait for a drain (runs winding down), with an ownership check every healthIntervalMs
+   * meanwhile: it renews the lease while every partition still run is held, and keeps the
+   * session from the server's idle_session_timeout.
+   */
+  private async renewing<T>(owner: Owner, drain: Promise<T>): Promise<T> {
+    const done = drain.then((value) => ({ value }));
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const tick = new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), this.o.healthIntervalMs);
+      });
+      const first = await Promise.race([done, tick]);
+      clearTimeout(timer);
+      if (first) return first.value;
+      const sentAt = performance.now();
+      const [row] = await owner.query<{ held: number[] }>(RECONCILE, [
+        this.keys.members,
+        this.keys.partitions,
+      ]);
+      const held = new Set(row?.held ?? []);
+      if (this.terms.partitions().every((p) => held.has(p))) this.leaseLapse(sentAt + owner.safety.leaseMs);
+    }
   }
 
   /** Arm the lease: past `until`, every term ends and the session is closed (a frozen worker). */
@@ -416,11 +467,12 @@ export class PartitionedLeadership implements AsyncDisposable {
     if (this.leaseTimer) clearTimeout(this.leaseTimer);
     this.leaseTimer = null;
     this.terms.leaseUntil = until;
-    if (until === null) return;
+    if (until === null || !Number.isFinite(until)) return; // a server that never drops a dead session: no lapse
     this.leaseTimer = setTimeout(
       () => {
         this.leaseTimer = null;
-        if (this.phase.kind === 'running') this.phase.owner.destroy();
+        const p = this.phase;
+        if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy();
       },
       Math.max(0, until - performance.now()),
     );
@@ -439,9 +491,10 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   private async leave(owner: Owner): Promise<void> {
-    this.phase = { kind: 'stopping' };
-    const drained = await this.terms.revokeAll('shutdown', null);
+    this.phase = { kind: 'stopping', owner };
+    let drained: number[] = [];
     try {
+      drained = await this.renewing(owner, this.terms.revokeAll('shutdown', null));
       const held =
         (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
           ?.held ?? [];

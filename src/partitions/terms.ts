@@ -178,9 +178,11 @@ export class Terms {
       this.held.delete(p);
       if (e.fence) clearTimeout(e.fence);
       e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
-      if (!e.term || e.runs.size === 0) {
+      // still under its fence: the previous owner's work may still run, so handing it on
+      // is no clean hand-over (the next owner must fence too)
+      if (!e.term) continue;
+      if (e.runs.size === 0) {
         drained.push(p);
-        if (!e.term) continue; // still fenced: no term was opened
       } else {
         drains.push(Promise.allSettled([...e.runs]).then(() => drained.push(p)));
       }

@@ -95,6 +95,7 @@ export class Watcher {
       }
       try {
         const client = await this.session();
+        if (this.target?.slot !== target.slot) continue; // retargeted while connecting
         this.waiting = target.slot;
         this.o.onStatement();
         await client.query('/* pgleaderlock:watch */ SELECT pg_advisory_lock($1, $2)', [
@@ -102,12 +103,23 @@ export class Watcher {
           target.slot,
         ]);
         this.waiting = null;
-        // granted: the member's session has ended. Free its slot again at once.
-        this.o.onStatement();
-        await client.query('/* pgleaderlock:watch */ SELECT pg_advisory_unlock($1, $2)', [
-          this.o.membersKey,
-          target.slot,
-        ]);
+        // granted: the member's session has ended. Free its slot again at once (again if a
+        // late cancel meant for the wait cancels the unlock)
+        for (let freed = false; !freed; ) {
+          this.o.onStatement();
+          freed = await client
+            .query('/* pgleaderlock:watch */ SELECT pg_advisory_unlock($1, $2)', [
+              this.o.membersKey,
+              target.slot,
+            ])
+            .then(
+              () => true,
+              (err: unknown) => {
+                if (sqlStateOf(err) === '57014') return false;
+                throw err;
+              },
+            );
+        }
         if (this.target?.slot === target.slot) this.target = null;
         this.o.onDeath(target.slot);
       } catch (err) {

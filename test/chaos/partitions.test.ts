@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { keysOf } from '../../src/partitions/sql.js';
 import { useChildren } from '../harness/children.js';
 import { adminQuery, eventually, ownServer } from '../harness/db.js';
+import { runningFrom } from '../harness/partition-runs.js';
 
 const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
 interface Msg {
@@ -53,17 +54,7 @@ function cluster(url: string, name: string, partitions: number, takeoverDelayMs:
     await exited;
     procs.delete(id);
   };
-  /** partition → id of the worker whose run is going, from the start/end reports (a killed worker's runs end at its kill). */
-  const running = (): Map<number, string> => {
-    const out = new Map<number, string>();
-    for (const m of msgs) {
-      if (m.p === undefined) continue;
-      if (m.ev === 'start') out.set(m.p, m.id);
-      else if (m.ev === 'end' && out.get(m.p) === m.id) out.delete(m.p);
-    }
-    for (const [p, id] of out) if (killed.has(id)) out.delete(p);
-    return out;
-  };
+  const running = (): Map<number, string> => runningFrom(msgs, killed);
   /** Every partition runs, on the live workers, ⌊P/N⌋ or ⌈P/N⌉ each. */
   const balanced = (what: string, timeoutMs = 60_000): Promise<void> => {
     const perWorker = (): Map<string, number> => {
@@ -164,7 +155,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
       const t0 = c.killed.get(victimId) as number;
       await eventually(() => theirs.every((p) => c.running().has(p)), {
         timeoutMs: 10_000,
-        intervalMs: 2,
+        intervalMs: 20, // the gaps come from the workers' own clocks: polling slower only spares the CPU
         what: 'the killed worker\u2019s partitions to run elsewhere',
       });
       for (const p of theirs) {

@@ -1,4 +1,4 @@
-/** PartitionedLeadership against PostgreSQL, workers in this process (separate processes: partitions-processes.test.ts). */
+/** PartitionedLeadership against PostgreSQL, workers in this process (in processes of their own: test/chaos/partitions.test.ts). */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { CHANNELS, PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
@@ -153,5 +153,96 @@ describe('PartitionedLeadership', () => {
     );
     await w.shutdown();
     expect((await holders(name, server.url)).size).toBe(0);
+  });
+
+  it('a partition handed on while still under its fence stays fenced: no two runs of a partition at once after pg_terminate_backend and a quick rejoin', async () => {
+    const name = uniq();
+    const runs: { w: string; p: number; start: number; end: number | null }[] = [];
+    const make = (id: string) => {
+      const w = worker(name, 4, { id, takeoverDelayMs: 1500, healthIntervalMs: 500, queryTimeoutMs: 500 });
+      w.runForEach(async (p, term) => {
+        const run = { w: id, p, start: performance.now(), end: null as number | null };
+        runs.push(run);
+        await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+        await new Promise((r) => setTimeout(r, 1000)); // stops 1 s after its abort, within the fence
+        run.end = performance.now();
+      });
+      return w;
+    };
+    const a = make('a');
+    const b = make('b');
+    await Promise.all([a.start(), b.start()]);
+    await eventually(() => a.owned.size === 2 && b.owned.size === 2, {
+      what: 'a 2/2 split',
+      timeoutMs: 10_000,
+    });
+    await adminQuery(
+      databaseUrl(),
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+      [`pgleaderlock:a#p4`],
+    );
+    // b takes a's two under the fence; a rejoins within it and gets them back
+    await eventually(() => a.owned.size === 2 && b.owned.size === 2 && runs.length >= 6, {
+      what: 'the split again',
+      timeoutMs: 15_000,
+    });
+    await eventually(() => runs.filter((r) => r.w === 'a').every((r) => r.end !== null || a.owned.has(r.p)), {
+      what: "a's old runs to end",
+      timeoutMs: 5000,
+    });
+    for (const r of runs) {
+      for (const o of runs) {
+        if (r === o || r.p !== o.p) continue;
+        const overlap =
+          r.start < (o.end ?? Number.POSITIVE_INFINITY) && o.start < (r.end ?? Number.POSITIVE_INFINITY);
+        expect(overlap, `partition ${r.p}: a run of ${r.w} and one of ${o.w} overlapped`).toBe(false);
+      }
+    }
+  }, 30_000);
+
+  it('a rebalance whose runs take longer to stop than the lease keeps the other partitions (the lease is renewed while draining)', async () => {
+    const name = uniq();
+    const short = { healthIntervalMs: 300, queryTimeoutMs: 300, takeoverDelayMs: 0 }; // lease ~1 s
+    const a = worker(name, 4, { ...short, id: 'a' });
+    const revoked: string[] = [];
+    a.onRevoked((p, reason) => revoked.push(`${p}:${reason}`));
+    a.runForEach(async (_p, term) => {
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, 2500)); // longer than the lease
+    });
+    const errors: Error[] = [];
+    a.onError((e) => errors.push(e));
+    await a.start();
+    expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const b = worker(name, 4, { ...short, id: 'b' });
+    await b.start();
+    expect(await b.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+    expect(a.owned.size).toBe(2);
+    expect(revoked.every((r) => r.endsWith(':rebalance'))).toBe(true);
+    expect(errors).toEqual([]);
+  }, 20_000);
+
+  it('shutdown({ timeoutMs }) returns within its timeout while runs are slow to stop; the server frees what was held', async () => {
+    const name = uniq();
+    const w = worker(name, 2, { takeoverDelayMs: 0 });
+    w.runForEach(async (_p, term) => {
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, 3000));
+    });
+    await w.start();
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const t0 = performance.now();
+    await w.shutdown({ timeoutMs: 300 });
+    expect(performance.now() - t0).toBeLessThan(1000);
+    await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
+  });
+
+  it('ids: printable ASCII, 1 to 40 characters, no # or :; the default id is one', () => {
+    for (const id of ['wörker', 'a:b', 'a#b', '', 'x'.repeat(41)]) {
+      expect(() => new PartitionedLeadership({ name: 'x', partitions: 2, id }), id).toThrow(
+        /id must be 1 to 40 printable ASCII characters without '#' or ':'/,
+      );
+    }
+    expect(new PartitionedLeadership({ name: 'x', partitions: 2 }).id).toMatch(/^[\x20-\x7e]{1,40}$/);
   });
 });
