@@ -20,15 +20,12 @@ import {
 } from './options.js';
 import { Owner } from './owner.js';
 import { GIVE, keysOf, type MemberRow, parseMember, RECONCILE, slotOf, TAKE } from './sql.js';
-import { type PartitionTerm, Terms } from './terms.js';
+import { type PartitionTerm, type RevokeReason, Terms } from './terms.js';
 import { Watcher } from './watch.js';
 
 export type { PartitionInspection, PartitionInspectOptions } from './inspect.js';
-export type { PartitionTerm } from './terms.js';
+export type { PartitionTerm, RevokeReason } from './terms.js';
 export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<void> | void;
-
-/** Why a partition was revoked. */
-export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 
 export interface PartitionStats {
   owned: number;
@@ -214,7 +211,7 @@ export class PartitionedLeadership implements AsyncDisposable {
         }
       }
       this.leaseLapse(null);
-      await this.terms.revokeAll('lost', null);
+      await this.terms.revokeAll('lost');
       if (session) {
         session.owner.destroy();
         await session.watcher.close();
@@ -275,7 +272,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     });
     this.phase = { kind: 'running', owner, watcher };
     owner.onDeath(() => {
-      void this.terms.revokeAll('lost', null); // at once, before the loop runs
+      void this.terms.revokeAll('lost'); // at once, before the loop runs
       this.wake();
     });
     // what earlier sessions heard is no proof for this one
@@ -359,11 +356,11 @@ export class PartitionedLeadership implements AsyncDisposable {
     const mine = new Set(this.assignment.get(this.o.id) ?? []);
     const heldHere = new Set(row?.held ?? []);
     // the server's word on what we hold: a partition we believe owned but do not hold was lost
-    for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost', null);
+    for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost');
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile
-      const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance', null));
+      const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance'));
       await owner.query(GIVE, [this.keys.partitions, give]);
       await this.announce(owner, 'released', drained);
     }
@@ -494,7 +491,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     this.phase = { kind: 'stopping', owner };
     let drained: number[] = [];
     try {
-      drained = await this.renewing(owner, this.terms.revokeAll('shutdown', null));
+      drained = await this.renewing(owner, this.terms.revokeAll('shutdown'));
       const held =
         (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
           ?.held ?? [];

@@ -18,6 +18,9 @@ export interface PartitionTerm {
 
 type Work = (partition: number, term: PartitionTerm) => Promise<void> | void;
 
+/** Why a partition was revoked. */
+export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
+
 interface Entry {
   readonly partition: number;
   readonly controller: AbortController;
@@ -28,7 +31,7 @@ interface Entry {
 
 type Handlers = {
   assigned: (partition: number, term: PartitionTerm) => void;
-  revoked: (partition: number, reason: 'rebalance' | 'lost' | 'shutdown') => void;
+  revoked: (partition: number, reason: RevokeReason) => void;
   error: (error: Error) => void;
 };
 
@@ -165,11 +168,7 @@ export class Terms {
    * return: the caller releases the locks after this resolves. Resolves with the partitions
    * whose runs all returned in time (a clean hand-over).
    */
-  async revoke(
-    partitions: readonly number[],
-    reason: 'rebalance' | 'lost' | 'shutdown',
-    _why: null,
-  ): Promise<number[]> {
+  async revoke(partitions: readonly number[], reason: RevokeReason): Promise<number[]> {
     const drained: number[] = [];
     const drains: Promise<unknown>[] = [];
     for (const p of partitions) {
@@ -203,7 +202,7 @@ export class Terms {
     return [...drained];
   }
 
-  revokeAll(reason: 'rebalance' | 'lost' | 'shutdown', why: null): Promise<number[]> {
-    return this.revoke([...this.held.keys()], reason, why);
+  revokeAll(reason: RevokeReason): Promise<number[]> {
+    return this.revoke([...this.held.keys()], reason);
   }
 }
