@@ -185,8 +185,20 @@ describe.each(['poll', 'wait'] as const)('onNewLeader (%s mode)', (mode) => {
     );
     await c.start();
     await eventually(() => seenByC.includes(a.id), { what: 'c to learn a leads (at connect)' });
+    // c's first attempt (at once) must be over before a leaves, or c could win it: poll mode,
+    // refused once; wait mode, queued behind b
+    await eventually(async () =>
+      mode === 'poll'
+        ? c.stats().failedAttempts >= 1
+        : (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length >= 3,
+    );
     await a.shutdown();
-    await eventually(() => b.isLeader, { what: 'b to lead' });
+    await eventually(() => b.isLeader, { what: 'b to lead' }).catch((err: Error) => {
+      const s = b.stats();
+      throw new Error(
+        `${err.message}: b is ${b.state}, ${s.failedAttempts} failed attempts, last error ${s.lastError?.message ?? 'none'}; c is ${c.state}`,
+      );
+    });
     // poll mode: c's session is idle, so the NOTIFY arrives at once; wait mode: at c's slice end (200 ms here)
     await eventually(() => seenByC.at(-1) === b.id, { what: 'c to learn b leads', timeoutMs: 3000 });
     expect(seenByC).not.toContain(c.id);
