@@ -173,6 +173,8 @@ describe('pgleaderlock doctor', () => {
       expect(h.verdict).toBe('warn');
       expect(h.reason).toContain('(application_name "some-cron-job")');
       expect(h.reason).toContain('which is not a pgleaderlock candidate; 0 waiting');
+      // the doctor's own lock is on a scratch key, never the one given: it led although this key is held
+      expect(check(held.report, 'settings').verdict).toBe('ok');
       await other.query("SET application_name = 'pgleaderlock:svc-1'");
       const ours = await doctor(databaseUrl(), ['--key1', String(keys.key1), '--key2', String(keys.key2)]);
       expect(check(ours.report, 'holder')).toMatchObject({ verdict: 'ok' });

@@ -109,13 +109,23 @@ describe('PartitionedLeadership', () => {
   it('workers with another partition count are refused with a clear error', async () => {
     const name = uniq();
     const a = worker(name, 8);
+    const aErrors: Error[] = [];
+    a.onError((e) => aErrors.push(e));
     await a.start();
     expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
     const b = worker(name, 16);
-    await expect(b.start()).rejects.toThrow(
+    const refused = b.start();
+    await expect(refused).rejects.toThrow(
       /partition count mismatch .* runs with partitions 8, this one with 16/,
     );
+    await expect(refused).rejects.toMatchObject({
+      name: 'PartitionMismatchError',
+      code: 'ERR_PGLEADERLOCK_PARTITION_MISMATCH',
+    });
+    // the running worker ignores the refused one: it keeps all 8, and reports it at most once
+    await a.waitForBalance({ timeoutMs: 1500 });
     expect(a.owned.size).toBe(8);
+    expect(aErrors.filter((e) => e.name === 'PartitionMismatchError').length).toBeLessThanOrEqual(1);
   });
 
   it('bad options: RangeError or TypeError naming the option and the value', () => {
