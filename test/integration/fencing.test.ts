@@ -40,7 +40,8 @@ describe('fencing', () => {
     const keys = randomKeys();
     const epochs: bigint[] = [];
     const [a, b] = [0, 1].map(() => {
-      const l = locks.make({ ...keys, acquireMode: 'wait', fencing: true });
+      // one slice for the test: a slice ending just before a stepDown would leave the queue empty for a round trip
+      const l = locks.make({ ...keys, acquireMode: 'wait', fencing: true, waitSliceMs: 60_000 });
       l.onAcquired((term) => {
         if (term.epoch !== null) epochs.push(term.epoch);
       });

@@ -110,11 +110,11 @@ describe('LeaderLock.inspect', () => {
 
   it('reports the leader and the waiters in queue order while leadership moves, without taking the lock', async () => {
     const keys = randomKeys();
-    const [a, b, c] = [0, 1, 2].map(() => locks.make({ ...keys, acquireMode: 'wait' })) as [
-      LeaderLock,
-      LeaderLock,
-      LeaderLock,
-    ];
+    // One slice for the whole test: a waiter whose slice ends re-queues at the back, which
+    // would reorder b and c (the harness's 200 ms slice did, once, on a loaded CI machine).
+    const [a, b, c] = [0, 1, 2].map(() =>
+      locks.make({ ...keys, acquireMode: 'wait', waitSliceMs: 60_000 }),
+    ) as [LeaderLock, LeaderLock, LeaderLock];
     expect(await LeaderLock.inspect({ connectionString: databaseUrl(), ...keys })).toEqual({
       host: new URL(databaseUrl()).host,
       leader: null,
@@ -171,7 +171,9 @@ describe.each(['poll', 'wait'] as const)('onNewLeader (%s mode)', (mode) => {
     const a = make();
     await a.start();
     await a.waitForLeadership();
-    const b = make({ retryStrategy: new FixedInterval({ intervalMs: 100 }) }); // not an exponential back-off's 4 s
+    // b: a 100 ms retry, not an exponential back-off's 4 s; one wait slice for the test, so
+    // that b never leaves the queue (a waiter whose slice ends re-queues at the back)
+    const b = make({ retryStrategy: new FixedInterval({ intervalMs: 100 }), waitSliceMs: 60_000 });
     // c never wins the race: in poll mode it polls once a minute, in wait mode it queues after b
     const c = make({ retryStrategy: new FixedInterval({ intervalMs: 60_000 }) });
     const seenByC: string[] = [];
