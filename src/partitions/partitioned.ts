@@ -94,6 +94,15 @@ export class PartitionedLeadership implements AsyncDisposable {
     return this.terms.owned();
   }
 
+  /**
+   * When the lease behind `owned` ends (or ended), on `performance.now()`; null while no
+   * ownership check has succeeded on the current session. Each successful check (every
+   * `healthIntervalMs`) pushes it forward; past it `owned` is empty and every term ends.
+   */
+  get leaseExpiresAt(): number | null {
+    return this.terms.leaseUntil;
+  }
+
   /** The member ids seen at the last reconcile, sorted. */
   get memberIds(): readonly string[] {
     return this.members.map((m) => m.id);
