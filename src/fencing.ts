@@ -34,6 +34,16 @@ export function quoteTable(name: unknown): string {
     .join('.');
 }
 
+/** The `fencing` option: the quoted table when on, null when off. */
+export function fencingTableOf(fencing: unknown): string | null {
+  if (fencing === undefined || fencing === false) return null;
+  if (fencing === true) return quoteTable(DEFAULT_FENCING_TABLE);
+  if (typeof fencing === 'object' && fencing !== null) {
+    return quoteTable((fencing as { table?: unknown }).table ?? DEFAULT_FENCING_TABLE);
+  }
+  throw new TypeError(`fencing must be a boolean or { table }, received ${show(fencing)}`);
+}
+
 /**
  * The epoch table. `released` records whether the holder of the current epoch released
  * cleanly (its work had stopped): the takeover fence reads it (handover.ts). Tables made by
@@ -82,7 +92,7 @@ export async function fencedWrite<T>(
   client: pg.ClientBase,
   table: string,
   keys: { key1: number; key2: number },
-  term: Term,
+  term: Pick<Term, 'id' | 'epoch' | 'signal'>,
   fn: (client: pg.ClientBase) => Promise<T>,
 ): Promise<T> {
   if (term.epoch === null) throw new FencedError('this term has no epoch: enable fencing');

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { type Clock, systemClock } from './clock.js';
 import { applicationName, defaultId, unrefClient } from './connect.js';
 import { isClient } from './connection.js';
-import { DEFAULT_FENCING_TABLE, quoteTable } from './fencing.js';
+import { fencingTableOf } from './fencing.js';
 import { keysFromName } from './keys.js';
 import { defaultLogger, guardLogger, type Logger } from './logger.js';
 import { type Endpoint, endpointsOf } from './primary.js';
@@ -290,13 +290,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   );
   const unref = checkBoolean('unref', options.unref ?? false);
 
-  let fencingTable: string | null = null;
-  if (options.fencing !== undefined && options.fencing !== false) {
-    if (options.fencing === true) fencingTable = quoteTable(DEFAULT_FENCING_TABLE);
-    else if (typeof options.fencing === 'object' && options.fencing !== null) {
-      fencingTable = quoteTable(options.fencing.table ?? DEFAULT_FENCING_TABLE);
-    } else throw new TypeError(`fencing must be a boolean or { table }, received ${show(options.fencing)}`);
-  }
+  const fencingTable = fencingTableOf(options.fencing);
 
   const appName = applicationName(id);
   const configured: Endpoint[] =

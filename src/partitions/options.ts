@@ -3,6 +3,7 @@
 import os from 'node:os';
 import type pg from 'pg';
 import { applicationName, type ConnectFn } from '../connect.js';
+import { fencingTableOf } from '../fencing.js';
 import { defaultLogger, guardLogger, type Logger } from '../logger.js';
 import { type Endpoint, endpointsOf } from '../primary.js';
 import { checkTargets, defaultServerReleaseMs } from '../safety.js';
@@ -39,6 +40,13 @@ export interface PartitionedLeadershipOptions {
   drainTimeoutMs?: number;
   /** The ring watch's wait slice (`lock_timeout`, default 10000): about one statement per slice. */
   watchSliceMs?: number;
+  /**
+   * Fencing epochs per partition: each take of a partition increments its epoch in a table
+   * created if missing (default `pgleaderlock_epochs`, shared with LeaderLock's fencing);
+   * `term.epoch` carries it and `fenced(client, term, fn)` commits writes only while it is
+   * current. Default off.
+   */
+  fencing?: boolean | { table?: string };
   logger?: Logger;
   /** Aborting it shuts the worker down. */
   signal?: AbortSignal;
@@ -55,6 +63,8 @@ export interface ResolvedPartitionOptions {
   takeoverDelayMs: number;
   drainTimeoutMs: number;
   watchSliceMs: number;
+  /** Quoted table name when fencing is on, else null. */
+  fencingTable: string | null;
   logger: Logger;
   signal: AbortSignal | null;
 }
@@ -129,6 +139,7 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     takeoverDelayMs,
     drainTimeoutMs,
     watchSliceMs,
+    fencingTable: fencingTableOf(options.fencing),
     logger: guardLogger(options.logger ?? defaultLogger()),
     signal: options.signal ?? null,
   };

@@ -9,7 +9,8 @@
 import type pg from 'pg';
 import { systemClock } from '../clock.js';
 import { destroyClient, parseSettingMs } from '../connect.js';
-import { ConnectionError, LockError } from '../errors.js';
+import { ConnectionError, LockError, sqlStateOf } from '../errors.js';
+import { createTableSql } from '../fencing.js';
 import { type Endpoint, findPrimary } from '../primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from '../safety.js';
 import { READ_SETTINGS } from '../sql.js';
@@ -24,6 +25,8 @@ export interface OwnerOptions {
   serverReleaseMs: number;
   healthIntervalMs: number;
   queryTimeoutMs: number;
+  /** With fencing: the epoch table, created at connect if missing. */
+  fencingTable: string | null;
   onStatement: () => void;
 }
 
@@ -38,6 +41,8 @@ export class Owner {
     readonly endpoint: Endpoint,
     /** Settings for the watch session (keepalives and friends, without idle_session_timeout). */
     readonly watchSettings: [string, string][],
+    /** The server's timeline (0: unknown): the floor of fencing epochs. */
+    readonly timeline: number,
   ) {
     const die = (err: Error): void => {
       if (this.died) return;
@@ -86,6 +91,7 @@ export class Owner {
         clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
       };
       const safety = safetyFor(settings, o.healthIntervalMs, o.queryTimeoutMs);
+      if (o.fencingTable !== null) await createFencingTable(client, o.fencingTable);
       await client.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`);
       const [member] = (
         await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', [
@@ -98,7 +104,7 @@ export class Owner {
           `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
         );
       }
-      const owner = new Owner(client, o, found.endpoint, common);
+      const owner = new Owner(client, o, found.endpoint, common, found.timeline);
       owner.safety = safety;
       owner.pid = info?.pid ?? 0;
       return owner;
@@ -163,5 +169,14 @@ export class Owner {
     this.died ??= new ConnectionError('ownership session ended');
     await Promise.race([this.client.end().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
     destroyClient(this.client);
+  }
+}
+
+async function createFencingTable(client: pg.Client, table: string): Promise<void> {
+  try {
+    await client.query(createTableSql(table));
+  } catch (err) {
+    // two sessions creating it at once: one wins, the other sees a duplicate
+    if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
   }
 }

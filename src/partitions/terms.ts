@@ -14,6 +14,8 @@ export interface PartitionTerm {
   readonly acquiredAt: Date;
   /** Aborts the moment the partition is revoked, lost, or the worker shuts down. */
   readonly signal: AbortSignal;
+  /** With fencing: this partition's epoch for this term (strictly greater than any earlier owner's); else null. */
+  readonly epoch: bigint | null;
 }
 
 type Work = (partition: number, term: PartitionTerm) => Promise<void> | void;
@@ -24,6 +26,7 @@ export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 interface Entry {
   readonly partition: number;
   readonly controller: AbortController;
+  readonly epoch: bigint | null;
   term: PartitionTerm | null;
   fence: NodeJS.Timeout | null;
   readonly runs: Set<Promise<void>>;
@@ -110,12 +113,13 @@ export class Terms {
     };
   }
 
-  /** Taken: open each partition's term now, or after `fenceMs`. */
-  open(partitions: readonly number[], fenceMs: number): void {
+  /** Taken: open each partition's term now, or after `fenceMs`; `epochs` with fencing. */
+  open(partitions: readonly number[], fenceMs: number, epochs: ReadonlyMap<number, bigint> | null): void {
     for (const partition of partitions) {
       const e: Entry = {
         partition,
         controller: new AbortController(),
+        epoch: epochs?.get(partition) ?? null,
         term: null,
         fence: null,
         runs: new Set(),
@@ -138,6 +142,7 @@ export class Terms {
       partition: e.partition,
       acquiredAt: new Date(),
       signal: e.controller.signal,
+      epoch: e.epoch,
     };
     e.term = term;
     this.count.acquisitions += 1;

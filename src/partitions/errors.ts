@@ -1,0 +1,21 @@
+/** Errors of partitioned leadership. */
+import { PgLeaderLockError } from '../errors.js';
+
+/** Workers of one name were started with different partition counts. */
+export class PartitionMismatchError extends PgLeaderLockError {
+  override name = 'PartitionMismatchError';
+  constructor(name: string, otherId: string, theirs: number, ours: number) {
+    super(
+      `partition count mismatch for ${JSON.stringify(name)}: worker ${otherId} runs with partitions ${theirs}, this one with ${ours}; every worker of a name must use the same count (stop them all to change it)`,
+      { code: 'ERR_PGLEADERLOCK_PARTITION_MISMATCH' },
+    );
+  }
+}
+
+/** SQLSTATE 53200 taking partition locks: what to raise, and why. */
+export function lockTableFull(partitions: number, workers: number, cause: unknown): PgLeaderLockError {
+  return new PgLeaderLockError(
+    `PostgreSQL's lock table is full (SQLSTATE 53200) taking partition locks: ${partitions} partitions over ${workers} worker(s) need ${partitions} advisory locks plus one per worker, and the server's shared lock table holds about max_locks_per_transaction × (max_connections + max_prepared_transactions) for everything; raise max_locks_per_transaction (docs/partitions.md, "Sizing")`,
+    { code: 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL', cause },
+  );
+}

@@ -1,0 +1,188 @@
+/**
+ * The ownership protocol of one worker, on its ownership session (owner.ts): membership
+ * read from `pg_locks`, the assignment (assign.ts), hand-backs drained before the unlock,
+ * takes under the takeover fence unless handed over cleanly (handoffs.ts), fencing epochs
+ * (epochs.ts), the lease (lease.ts), and a clean leave. The worker's lifecycle (sessions,
+ * retries, the public API) is partitioned.ts.
+ */
+import { sqlStateOf } from '../errors.js';
+import { assign } from './assign.js';
+import { bumpPartitionsSql, epochsOf } from './epochs.js';
+import { lockTableFull, PartitionMismatchError } from './errors.js';
+import { Handoffs, partitionNotices } from './handoffs.js';
+import type { Lease } from './lease.js';
+import type { ResolvedPartitionOptions } from './options.js';
+import type { Owner } from './owner.js';
+import { GIVE, type keysOf, type MemberRow, parseMember, RECONCILE, slotOf, TAKE } from './sql.js';
+import type { Terms } from './terms.js';
+
+export class Ownership {
+  /** The members at the last reconcile (this partition count), sorted by id. */
+  members: MemberRow[] = [];
+  readonly handoffs = new Handoffs((id) => this.members.some((m) => m.id === id));
+  reconciles = 0;
+  /** This worker's share at the last reconcile. */
+  private share: ReadonlySet<number> = new Set();
+  private readonly mismatchReported = new Set<string>();
+
+  constructor(
+    private readonly o: ResolvedPartitionOptions,
+    private readonly keys: ReturnType<typeof keysOf>,
+    private readonly terms: Terms,
+    private readonly lease: Lease,
+    private readonly report: (error: Error) => void,
+  ) {}
+
+  /**
+   * One reconcile: read the members and this session's locks (renewing the lease), compute
+   * the assignment, hand back what is no longer ours (runs drained first), take the free
+   * partitions that are. `joining`: a mismatched partition count is refused (thrown), not
+   * reported. Returns the member to watch (the one after this worker), or null.
+   */
+  async reconcile(owner: Owner, joining: boolean): Promise<MemberRow | null> {
+    const sentAt = performance.now();
+    const [row] = await owner.query<{
+      members: { app: string | null; slot: string; pid: number }[];
+      held: number[];
+    }>(RECONCILE, [this.keys.members, this.keys.partitions]);
+    this.reconciles += 1;
+    this.lease.set(sentAt + owner.safety.leaseMs);
+    const all = (row?.members ?? [])
+      .map((m) => parseMember(m.app, Number(m.slot), m.pid))
+      .filter((m): m is MemberRow => m !== null);
+    const same = all.filter((m) => m.partitions === this.o.partitions);
+    for (const m of all) {
+      if (m.partitions === this.o.partitions || this.mismatchReported.has(m.id)) continue;
+      const err = new PartitionMismatchError(this.o.name, m.id, m.partitions, this.o.partitions);
+      if (joining) throw err; // joining a group that runs another count: refuse
+      this.mismatchReported.add(m.id);
+      this.report(err);
+    }
+    this.members = same.sort((a, b) => (a.id < b.id ? -1 : 1));
+    const ids = this.members.map((m) => m.id);
+    const mine = new Set(assign(ids, this.o.partitions).get(this.o.id) ?? []);
+    const heldHere = new Set(row?.held ?? []);
+    // the server's word on what we hold: a partition we believe owned but do not hold was lost
+    for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost');
+    const give = [...heldHere].filter((p) => !mine.has(p));
+    if (give.length) {
+      // drained before the locks go, the lease renewed meanwhile
+      const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance'));
+      await owner.query(GIVE, [this.keys.partitions, give]);
+      await this.announce(owner, 'released', drained);
+    }
+    // held here but not opened: taken by a statement that then failed (53200 part-way): run them
+    const known = new Set(this.terms.partitions());
+    const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
+    if (adopt.length) this.terms.open(adopt, this.o.takeoverDelayMs, await this.bump(owner, adopt));
+    const take = [...mine].filter((p) => !heldHere.has(p));
+    await this.take(owner, take, ids.length);
+    this.share = mine;
+    // watch the member after us
+    const me = ids.indexOf(this.o.id);
+    return me >= 0 && ids.length > 1 ? (this.members[(me + 1) % ids.length] ?? null) : null;
+  }
+
+  /**
+   * The fast path after a death: the membership is known without asking (the last one
+   * minus the dead), so take this worker's new share at once, one statement; the full
+   * reconcile follows (it also hands back what moved between survivors).
+   */
+  async takeOver(owner: Owner): Promise<void> {
+    const dead = this.handoffs.takeDeaths();
+    const ids = this.members.map((m) => m.id).filter((id) => !dead.has(id));
+    if (!ids.includes(this.o.id)) return;
+    const mine = assign(ids, this.o.partitions).get(this.o.id) ?? [];
+    const held = new Set(this.terms.partitions());
+    await this.take(
+      owner,
+      mine.filter((p) => !held.has(p)),
+      ids.length,
+    );
+  }
+
+  /** Try-lock `take`; open the terms of those taken (fenced unless handed over cleanly). */
+  private async take(owner: Owner, take: number[], members: number): Promise<void> {
+    if (take.length === 0) return;
+    try {
+      const [got] = await owner.query<{ taken: number[] | null }>(TAKE, [this.keys.partitions, take]);
+      const taken = got?.taken ?? [];
+      if (taken.length === 0) return;
+      const { clean, fenced } = this.handoffs.fenceNeeded(taken);
+      await this.announce(owner, 'took', taken);
+      const epochs = await this.bump(owner, taken);
+      this.terms.open(clean, 0, epochs);
+      this.terms.open(fenced, this.o.takeoverDelayMs, epochs);
+    } catch (err) {
+      if (sqlStateOf(err) !== '53200') throw err;
+      // the statement failed part-way; the locks it got stay held (session locks ignore the
+      // rollback): give them back, or the full table fails every statement after this one
+      await owner.query(GIVE, [this.keys.partitions, take]).catch(() => {});
+      this.report(lockTableFull(this.o.partitions, members, err));
+    }
+  }
+
+  /** Owning exactly this worker's share, every term open. */
+  balanced(owned: ReadonlySet<number>): boolean {
+    return (
+      this.share.size === owned.size &&
+      [...this.share].every((p) => owned.has(p)) &&
+      this.members.some((m) => m.id === this.o.id)
+    );
+  }
+
+  /** Wait for a drain, the lease renewed meanwhile while every partition still run is held. */
+  private renewing<T>(owner: Owner, drain: Promise<T>): Promise<T> {
+    return this.lease.renewWhile(drain, this.o.healthIntervalMs, async () => {
+      const sentAt = performance.now();
+      const [row] = await owner.query<{ held: number[] }>(RECONCILE, [
+        this.keys.members,
+        this.keys.partitions,
+      ]);
+      const held = new Set(row?.held ?? []);
+      return this.terms.partitions().every((p) => held.has(p)) ? sentAt + owner.safety.leaseMs : null;
+    });
+  }
+
+  /** With fencing: bump the epochs of partitions just taken (their locks held), before their terms open. */
+  private async bump(owner: Owner, partitions: number[]): Promise<Map<number, bigint> | null> {
+    const table = this.o.fencingTable;
+    if (table === null) return null;
+    const rows = await owner.query<{ partition: number; epoch: string }>(bumpPartitionsSql(table), [
+      this.keys.partitions,
+      partitions,
+      this.o.id,
+      owner.timeline,
+    ]);
+    return epochsOf(rows);
+  }
+
+  /** Tell the others which partitions were handed back cleanly, or taken (NOTIFY payloads stay under 8000 bytes). */
+  private async announce(
+    owner: Owner,
+    what: 'released' | 'took',
+    partitions: readonly number[],
+  ): Promise<void> {
+    for (const notice of partitionNotices(what, this.o.id, partitions)) await owner.notify(notice);
+  }
+
+  /** A clean leave: drain every run, hand every partition back, announce it, give up membership, end the session. */
+  async leave(owner: Owner): Promise<void> {
+    let drained: number[] = [];
+    try {
+      drained = await this.renewing(owner, this.terms.revokeAll('shutdown'));
+      const held =
+        (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
+          ?.held ?? [];
+      if (held.length) await owner.query(GIVE, [this.keys.partitions, held]);
+      await this.announce(owner, 'released', drained);
+      // announced before the member lock goes: its release is then no death
+      await owner.notify(`left:${this.o.id}`);
+      await owner.query('SELECT pg_advisory_unlock($1, $2)', [this.keys.members, slotOf(this.o.id)]);
+    } catch (err) {
+      this.report(err as Error); // the session's end frees whatever is left
+    }
+    this.lease.set(null);
+    await owner.end();
+  }
+}
