@@ -63,10 +63,14 @@ export class Handoffs {
     }
   }
 
-  /** A member's session ended: unless it announced a clean leave, its partitions were not handed over. */
-  died(id: string): void {
-    if (this.departed.has(id) || !this.isMember(id)) return;
+  /**
+   * A member's session ended: unless it announced a clean leave, its partitions were not
+   * handed over. True when that counts as a death.
+   */
+  died(id: string): boolean {
+    if (this.departed.has(id) || !this.isMember(id)) return false;
     this.deaths.add(id);
+    return true;
   }
 
   /** The members reported dead since the last call (empty: none). */

@@ -58,8 +58,10 @@ export class Ownership {
       this.mismatchReported.add(m.id);
       this.report(err);
     }
+    const before = this.members.map((m) => m.id).join(',');
     this.members = same.sort((a, b) => (a.id < b.id ? -1 : 1));
     const ids = this.members.map((m) => m.id);
+    if (ids.join(',') !== before) this.terms.log('info', 'members_changed', { members: ids });
     const mine = new Set(assign(ids, this.o.partitions).get(this.o.id) ?? []);
     const heldHere = new Set(row?.held ?? []);
     // the server's word on what we hold: a partition we believe owned but do not hold was lost

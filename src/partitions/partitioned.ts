@@ -219,7 +219,7 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   private report(error: Error): void {
-    this.terms.emit('error', error);
+    this.terms.error(error);
   }
 
   private async loop(): Promise<void> {
@@ -294,7 +294,8 @@ export class PartitionedLeadership implements AsyncDisposable {
       settings: owner.watchSettings,
       onDeath: (slot) => {
         const gone = this.ownership.members.find((m) => m.slot === slot);
-        if (gone) this.ownership.handoffs.died(gone.id);
+        if (gone && this.ownership.handoffs.died(gone.id))
+          this.terms.log('warn', 'member_died', { member: gone.id });
         void owner.notify(`died:${gone?.id ?? slot}`).catch(() => {});
         this.wake();
       },
@@ -302,7 +303,8 @@ export class PartitionedLeadership implements AsyncDisposable {
       onStatement: count,
     });
     this.phase = { kind: 'running', owner, watcher };
-    owner.onDeath(() => {
+    owner.onDeath((err) => {
+      if (!this.stopRequested) this.terms.log('warn', 'session_lost', { error: err.message });
       void this.terms.revokeAll('lost'); // at once, before the loop runs
       this.wake();
     });

@@ -92,15 +92,24 @@ export class Terms {
         this.callbackFailed(event, err);
       }
     }
-    if (event === 'error' && this.handlers.error.size === 0) {
-      this.logger.warn({ event: 'error', error: String(args[0]) }, 'error');
-    }
+  }
+
+  /** An error: logged, published to onError. */
+  error(error: Error): void {
+    const code = (error as { code?: unknown }).code;
+    this.logger.error({ event: 'error', ...this.who, code, error: error.message }, 'error');
+    this.emit('error', error);
+  }
+
+  /** A log line of the worker's (membership, its session). */
+  log(level: 'info' | 'warn', event: string, fields: Record<string, unknown> = {}): void {
+    this.logger[level]({ event, ...this.who, ...fields }, event);
   }
 
   private callbackFailed(event: string, err: unknown): void {
     if (event === 'error')
       this.logger.error({ event: 'callback_error', error: String(err) }, 'callback_error');
-    else this.emit('error', err instanceof Error ? err : new Error(String(err)));
+    else this.error(err instanceof Error ? err : new Error(String(err)));
   }
 
   addWork(fn: Work): { stop(): Promise<void> } {
@@ -115,6 +124,7 @@ export class Terms {
 
   /** Taken: open each partition's term now, or after `fenceMs`; `epochs` with fencing. */
   open(partitions: readonly number[], fenceMs: number, epochs: ReadonlyMap<number, bigint> | null): void {
+    if (partitions.length) this.log('info', 'partitions_taken', { partitions: sorted(partitions), fenceMs });
     for (const partition of partitions) {
       const e: Entry = {
         partition,
@@ -160,7 +170,7 @@ export class Terms {
         await fn(e.partition, term);
       } catch (err) {
         if (!term.signal.aborted || err !== term.signal.reason) {
-          this.emit('error', err instanceof Error ? err : new Error(String(err)));
+          this.error(err instanceof Error ? err : new Error(String(err)));
         }
       }
     })();
@@ -176,6 +186,12 @@ export class Terms {
   async revoke(partitions: readonly number[], reason: RevokeReason): Promise<number[]> {
     const drained: number[] = [];
     const drains: Promise<unknown>[] = [];
+    const ended = partitions.filter((p) => this.held.has(p));
+    if (ended.length)
+      this.log(reason === 'lost' ? 'warn' : 'info', 'partitions_revoked', {
+        reason,
+        partitions: sorted(ended),
+      });
     for (const p of partitions) {
       const e = this.held.get(p);
       if (!e) continue;
@@ -210,4 +226,8 @@ export class Terms {
   revokeAll(reason: RevokeReason): Promise<number[]> {
     return this.revoke([...this.held.keys()], reason);
   }
+}
+
+function sorted(partitions: readonly number[]): number[] {
+  return [...partitions].sort((a, b) => a - b);
 }

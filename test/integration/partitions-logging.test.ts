@@ -1,0 +1,108 @@
+/** What PartitionedLeadership logs, against PostgreSQL: membership, takes, revocations, a lost session, errors. */
+import { expect, it, onTestFinished } from 'vitest';
+import { type LogFields, type Logger, PartitionedLeadership } from '../../src/index.js';
+import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
+
+const uniq = () => `plog-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
+
+function capture(): { logger: Logger; lines: (LogFields & { level: string })[] } {
+  const lines: (LogFields & { level: string })[] = [];
+  const at =
+    (level: string) =>
+    (fields: LogFields): void => {
+      lines.push({ level, ...fields });
+    };
+  return { logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }, lines };
+}
+
+function worker(name: string, id: string, logger?: Logger) {
+  const w = new PartitionedLeadership({
+    name,
+    partitions: 8,
+    id,
+    connectionString: databaseUrl(),
+    healthIntervalMs: 1000,
+    queryTimeoutMs: 1000,
+    takeoverDelayMs: 100,
+    ...(logger ? { logger } : {}),
+  });
+  onTestFinished(() => w.shutdown());
+  return w;
+}
+
+const terminateWorker = (id: string) =>
+  adminQuery(
+    databaseUrl(),
+    'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+    [`pgleaderlock:${id}#p8`],
+  );
+
+it('logs membership changes, takes (with their fence), revocations (with their reason), a dead member and its own lost session', async () => {
+  const name = uniq();
+  const { logger, lines } = capture();
+  const a = worker(name, 'la', logger);
+  await a.start();
+  expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+  const events = () => lines.map((l) => `${l.level} ${String(l.event)}`);
+  expect(lines[0]).toMatchObject({
+    level: 'info',
+    event: 'members_changed',
+    members: ['la'],
+    name,
+    id: 'la',
+  });
+  expect(lines.find((l) => l.event === 'partitions_taken')).toMatchObject({
+    level: 'info',
+    partitions: [0, 1, 2, 3, 4, 5, 6, 7],
+  });
+
+  const b = worker(name, 'lb');
+  await b.start();
+  await eventually(() => a.owned.size === 4 && b.owned.size === 4, { what: 'a 4/4 split' });
+  expect(lines).toContainEqual(expect.objectContaining({ event: 'members_changed', members: ['la', 'lb'] }));
+  const rebalance = lines.find((l) => l.event === 'partitions_revoked');
+  expect(rebalance).toMatchObject({ level: 'info', reason: 'rebalance' });
+  expect(rebalance?.partitions).toHaveLength(4);
+
+  // b's session is terminated: a sees it die and takes b's share under the fence
+  lines.length = 0;
+  await terminateWorker('lb');
+  await eventually(() => lines.some((l) => l.event === 'member_died'), { what: 'a to log the death' });
+  expect(lines.find((l) => l.event === 'member_died')).toMatchObject({ level: 'warn', member: 'lb' });
+  await eventually(() => lines.some((l) => l.event === 'partitions_taken' && l.fenceMs === 100), {
+    what: "a to take b's share under the fence",
+  });
+  await b.shutdown();
+
+  // a's own session is terminated: its terms end as lost, and it comes back
+  await eventually(() => a.owned.size === 8, { what: 'a alone again' });
+  lines.length = 0;
+  await terminateWorker('la');
+  await eventually(() => a.owned.size === 8 && lines.some((l) => l.event === 'partitions_taken'), {
+    what: 'a back after its session was lost',
+  });
+  expect(events().slice(0, 2)).toEqual(['warn session_lost', 'warn partitions_revoked']);
+  expect(lines[1]).toMatchObject({ reason: 'lost', partitions: [0, 1, 2, 3, 4, 5, 6, 7] });
+  expect(lines.find((l) => l.event === 'error')).toMatchObject({ level: 'error', name, id: 'la' });
+
+  lines.length = 0;
+  await a.shutdown();
+  expect(lines.find((l) => l.event === 'partitions_revoked')).toMatchObject({
+    level: 'info',
+    reason: 'shutdown',
+  });
+  expect(events()).not.toContain('warn session_lost');
+});
+
+it('a logger that throws changes nothing: the worker owns its partitions and shuts down cleanly', async () => {
+  const name = uniq();
+  const boom = () => {
+    throw new Error('logger down');
+  };
+  const w = worker(name, 'lt', { debug: boom, info: boom, warn: boom, error: boom });
+  await w.start();
+  expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+  expect(w.owned.size).toBe(8);
+  await w.shutdown();
+  expect(w.owned.size).toBe(0);
+});
