@@ -12,7 +12,7 @@
  * and reconnecting after a session ends.
  */
 import type pg from 'pg';
-import { sleep, systemClock } from '../clock.js';
+import { type Deferred, deferred, sleep, systemClock } from '../clock.js';
 import { FencedError, fencedWrite } from '../fencing.js';
 import { PartitionMismatchError } from './errors.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
@@ -44,6 +44,18 @@ export interface PartitionStats {
   statements: number;
 }
 
+/** One run of the worker, from `start()` to the end of its loop. */
+interface Run {
+  /** Settles when the loop has ended (everything handed back or lost, both sessions closed). */
+  done: Promise<void>;
+  /** What `start()` returns: resolved at the first reconcile or when the run ends, rejected on a refusal. */
+  readonly joined: Promise<void>;
+  /** Until the first reconcile: how to settle `joined`. A mismatched count is refused while joining. */
+  joining: Deferred<void> | null;
+  /** `shutdown()` was called: leave at the next step, then end. */
+  stopping: boolean;
+}
+
 type Phase =
   | { kind: 'stopped' }
   | { kind: 'connecting' }
@@ -57,13 +69,11 @@ export class PartitionedLeadership implements AsyncDisposable {
   private phase: Phase = { kind: 'stopped' };
   private readonly lease: Lease;
   private readonly ownership: Ownership;
-  private kick: (() => void) | null = null;
-  private dirty = false;
-  private loopDone: Promise<void> | null = null;
-  private stopRequested = false;
+  private run: Run | null = null;
+  /** Aborted by `wake()`: a notice, a death, a shutdown; `arm()` renews it. */
+  private interrupt = new AbortController();
   private balanceWaiters = new Set<(balanced: boolean) => void>();
   private statements = 0;
-  private started: { resolve: () => void; reject: (e: Error) => void } | null = null;
 
   constructor(options: PartitionedLeadershipOptions) {
     this.o = resolvePartitionOptions(options);
@@ -163,13 +173,14 @@ export class PartitionedLeadership implements AsyncDisposable {
    * reported to onError and retried.
    */
   start(): Promise<void> {
-    if (this.loopDone) return Promise.resolve();
-    this.stopRequested = false;
-    const joined = new Promise<void>((resolve, reject) => {
-      this.started = { resolve, reject };
-    });
-    this.loopDone = this.loop();
-    return joined;
+    const current = this.run;
+    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
+    if (current) return current.joined;
+    const joining = deferred<void>();
+    const run: Run = { done: Promise.resolve(), joined: joining.promise, joining, stopping: false };
+    this.run = run;
+    run.done = this.loop(run);
+    return run.joined;
   }
 
   /** Resolves true once this worker owns exactly its share for the current membership. */
@@ -193,12 +204,12 @@ export class PartitionedLeadership implements AsyncDisposable {
 
   /** Hand every partition back (runs drained), leave, close both sessions. Idempotent. */
   async shutdown({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<void> {
-    this.stopRequested = true;
+    const run = this.run;
+    if (!run) return;
+    run.stopping = true;
     this.wake();
-    const done = this.loopDone;
-    if (!done) return;
     const finished = await Promise.race([
-      done.then(() => true),
+      run.done.then(() => true),
       sleep(systemClock, timeoutMs).then(() => false),
     ]);
     if (finished) return;
@@ -214,28 +225,33 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   private wake(): void {
-    this.dirty = true;
-    this.kick?.();
+    this.interrupt.abort();
+  }
+
+  /** A signal the next wake() aborts: check what woke the loop after calling this, then wait on it. */
+  private arm(): AbortSignal {
+    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
+    return this.interrupt.signal;
   }
 
   private report(error: Error): void {
     this.terms.error(error);
   }
 
-  private async loop(): Promise<void> {
+  private async loop(run: Run): Promise<void> {
     let delay = 100;
-    while (!this.stopRequested) {
+    while (!run.stopping) {
       this.phase = { kind: 'connecting' };
       let session: { owner: Owner; watcher: Watcher } | null = null;
       try {
         session = await this.open();
         delay = 100;
-        await this.serve(session.owner);
+        await this.serve(session.owner, run);
       } catch (err) {
-        if (err instanceof PartitionMismatchError && this.started) {
-          this.started.reject(err);
-          this.started = null;
-          this.stopRequested = true;
+        if (err instanceof PartitionMismatchError && run.joining) {
+          run.joining.reject(err);
+          run.joining = null;
+          run.stopping = true;
         } else {
           this.report(err as Error);
         }
@@ -246,26 +262,15 @@ export class PartitionedLeadership implements AsyncDisposable {
         session.owner.destroy();
         await session.watcher.close();
       }
-      if (this.stopRequested) break;
-      await this.pause(delay);
+      if (run.stopping) break;
+      await sleep(systemClock, delay, this.arm());
       delay = Math.min(delay * 2, 5000);
     }
     this.phase = { kind: 'stopped' };
     for (const w of [...this.balanceWaiters]) w(false);
-    this.started?.resolve();
-    this.started = null;
-    this.loopDone = null;
-  }
-
-  private async pause(ms: number): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      this.kick = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
-    this.kick = null;
+    run.joining?.resolve();
+    run.joining = null;
+    if (this.run === run) this.run = null;
   }
 
   private async open(): Promise<{ owner: Owner; watcher: Watcher }> {
@@ -304,7 +309,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     });
     this.phase = { kind: 'running', owner, watcher };
     owner.onDeath((err) => {
-      if (!this.stopRequested) this.terms.log('warn', 'session_lost', { error: err.message });
+      if (!this.run?.stopping) this.terms.log('warn', 'session_lost', { error: err.message });
       void this.terms.revokeAll('lost'); // at once, before the loop runs
       this.wake();
     });
@@ -323,24 +328,22 @@ export class PartitionedLeadership implements AsyncDisposable {
     return { owner, watcher };
   }
 
-  private async serve(owner: Owner): Promise<void> {
+  private async serve(owner: Owner, run: Run): Promise<void> {
     for (;;) {
       if (owner.dead) throw owner.dead;
-      if (this.stopRequested) {
+      if (run.stopping) {
         this.phase = { kind: 'stopping', owner };
         return this.ownership.leave(owner);
       }
-      this.dirty = false;
+      const woken = this.arm();
       if (this.ownership.handoffs.anyDeaths) await this.ownership.takeOver(owner);
-      const next = await this.ownership.reconcile(owner, this.started !== null);
+      const next = await this.ownership.reconcile(owner, run.joining !== null);
       if (this.phase.kind === 'running') this.phase.watcher.watch(next ? next.slot : null);
       this.checkBalance();
-      if (this.started) {
-        this.started.resolve();
-        this.started = null;
-      }
-      if (this.dirty) continue;
-      await this.pause(this.o.healthIntervalMs);
+      run.joining?.resolve();
+      run.joining = null;
+      if (woken.aborted) continue;
+      await sleep(systemClock, this.o.healthIntervalMs, woken);
     }
   }
 

@@ -247,6 +247,23 @@ describe('PartitionedLeadership', () => {
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });
 
+  it('start() is single-flight, and a start() during shutdown() joins again once the shutdown is over', async () => {
+    const name = uniq();
+    const w = worker(name, 4, { takeoverDelayMs: 0 });
+    const [first, second] = [w.start(), w.start()];
+    expect(second).toBe(first);
+    await first;
+    expect(w.memberIds).toEqual([w.id]); // the second call resolved with the same join: a member
+    const stopping = w.shutdown();
+    const again = w.start();
+    await stopping;
+    expect((await holders(name)).size).toBe(0); // the shutdown ran to its end first
+    await again;
+    expect(w.memberIds).toEqual([w.id]);
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    expect(w.owned.size).toBe(4);
+  });
+
   it('ids: printable ASCII, 1 to 40 characters, no # or :; the default id is one', () => {
     for (const id of ['wörker', 'a:b', 'a#b', '', 'x'.repeat(41)]) {
       expect(() => new PartitionedLeadership({ name: 'x', partitions: 2, id }), id).toThrow(
