@@ -99,6 +99,11 @@ function refused(err: unknown): boolean {
 }
 
 export class PeerWatch {
+  /**
+   * Whether a peer answered as a primary on the same or an older timeline in the last
+   * round (an old primary still up beside this one), starting from the survey's word.
+   */
+  otherPrimary: boolean;
   private readonly clients = new Map<Endpoint, pg.Client>();
   /** Peers whose connection attempt (bounded by the connect timeout) outlived a round. */
   private readonly connecting = new Set<Endpoint>();
@@ -111,7 +116,12 @@ export class PeerWatch {
     private readonly own: { label: string; timeline: number },
     private readonly clock: Clock,
     private readonly onPromotion: (error: LockError) => void,
-  ) {}
+    /** Between rounds: PEER_INTERVAL_MS for a leader; a partition worker's health interval. */
+    private readonly intervalMs: number = PEER_INTERVAL_MS,
+    otherPrimary = false,
+  ) {
+    this.otherPrimary = otherPrimary;
+  }
 
   start(): void {
     this.schedule(0);
@@ -134,12 +144,14 @@ export class PeerWatch {
   }
 
   private async round(): Promise<void> {
-    await Promise.all(this.peers.map((p) => this.probe(p)));
-    this.schedule(PEER_INTERVAL_MS);
+    const said = await Promise.all(this.peers.map((p) => this.probe(p)));
+    this.otherPrimary = said.some((kind) => kind === 'primary');
+    this.schedule(this.intervalMs);
   }
 
-  private async probe(peer: Endpoint): Promise<void> {
-    if (this.connecting.has(peer)) return; // still connecting since an earlier round
+  /** One peer: 'primary' when it answered as one (not newer), else null. */
+  private async probe(peer: Endpoint): Promise<'primary' | null> {
+    if (this.connecting.has(peer)) return null; // still connecting since an earlier round
     try {
       const row = await this.bounded(async () => {
         let client = this.clients.get(peer);
@@ -159,7 +171,7 @@ export class PeerWatch {
         }
         return ask(client);
       });
-      if (this.stopped || !row || row.recovery || row.timeline === null) return;
+      if (this.stopped || !row || row.recovery || row.timeline === null) return null;
       if (row.timeline > this.own.timeline) {
         this.stopped = true;
         this.onPromotion(
@@ -169,12 +181,15 @@ export class PeerWatch {
             { code: 'ERR_PGLEADERLOCK_UNSAFE' },
           ),
         );
+        return null;
       }
+      return 'primary';
     } catch {
       // an unreachable peer proves nothing; reconnect next round
       const client = this.clients.get(peer);
       if (client) destroyClient(client);
       this.clients.delete(peer);
+      return null;
     }
   }
 

@@ -11,7 +11,7 @@ import { systemClock } from '../clock.js';
 import { destroyClient, parseSettingMs } from '../connect.js';
 import { ConnectionError, LockError, sqlStateOf } from '../errors.js';
 import { createTableSql } from '../fencing.js';
-import { type Endpoint, findPrimary } from '../primary.js';
+import { type Endpoint, findPrimary, type Surveyed } from '../primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from '../safety.js';
 import { READ_SETTINGS } from '../sql.js';
 
@@ -41,8 +41,10 @@ export class Owner {
     readonly endpoint: Endpoint,
     /** Settings for the watch session (keepalives and friends, without idle_session_timeout). */
     readonly watchSettings: [string, string][],
-    /** The server's timeline (0: unknown): the floor of fencing epochs. */
+    /** The server's timeline (0: unknown): the floor of fencing epochs, and what peers are compared with. */
     readonly timeline: number,
+    /** What the other configured hosts said when this session connected (the peers to watch). */
+    readonly others: readonly Surveyed[],
   ) {
     const die = (err: Error): void => {
       if (this.died) return;
@@ -104,7 +106,7 @@ export class Owner {
           `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
         );
       }
-      const owner = new Owner(client, o, found.endpoint, common, found.timeline);
+      const owner = new Owner(client, o, found.endpoint, common, found.timeline, found.others);
       owner.safety = safety;
       owner.pid = info?.pid ?? 0;
       return owner;

@@ -31,6 +31,8 @@ export class Ownership {
     private readonly terms: Terms,
     private readonly lease: Lease,
     private readonly report: (error: Error) => void,
+    /** Added to every take's fence while another primary is up (partitioned.ts `splitFenceMs`). */
+    private readonly splitFenceMs: () => number,
   ) {}
 
   /**
@@ -76,7 +78,10 @@ export class Ownership {
     // held here but not opened: taken by a statement that then failed (53200 part-way): run them
     const known = new Set(this.terms.partitions());
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
-    if (adopt.length) this.terms.open(adopt, this.o.takeoverDelayMs, await this.bump(owner, adopt));
+    if (adopt.length) {
+      const epochs = await this.bump(owner, adopt);
+      this.terms.open(adopt, this.o.takeoverDelayMs + this.splitFenceMs(), epochs);
+    }
     const take = [...mine].filter((p) => !heldHere.has(p));
     await this.take(owner, take, ids.length);
     this.share = mine;
@@ -113,8 +118,9 @@ export class Ownership {
       const { clean, fenced } = this.handoffs.fenceNeeded(taken);
       await this.announce(owner, 'took', taken);
       const epochs = await this.bump(owner, taken);
-      this.terms.open(clean, 0, epochs);
-      this.terms.open(fenced, this.o.takeoverDelayMs, epochs);
+      const split = this.splitFenceMs(); // another primary up: nothing heard here proves it stopped
+      this.terms.open(clean, split, epochs);
+      this.terms.open(fenced, this.o.takeoverDelayMs + split, epochs);
     } catch (err) {
       if (sqlStateOf(err) !== '53200') throw err;
       // the statement failed part-way; the locks it got stay held (session locks ignore the

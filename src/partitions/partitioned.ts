@@ -14,6 +14,7 @@
 import type pg from 'pg';
 import { type Deferred, deferred, sleep, systemClock } from '../clock.js';
 import { FencedError, fencedWrite } from '../fencing.js';
+import { PEER_TIMEOUT_MS, PeerWatch } from '../peers.js';
 import { PartitionMismatchError } from './errors.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
 import { Lease } from './lease.js';
@@ -56,10 +57,17 @@ interface Run {
   stopping: boolean;
 }
 
+/** A worker's connections while it is a member: ownership, ring watch, and the peer watch (several hosts). */
+interface Sessions {
+  readonly owner: Owner;
+  readonly watcher: Watcher;
+  readonly peers: PeerWatch | null;
+}
+
 type Phase =
   | { kind: 'stopped' }
   | { kind: 'connecting' }
-  | { kind: 'running'; owner: Owner; watcher: Watcher }
+  | { kind: 'running'; owner: Owner; watcher: Watcher; peers: PeerWatch | null }
   | { kind: 'stopping'; owner: Owner };
 
 export class PartitionedLeadership implements AsyncDisposable {
@@ -85,7 +93,14 @@ export class PartitionedLeadership implements AsyncDisposable {
       const p = this.phase;
       if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy();
     });
-    this.ownership = new Ownership(this.o, this.keys, this.terms, this.lease, (err) => this.report(err));
+    this.ownership = new Ownership(
+      this.o,
+      this.keys,
+      this.terms,
+      this.lease,
+      (err) => this.report(err),
+      () => this.splitFenceMs(),
+    );
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
   }
 
@@ -242,7 +257,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     let delay = 100;
     while (!run.stopping) {
       this.phase = { kind: 'connecting' };
-      let session: { owner: Owner; watcher: Watcher } | null = null;
+      let session: Sessions | null = null;
       try {
         session = await this.open();
         delay = 100;
@@ -259,6 +274,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.lease.set(null);
       await this.terms.revokeAll('lost');
       if (session) {
+        session.peers?.stop();
         session.owner.destroy();
         await session.watcher.close();
       }
@@ -273,7 +289,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     if (this.run === run) this.run = null;
   }
 
-  private async open(): Promise<{ owner: Owner; watcher: Watcher }> {
+  private async open(): Promise<Sessions> {
     const count = (): void => {
       this.statements += 1;
     };
@@ -307,7 +323,20 @@ export class PartitionedLeadership implements AsyncDisposable {
       onError: (err) => this.report(err),
       onStatement: count,
     });
-    this.phase = { kind: 'running', owner, watcher };
+    // several hosts: watch the others for a promotion beside this (old) primary (peers.ts)
+    const peers =
+      owner.others.length === 0 || owner.timeline === 0
+        ? null
+        : new PeerWatch(
+            owner.others.map((o) => o.endpoint),
+            { label: owner.endpoint.label, timeline: owner.timeline },
+            systemClock,
+            // every term ends at once; the loop reports the error, and its next session finds the new primary
+            (error) => owner.destroy(error),
+            this.o.healthIntervalMs,
+            owner.others.some((o) => o.state.kind === 'primary'),
+          );
+    this.phase = { kind: 'running', owner, watcher, peers };
     owner.onDeath((err) => {
       if (!this.run?.stopping) this.terms.log('warn', 'session_lost', { error: err.message });
       void this.terms.revokeAll('lost'); // at once, before the loop runs
@@ -325,7 +354,19 @@ export class PartitionedLeadership implements AsyncDisposable {
       await watcher.close();
       throw err;
     }
-    return { owner, watcher };
+    peers?.start();
+    return { owner, watcher, peers };
+  }
+
+  /**
+   * Another primary is up beside this worker's (an old primary after a promotion): its
+   * workers may still run the partitions this one takes until their peer watch sees the
+   * promotion, within one health interval plus a probe. Takes wait that long on top of the
+   * takeover fence, clean hand-overs included (docs/partitions.md, "Primary failover").
+   */
+  private splitFenceMs(): number {
+    const p = this.phase;
+    return p.kind === 'running' && p.peers?.otherPrimary ? this.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
   }
 
   private async serve(owner: Owner, run: Run): Promise<void> {

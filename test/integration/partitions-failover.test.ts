@@ -1,0 +1,117 @@
+/**
+ * PartitionedLeadership across a primary failover, on a replicated cluster of its own: a
+ * standby promoted while the old primary still runs (split brain). The workers on the old
+ * primary must end their terms, and a worker on the new primary must not start a partition
+ * before the old work on it stopped.
+ */
+import pg from 'pg';
+import { expect, it, onTestFinished } from 'vitest';
+import { PartitionedLeadership } from '../../src/index.js';
+import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { eventually } from '../harness/db.js';
+
+const WORK_STOP_MS = 100;
+const HEALTH_MS = 500;
+const TAKEOVER_MS = 200;
+
+interface Run {
+  readonly worker: string;
+  readonly p: number;
+  readonly start: number;
+  /** When the work stopped: WORK_STOP_MS after its term's signal aborted. */
+  end: number | null;
+}
+
+async function promote(node: ClusterNode): Promise<number> {
+  const client = new pg.Client({ connectionString: node.url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query('SELECT pg_promote(false)');
+    for (;;) {
+      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+      if (rows[0]?.r === false) return performance.now();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+it('a standby promoted beside a live old primary: the old primary’s workers end their terms, the new one’s start after the old work stopped, and all end up on the new primary', async () => {
+  await using cluster = await startCluster();
+  const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
+  const runs: Run[] = [];
+  const errors: { worker: string; code: unknown }[] = [];
+  const worker = (id: string) => {
+    const w = new PartitionedLeadership({
+      name: 'split',
+      partitions: 8,
+      id,
+      connectionString: cluster.url(),
+      healthIntervalMs: HEALTH_MS,
+      queryTimeoutMs: 1000,
+      takeoverDelayMs: TAKEOVER_MS,
+    });
+    w.onError((err) => errors.push({ worker: id, code: (err as { code?: unknown }).code }));
+    w.runForEach(async (partition, term) => {
+      const run: Run = { worker: id, p: partition, start: performance.now(), end: null };
+      runs.push(run);
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, WORK_STOP_MS));
+      run.end = performance.now();
+    });
+    onTestFinished(() => w.shutdown({ timeoutMs: 5000 }));
+    return w;
+  };
+  const [a, b] = [worker('a'), worker('b')];
+  await Promise.all([a.start(), b.start()]);
+  await eventually(() => a.owned.size === 4 && b.owned.size === 4, { what: 'a and b 4/4 on p' });
+
+  const promotedAt = await promote(s);
+  // c starts on the new primary (the newest timeline), alone there: it takes all 8, fenced
+  // until a and b must have seen the promotion (one health interval and a probe) and stopped
+  const c = worker('c');
+  await c.start();
+  await eventually(() => runs.some((r) => r.worker === 'c'), {
+    what: 'c to run a partition',
+    timeoutMs: 10_000,
+  });
+  // a and b saw the promotion and moved to s: 8 partitions over three workers there
+  await eventually(
+    () => a.owned.size + b.owned.size + c.owned.size === 8 && [a, b, c].every((w) => w.owned.size >= 2),
+    {
+      what: 'a, b and c balanced on the new primary',
+      timeoutMs: 20_000,
+    },
+  );
+  expect(
+    errors
+      .filter((e) => e.code === 'ERR_PGLEADERLOCK_UNSAFE')
+      .map((e) => e.worker)
+      .sort(),
+  ).toEqual(['a', 'b']);
+
+  // no partition ran twice at once, across both primaries
+  for (let q = 0; q < 8; q++) {
+    const ofQ = runs.filter((r) => r.p === q).sort((x, y) => x.start - y.start);
+    for (let i = 1; i < ofQ.length; i++) {
+      const prev = ofQ[i - 1] as Run;
+      const next = ofQ[i] as Run;
+      expect(prev.end, `partition ${q}: ${prev.worker}'s run never ended`).not.toBeNull();
+      expect(
+        next.start,
+        `partition ${q}: ${next.worker} started before ${prev.worker} stopped`,
+      ).toBeGreaterThanOrEqual(prev.end as number);
+    }
+  }
+  const oldEnds = runs.filter((r) => r.worker !== 'c' && r.start < promotedAt).map((r) => r.end as number);
+  const firstOnS = Math.min(...runs.filter((r) => r.worker === 'c').map((r) => r.start));
+  console.log(
+    `[partitions split brain] old work stopped by ${(Math.max(...oldEnds) - promotedAt).toFixed(0)} ms after the promotion; c's first run started ${(firstOnS - promotedAt).toFixed(0)} ms after it`,
+  );
+  await a.shutdown();
+  await b.shutdown();
+  await c.shutdown();
+  expect(p.port).not.toBe(s.port);
+}, 60_000);
