@@ -132,6 +132,15 @@ export class Owner {
 
   /** One statement, bounded by queryTimeoutMs: past it the session is destroyed (a death). */
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    return (await this.bounded(() => this.client.query<R>(text, values))).rows;
+  }
+
+  /** Several statements in one round trip (no parameters, no rows), bounded as `query`. */
+  async script(text: string): Promise<void> {
+    await this.bounded(() => this.client.query(text));
+  }
+
+  private async bounded<T>(send: () => Promise<T>): Promise<T> {
     if (this.died) throw this.died;
     this.o.onStatement();
     let timer: NodeJS.Timeout | undefined;
@@ -148,7 +157,7 @@ export class Owner {
       }, this.o.queryTimeoutMs);
     });
     try {
-      return (await Promise.race([this.client.query<R>(text, values), timeout])).rows;
+      return await Promise.race([send(), timeout]);
     } finally {
       clearTimeout(timer);
     }

@@ -13,7 +13,16 @@ import { Handoffs, partitionNotices } from './handoffs.js';
 import type { Lease } from './lease.js';
 import type { ResolvedPartitionOptions } from './options.js';
 import type { Owner } from './owner.js';
-import { GIVE, type keysOf, type MemberRow, parseMember, RECONCILE, slotOf, TAKE } from './sql.js';
+import {
+  GIVE,
+  giveScript,
+  type keysOf,
+  type MemberRow,
+  parseMember,
+  RECONCILE,
+  slotOf,
+  TAKE,
+} from './sql.js';
 import type { Terms } from './terms.js';
 
 export class Ownership {
@@ -72,8 +81,7 @@ export class Ownership {
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile
       const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance'));
-      await owner.query(GIVE, [this.keys.partitions, give]);
-      await this.announce(owner, 'released', drained);
+      await this.give(owner, give, drained);
     }
     // held here but not opened: taken by a statement that then failed (53200 part-way): run them
     const known = new Set(this.terms.partitions());
@@ -166,6 +174,19 @@ export class Ownership {
   }
 
   /** Tell the others which partitions were handed back cleanly, or taken (NOTIFY payloads stay under 8000 bytes). */
+  /** Unlock `give`, announcing `drained` (those whose runs returned) as released first (sql.ts `giveScript`). */
+  private give(owner: Owner, give: readonly number[], drained: readonly number[]): Promise<void> {
+    return owner.script(
+      giveScript({
+        partitionsKey: this.keys.partitions,
+        channel: this.keys.channel,
+        released: partitionNotices('released', this.o.id, drained),
+        freed: `freed:${this.o.id}`,
+        give,
+      }),
+    );
+  }
+
   private async announce(
     owner: Owner,
     what: 'released' | 'took',
@@ -182,8 +203,7 @@ export class Ownership {
       const held =
         (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
           ?.held ?? [];
-      if (held.length) await owner.query(GIVE, [this.keys.partitions, held]);
-      await this.announce(owner, 'released', drained);
+      if (held.length) await this.give(owner, held, drained);
       // announced before the member lock goes: its release is then no death
       await owner.notify(`left:${this.o.id}`);
       await owner.query('SELECT pg_advisory_unlock($1, $2)', [this.keys.members, slotOf(this.o.id)]);

@@ -5,6 +5,7 @@
  * ownership session. Members are read from `pg_locks` (the server's own view: a worker
  * whose session ended is no member, with no time-to-live to wait out).
  */
+import pg from 'pg';
 import { keysFromName } from '../keys.js';
 import { hash32 } from './assign.js';
 
@@ -58,6 +59,29 @@ export const TAKE = `/* pgleaderlock:take */ SELECT array_agg(p) AS taken FROM u
 
 /** Release the partitions in $2 held by this session. */
 export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_advisory_unlock($1, p))::int AS released FROM unnest($2::int4[]) p`;
+
+/**
+ * Hand partitions back cleanly, in one round trip: the `released` notices (the partitions
+ * whose runs returned) are committed first, then the locks go, then a `freed` notice wakes
+ * the others to take them. A worker that takes one of them has therefore always heard its
+ * `released` first, and opens its term without the takeover fence.
+ */
+export function giveScript(o: {
+  partitionsKey: number;
+  channel: string;
+  released: readonly string[];
+  freed: string;
+  give: readonly number[];
+}): string {
+  const lit = (text: string): string => pg.escapeLiteral(text);
+  const notices = o.released.map((n) => `SELECT pg_notify(${lit(o.channel)}, ${lit(n)});`).join('\n  ');
+  const partitions = o.give.map((p) => p | 0).join(',');
+  return `/* pgleaderlock:give */ BEGIN;
+  ${notices}
+  COMMIT;
+  SELECT count(*) FILTER (WHERE pg_advisory_unlock(${o.partitionsKey | 0}, p)) FROM unnest(ARRAY[${partitions}]::int4[]) p;
+  SELECT pg_notify(${lit(o.channel)}, ${lit(o.freed)})`;
+}
 
 /** Who owns each partition, for inspect(): partition → application_name of its holder. */
 export const OWNERS = `/* pgleaderlock:owners */

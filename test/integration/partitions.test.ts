@@ -247,6 +247,31 @@ describe('PartitionedLeadership', () => {
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });
 
+  it('joins are clean hand-overs: each joiner owns its share without waiting out the takeover fence (3 s here)', async () => {
+    const name = uniq();
+    const fenced = { takeoverDelayMs: 3000 };
+    const ws = [worker(name, 64, fenced), worker(name, 64, fenced)];
+    for (const w of ws) await w.start();
+    await eventually(
+      async () => (await Promise.all(ws.map((w) => w.waitForBalance({ timeoutMs: 50 })))).every(Boolean),
+      {
+        what: 'the first two balanced',
+        timeoutMs: 10_000, // the first worker's first take is fenced: nobody handed those over
+      },
+    );
+    for (let i = 0; i < 3; i++) {
+      const joiner = worker(name, 64, fenced);
+      const t0 = performance.now();
+      await joiner.start();
+      expect(await joiner.waitForBalance({ timeoutMs: 2000 }), `join ${i + 1}`).toBe(true);
+      expect(joiner.owned.size).toBeGreaterThanOrEqual(Math.floor(64 / (ws.length + 1)));
+      console.log(
+        `[partitions] join ${i + 1}: its share owned ${(performance.now() - t0).toFixed(0)} ms after start()`,
+      );
+      ws.push(joiner);
+    }
+  }, 30_000);
+
   it('start() is single-flight, and a start() during shutdown() joins again once the shutdown is over', async () => {
     const name = uniq();
     const w = worker(name, 4, { takeoverDelayMs: 0 });
