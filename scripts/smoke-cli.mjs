@@ -1,7 +1,8 @@
 // The published CLI as a new user meets it: pack the package, install the tarball into an
 // empty project, run `pgleaderlock --version`, then `pgleaderlock demo` with no database
 // and no PostgreSQL binaries installed, so the demo has to fetch them (npm, into
-// $XDG_CACHE_HOME) and start its own server. Run by `npm run check:package` after a build.
+// $XDG_CACHE_HOME) and start its own server; then `demo --partitions`. Run by
+// `npm run check:package` after a build.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -47,6 +48,26 @@ try {
   }
   console.log(`smoke-cli: demo from a clean install (binaries downloaded) ok in ${Date.now() - t0} ms`);
   console.log(out.trim().replace(/^/gm, '  '));
+
+  // --partitions runs the unlisted partition-worker command of the installed CLI
+  const t1 = Date.now();
+  const parts = spawnSync(bin, ['demo', '--partitions', '16', '--failovers', '1', '--interval', '200ms'], {
+    cwd: project,
+    env,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  const partsOut = `${parts.stdout}${parts.stderr}`;
+  if (parts.status !== 0)
+    throw new Error(`demo --partitions exited ${parts.status} ${parts.signal ?? ''}:\n${partsOut}`);
+  for (const expected of [
+    /partitions owned again [\d.]+ ms after the kill/,
+    /owns its \d+ partitions/,
+    /^1 kill, /m,
+  ]) {
+    if (!expected.test(partsOut)) throw new Error(`demo --partitions output lacks ${expected}:\n${partsOut}`);
+  }
+  console.log(`smoke-cli: demo --partitions ok in ${Date.now() - t1} ms`);
 } finally {
   fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `pgleaderlock` command: run, acquire, status, break, doctor, demo. Each command's options
- * are one table (src/cli/*.ts) that both parses and prints `--help`. Bad input exits 2 with
+ * The `pgleaderlock` command: run, acquire, status, break, doctor, demo (and the unlisted
+ * partition-worker that `demo --partitions` runs). Each command's options are one table (src/cli/*.ts) that both parses and prints `--help`. Bad input exits 2 with
  * one line naming the problem (passwords redacted); `--debug` adds the stack.
  */
 import { createRequire } from 'node:module';
@@ -32,6 +32,7 @@ import {
   Output,
 } from './cli/common.js';
 import { DEMO_OPTIONS, demo } from './cli/demo.js';
+import { PARTITION_WORKER_OPTIONS, partitionWorker } from './cli/demo-partitions.js';
 import { DOCTOR_OPTIONS, doctor, doctorKeys } from './cli/doctor.js';
 import { RUN_OPTIONS, run } from './cli/run.js';
 import { partitionStatus, STATUS_OPTIONS, status } from './cli/status.js';
@@ -47,6 +48,8 @@ interface Command {
   optionalValue?: string[];
   /** Takes a command after `--`. */
   rest?: boolean;
+  /** Not listed in the help: an entry point for the demo's children. */
+  hidden?: boolean;
   exec(values: Values, rest: string[]): Promise<number>;
 }
 
@@ -104,7 +107,8 @@ const COMMANDS: Record<string, Command> = {
   },
   demo: {
     summary: 'watch an election and failovers; needs no database (starts an embedded PostgreSQL)',
-    usage: 'pgleaderlock demo [--candidates N] [--interval DURATION] [--failovers N] [--dsn URL]',
+    usage:
+      'pgleaderlock demo [--candidates N] [--interval DURATION] [--failovers N] [--partitions P] [--dsn URL]',
     options: [
       { ...DSN_OPTION, default: 'an embedded PostgreSQL', help: 'use this server instead' },
       { ...KEY_OPTIONS[2]!, default: 'demo-<random>', help: 'lock name the candidates compete for' },
@@ -113,7 +117,16 @@ const COMMANDS: Record<string, Command> = {
     ],
     exec: (v) => demo(v, stdout),
   },
+  'partition-worker': {
+    summary: 'one PartitionedLeadership worker printing JSON lines (what `demo --partitions` runs)',
+    usage: 'pgleaderlock partition-worker --name NAME --partitions P [--id ID] [--dsn URL]',
+    options: [DSN_OPTION, KEY_OPTIONS[2]!, ...PARTITION_WORKER_OPTIONS, ...TAIL],
+    hidden: true,
+    exec: (v) => partitionWorker(v, resolveDsn(v), resolveKeys(v)),
+  },
 };
+
+const listed = Object.entries(COMMANDS).filter(([, c]) => !c.hidden);
 
 function optionLine(o: OptionSpec): string {
   const flag = `${o.short ? `-${o.short}, ` : ''}--${o.name}${o.value ? ` ${o.value}` : ''}`;
@@ -145,7 +158,7 @@ function mainHelp(): string {
     'Usage: pgleaderlock <command> [options]     pgleaderlock <command> --help',
     '',
     'Commands:',
-    ...Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(9)} ${c.summary}`),
+    ...listed.map(([n, c]) => `  ${n.padEnd(9)} ${c.summary}`),
     '',
     'The database: --dsn, else $PG_DSN, else $DATABASE_URL (else the PG* variables if PGHOST is set).',
     'The key: --key1 and --key2 (32-bit signed integers), or --name (hashed to two keys).',
@@ -181,7 +194,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     if (!command)
       throw new UsageError(
-        `unknown command ${JSON.stringify(name)} (commands: ${Object.keys(COMMANDS).join(', ')})`,
+        `unknown command ${JSON.stringify(name)} (commands: ${listed.map(([n]) => n).join(', ')})`,
       );
     const split = args.indexOf('--');
     const own = split === -1 ? args : args.slice(0, split);

@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { passwordsIn, redactConnectionString } from '../hosts.js';
 import { keysFromName } from '../keys.js';
+import { MAX_PARTITIONS } from '../partitions/options.js';
 import { checkKey } from '../validate.js';
 
 /** Bad input on the command line or in the environment: exit code 2, one line, no stack. */
@@ -109,6 +110,17 @@ export function positiveInt(values: Values, flag: string, fallback: number): num
   if (typeof v !== 'string') return fallback;
   if (!/^\d+$/.test(v) || Number(v) < 1) {
     throw new UsageError(`--${flag} must be a whole number >= 1, received ${JSON.stringify(v)}`);
+  }
+  return Number(v);
+}
+
+/** `--partitions`: an integer from 1 to 4096, as `PartitionedLeadership` takes. */
+export function partitionCount(values: Values): number {
+  const v = values.partitions;
+  if (typeof v !== 'string' || !/^\d+$/.test(v) || Number(v) < 1 || Number(v) > MAX_PARTITIONS) {
+    throw new UsageError(
+      `--partitions must be an integer from 1 to ${MAX_PARTITIONS}, received ${JSON.stringify(v)}`,
+    );
   }
   return Number(v);
 }

@@ -8,7 +8,7 @@ import {
   type Dsn,
   type Keys,
   type OptionSpec,
-  positiveInt,
+  partitionCount,
   redact,
   UsageError,
   type Values,
@@ -35,7 +35,7 @@ export async function partitionStatus(
   out: NodeJS.WritableStream,
 ): Promise<number> {
   if (keys.name === undefined) throw new UsageError('--partitions needs --name (the name the workers share)');
-  const partitions = positiveInt(values, 'partitions', 1);
+  const partitions = partitionCount(values);
   // an unreachable server or a wrong password: a one-line usage error, as for the key
   const found = await findPrimaryOrExit(dsn, 'pgleaderlock-inspect');
   if (found) destroyClient(found.client);
