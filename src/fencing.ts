@@ -38,7 +38,11 @@ export function quoteTable(name: unknown): string {
 export function fencingTableOf(fencing: unknown): string | null {
   if (fencing === undefined || fencing === false) return null;
   if (fencing === true) return quoteTable(DEFAULT_FENCING_TABLE);
-  if (typeof fencing === 'object' && fencing !== null) {
+  if (typeof fencing === 'object' && fencing !== null && !Array.isArray(fencing)) {
+    const unknown = Object.keys(fencing).find((k) => k !== 'table');
+    if (unknown !== undefined) {
+      throw new TypeError(`fencing takes { table }, received an unknown key ${JSON.stringify(unknown)}`);
+    }
     return quoteTable((fencing as { table?: unknown }).table ?? DEFAULT_FENCING_TABLE);
   }
   throw new TypeError(`fencing must be a boolean or { table }, received ${show(fencing)}`);
@@ -75,12 +79,17 @@ export function createTableSql(table: string): string {
  * (up to 2^32 per timeline). On timeline 1 epochs are 1, 2, 3, …
  */
 export function bumpSql(table: string): string {
-  const floor = 'GREATEST((($4::int8 - 1) << 32) + 1, 1)'; // timeline 0: unknown (primary.ts)
+  const floor = epochFloor('$4');
   return `/* pgleaderlock:bump */ WITH prev AS (SELECT released FROM ${table} WHERE key1 = $1::int4 AND key2 = $2::int4)
     INSERT INTO ${table} AS t (key1, key2, epoch, leader_id, released) VALUES ($1::int4, $2::int4, ${floor}, $3, false)
     ON CONFLICT (key1, key2) DO UPDATE SET epoch = GREATEST(t.epoch + 1, ${floor}), leader_id = EXCLUDED.leader_id,
       updated_at = now(), released = false
     RETURNING epoch::text AS epoch, (SELECT released FROM prev) AS prev_released`;
+}
+
+/** The lowest epoch on the timeline in parameter `timeline`: `(timeline - 1) * 2^32 + 1`; timeline 0 (unknown, primary.ts) gives 1. */
+export function epochFloor(timeline: string): string {
+  return `GREATEST(((${timeline}::int8 - 1) << 32) + 1, 1)`;
 }
 
 /**

@@ -1,14 +1,18 @@
 /**
  * The lease behind a worker's `owned` and its terms (docs/partitions.md, "Safety"): each
  * ownership check that proves the worker's locks held renews it to the check's send time
- * plus the lease the session's applied settings give (safety.ts). Past it `owned` is empty,
- * and `expire()` closes the session, which ends every term (a frozen worker, on waking,
- * ends its terms before anything else of it runs on those partitions' behalf).
+ * plus the lease the session's applied settings give (safety.ts). Past it `owned` is empty
+ * and `fenced()` refuses at once (both read the clock), and the lease timer's `expire()`
+ * closes the session, which ends every term: a frozen worker, on waking, may run other
+ * callbacks before that timer's, so work must check `owned` (or write through `fenced()`)
+ * before acting.
  */
 import type { Terms } from './terms.js';
 
 export class Lease {
   private timer: NodeJS.Timeout | null = null;
+  /** The end of the last lease, kept after it ends (what `leaseExpiresAt` reports then). */
+  last: number | null = null;
 
   constructor(
     private readonly terms: Terms,
@@ -20,6 +24,7 @@ export class Lease {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.terms.leaseUntil = until;
+    if (until !== null) this.last = until;
     if (until === null || !Number.isFinite(until)) return; // a server that never drops a dead session: no lapse
     this.timer = setTimeout(
       () => {

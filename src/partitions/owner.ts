@@ -93,7 +93,7 @@ export class Owner {
         clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
       };
       const safety = safetyFor(settings, o.healthIntervalMs, o.queryTimeoutMs);
-      if (o.fencingTable !== null) await createFencingTable(client, o.fencingTable);
+      if (o.fencingTable !== null) await createFencingTable(client, o.fencingTable, o.queryTimeoutMs);
       await client.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`);
       const [member] = (
         await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', [
@@ -183,9 +183,16 @@ export class Owner {
   }
 }
 
-async function createFencingTable(client: pg.Client, table: string): Promise<void> {
+/**
+ * Create the epoch table if missing, within `timeoutMs`: on a table of an older version the
+ * column added waits for open fenced writes, and new fenced writes would queue behind it.
+ */
+async function createFencingTable(client: pg.Client, table: string, timeoutMs: number): Promise<void> {
+  const ms = `'${Math.ceil(timeoutMs)}ms'`;
   try {
-    await client.query(createTableSql(table));
+    await client.query(
+      `BEGIN; SET LOCAL lock_timeout = ${ms}; SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`,
+    );
   } catch (err) {
     // two sessions creating it at once: one wins, the other sees a duplicate
     if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;

@@ -76,7 +76,8 @@ export class Ownership {
     const mine = new Set(assign(ids, this.o.partitions).get(this.o.id) ?? []);
     const heldHere = new Set(row?.held ?? []);
     // the server's word on what we hold: a partition we believe owned but do not hold was lost
-    for (const p of this.terms.partitions()) if (!heldHere.has(p)) await this.terms.revoke([p], 'lost');
+    const lost = this.terms.partitions().filter((p) => !heldHere.has(p));
+    if (lost.length) await this.terms.revoke(lost, 'lost');
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile
@@ -89,6 +90,14 @@ export class Ownership {
     if (adopt.length) {
       const epochs = await this.bump(owner, adopt);
       this.terms.open(adopt, this.o.takeoverDelayMs + this.splitFenceMs(), epochs);
+    }
+    // fencing: held, but their epoch rows were held by an open fenced write (a previous
+    // owner's, so fenced as a take-over): try again
+    const waiting = this.terms.awaitingEpoch();
+    if (waiting.length) {
+      for (const [p, epoch] of (await this.bump(owner, waiting)) ?? []) {
+        this.terms.epochArrived(p, epoch, this.o.takeoverDelayMs + this.splitFenceMs());
+      }
     }
     const take = [...mine].filter((p) => !heldHere.has(p));
     await this.take(owner, take, ids.length);
@@ -160,7 +169,10 @@ export class Ownership {
     });
   }
 
-  /** With fencing: bump the epochs of partitions just taken (their locks held), before their terms open. */
+  /**
+   * With fencing: bump the epochs of partitions just taken (their locks held), before their
+   * terms open; a partition whose row a fenced write holds is left out (epochs.ts).
+   */
   private async bump(owner: Owner, partitions: number[]): Promise<Map<number, bigint> | null> {
     const table = this.o.fencingTable;
     if (table === null) return null;

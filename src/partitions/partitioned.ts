@@ -13,8 +13,10 @@
  */
 import type pg from 'pg';
 import { type Deferred, deferred, sleep, systemClock } from '../clock.js';
+import { ConnectionError } from '../errors.js';
 import { FencedError, fencedWrite } from '../fencing.js';
 import { PEER_TIMEOUT_MS, PeerWatch } from '../peers.js';
+import { show } from '../validate.js';
 import { PartitionMismatchError } from './errors.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
 import { Lease } from './lease.js';
@@ -91,7 +93,10 @@ export class PartitionedLeadership implements AsyncDisposable {
     );
     this.lease = new Lease(this.terms, () => {
       const p = this.phase;
-      if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy();
+      const lapsed = new ConnectionError(
+        'the lease ran out before an ownership check succeeded (a frozen process, or a server that did not answer); every term ends',
+      );
+      if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy(lapsed);
     });
     this.ownership = new Ownership(
       this.o,
@@ -119,12 +124,13 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   /**
-   * When the lease behind `owned` ends (or ended), on `performance.now()`; null while no
-   * ownership check has succeeded on the current session. Each successful check (every
-   * `healthIntervalMs`) pushes it forward; past it `owned` is empty and every term ends.
+   * When the lease behind `owned` ends (or ended), on `performance.now()`; null before the
+   * first ownership check. Each successful check (every `healthIntervalMs`) pushes it
+   * forward; past it `owned` is empty and every term ends. After a lost session or a
+   * shutdown it keeps the last lease's end, as `LeaderLock.leaseExpiresAt` does.
    */
   get leaseExpiresAt(): number | null {
-    return this.terms.leaseUntil;
+    return this.terms.leaseUntil ?? this.lease.last;
   }
 
   /** The member ids seen at the last reconcile, sorted. */
@@ -155,17 +161,24 @@ export class PartitionedLeadership implements AsyncDisposable {
    * share-locked until commit, so the next owner's bump waits for the write; a write from a
    * superseded term is refused with a `FencedError` (docs/partitions.md, "Fencing").
    */
-  fenced<T>(
+  async fenced<T>(
     client: pg.ClientBase,
     term: PartitionTerm,
     fn: (client: pg.ClientBase) => Promise<T>,
   ): Promise<T> {
     const table = this.o.fencingTable;
-    if (table === null) return Promise.reject(new FencedError('fencing is not enabled: pass fencing: true'));
-    if (!this.owned.has(term.partition)) {
-      return Promise.reject(
-        new FencedError(`fenced write refused: partition ${term.partition} is not owned by this worker`),
+    if (table === null) throw new FencedError('fencing is not enabled: pass fencing: true');
+    if (typeof (client as { query?: unknown } | null)?.query !== 'function') {
+      throw new TypeError(`fenced needs a pg client as its first argument, received ${show(client)}`);
+    }
+    if (!this.terms.issued(term)) {
+      throw new TypeError(
+        `fenced needs a term this worker issued (from runForEach or onAssigned), received ${show(term)}`,
       );
+    }
+    if (typeof fn !== 'function') throw new TypeError(`fenced needs a function, received ${show(fn)}`);
+    if (!this.owned.has(term.partition)) {
+      throw new FencedError(`fenced write refused: partition ${term.partition} is not owned by this worker`);
     }
     return fencedWrite(client, table, { key1: this.keys.partitions, key2: term.partition }, term, fn);
   }

@@ -23,12 +23,18 @@ type Work = (partition: number, term: PartitionTerm) => Promise<void> | void;
 /** Why a partition was revoked. */
 export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 
+/** Where a held partition is on its way to an open term. */
+type Stage =
+  /** Fencing: its epoch row is held by a fenced write still open (a previous owner's); no epoch yet. */
+  | { readonly kind: 'awaiting-epoch' }
+  /** Under the takeover fence: the term opens when the timer fires. */
+  | { readonly kind: 'fenced'; readonly timer: NodeJS.Timeout }
+  | { readonly kind: 'open'; readonly term: PartitionTerm };
+
 interface Entry {
   readonly partition: number;
   readonly controller: AbortController;
-  readonly epoch: bigint | null;
-  term: PartitionTerm | null;
-  fence: NodeJS.Timeout | null;
+  stage: Stage;
   readonly runs: Set<Promise<void>>;
 }
 
@@ -49,6 +55,8 @@ export class Terms {
     error: new Set(),
   };
   private nextId = 1;
+  /** Every term this worker opened (fenced() accepts only these). */
+  private readonly mine = new WeakSet<PartitionTerm>();
   private readonly count = { acquisitions: 0, revocations: 0, losses: 0 };
 
   constructor(
@@ -63,8 +71,24 @@ export class Terms {
   owned(): Set<number> {
     const out = new Set<number>();
     if (this.leaseUntil === null || performance.now() >= this.leaseUntil) return out;
-    for (const e of this.held.values()) if (e.term) out.add(e.partition);
+    for (const e of this.held.values()) if (e.stage.kind === 'open') out.add(e.partition);
     return out;
+  }
+
+  /** This worker's open term of `partition` (whatever the lease), if any. */
+  termOf(partition: number): PartitionTerm | null {
+    const stage = this.held.get(partition)?.stage;
+    return stage?.kind === 'open' ? stage.term : null;
+  }
+
+  /** Whether `term` is one this worker opened (any object is accepted; anything else is false). */
+  issued(term: unknown): boolean {
+    return typeof term === 'object' && term !== null && this.mine.has(term as PartitionTerm);
+  }
+
+  /** Held partitions whose epoch could not be bumped yet (a fenced write holds the row). */
+  awaitingEpoch(): number[] {
+    return [...this.held.values()].filter((e) => e.stage.kind === 'awaiting-epoch').map((e) => e.partition);
   }
 
   /** Every partition held, fenced ones included. */
@@ -108,13 +132,13 @@ export class Terms {
 
   private callbackFailed(event: string, err: unknown): void {
     if (event === 'error')
-      this.logger.error({ event: 'callback_error', error: String(err) }, 'callback_error');
+      this.logger.error({ event: 'callback_error', ...this.who, error: String(err) }, 'callback_error');
     else this.error(err instanceof Error ? err : new Error(String(err)));
   }
 
   addWork(fn: Work): { stop(): Promise<void> } {
     this.works.add(fn);
-    for (const e of this.held.values()) if (e.term) this.startRun(e, fn);
+    for (const e of this.held.values()) this.startRun(e, fn);
     return {
       stop: async () => {
         this.works.delete(fn);
@@ -122,39 +146,55 @@ export class Terms {
     };
   }
 
-  /** Taken: open each partition's term now, or after `fenceMs`; `epochs` with fencing. */
+  /**
+   * Taken: open each partition's term now, or after `fenceMs`. With fencing (`epochs` not
+   * null) a partition missing from `epochs` waits for `epochArrived` instead.
+   */
   open(partitions: readonly number[], fenceMs: number, epochs: ReadonlyMap<number, bigint> | null): void {
     if (partitions.length) this.log('info', 'partitions_taken', { partitions: sorted(partitions), fenceMs });
+    const waiting: number[] = [];
     for (const partition of partitions) {
       const e: Entry = {
         partition,
         controller: new AbortController(),
-        epoch: epochs?.get(partition) ?? null,
-        term: null,
-        fence: null,
+        stage: { kind: 'awaiting-epoch' },
         runs: new Set(),
       };
       this.held.set(partition, e);
-      if (fenceMs > 0) {
-        e.fence = setTimeout(() => {
-          e.fence = null;
-          if (this.held.get(partition) === e) this.begin(e);
-        }, fenceMs);
-      } else {
-        this.begin(e);
-      }
+      const epoch = epochs === null ? null : epochs.get(partition);
+      if (epoch === undefined) waiting.push(partition);
+      else this.advance(e, fenceMs, epoch);
     }
+    if (waiting.length) this.log('warn', 'partitions_awaiting_epoch', { partitions: sorted(waiting) });
   }
 
-  private begin(e: Entry): void {
+  /** The epoch of a partition that was awaiting it: its term opens after `fenceMs`. */
+  epochArrived(partition: number, epoch: bigint, fenceMs: number): void {
+    const e = this.held.get(partition);
+    if (e?.stage.kind === 'awaiting-epoch') this.advance(e, fenceMs, epoch);
+  }
+
+  private advance(e: Entry, fenceMs: number, epoch: bigint | null): void {
+    if (fenceMs <= 0) {
+      this.begin(e, epoch);
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (this.held.get(e.partition) === e && e.stage.kind === 'fenced') this.begin(e, epoch);
+    }, fenceMs);
+    e.stage = { kind: 'fenced', timer };
+  }
+
+  private begin(e: Entry, epoch: bigint | null): void {
     const term: PartitionTerm = {
       id: this.nextId++,
       partition: e.partition,
       acquiredAt: new Date(),
       signal: e.controller.signal,
-      epoch: e.epoch,
+      epoch,
     };
-    e.term = term;
+    e.stage = { kind: 'open', term };
+    this.mine.add(term);
     this.count.acquisitions += 1;
     publish('partitionAssigned', { ...this.who, partition: e.partition, termId: term.id });
     this.emit('assigned', e.partition, term);
@@ -163,8 +203,9 @@ export class Terms {
   }
 
   private startRun(e: Entry, fn: Work): void {
-    const term = e.term;
-    if (!term || term.signal.aborted) return;
+    if (e.stage.kind !== 'open') return;
+    const term = e.stage.term;
+    if (term.signal.aborted) return;
     const run = (async () => {
       try {
         await fn(e.partition, term);
@@ -196,11 +237,12 @@ export class Terms {
       const e = this.held.get(p);
       if (!e) continue;
       this.held.delete(p);
-      if (e.fence) clearTimeout(e.fence);
+      if (e.stage.kind === 'fenced') clearTimeout(e.stage.timer);
       e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
-      // still under its fence: the previous owner's work may still run, so handing it on
-      // is no clean hand-over (the next owner must fence too)
-      if (!e.term) continue;
+      // not open yet (under its fence, or its epoch row held by an open write): the previous
+      // owner's work may still run, so handing it on is no clean hand-over (the next owner
+      // must fence too)
+      if (e.stage.kind !== 'open') continue;
       if (e.runs.size === 0) {
         drained.push(p);
       } else {

@@ -107,6 +107,17 @@ describe('PartitionedLeadership fencing', () => {
     );
     expect(written.rows.map((r) => r.epoch)).toEqual([String(current.epoch)]);
 
+    // bad arguments are rejected, naming them: another worker's term, no term, no function
+    const bTerm = bTerms.get(p) as PartitionTerm;
+    await expect(a.fenced(client, bTerm, async () => 1)).rejects.toThrow(
+      /fenced needs a term this worker issued \(from runForEach or onAssigned\), received/,
+    );
+    await expect(a.fenced(client, undefined as never, async () => 1)).rejects.toBeInstanceOf(TypeError);
+    await expect(a.fenced(client, current, 'x' as never)).rejects.toThrow(
+      /fenced needs a function, received "x"/,
+    );
+    await expect(a.fenced({} as never, current, async () => 1)).rejects.toThrow(/fenced needs a pg client/);
+
     // a partition no longer owned is refused before any query
     await a.shutdown();
     await expect(a.fenced(client, current, async () => 'never')).rejects.toMatchObject({
@@ -115,17 +126,18 @@ describe('PartitionedLeadership fencing', () => {
     });
   });
 
-  it('a fenced write still in flight from the previous owner delays the next owner’s term until it commits', async () => {
+  it('a fenced write left open past the next owner’s queryTimeoutMs delays only its own partition: the next owner keeps its session and its other partitions, and opens that one once the write committed', async () => {
     const name = uniq();
     const client = await writer();
-    const moved = assign(['ga', 'gb'], 2).get('gb') as number[];
+    const moved = assign(['ga', 'gb'], 4).get('gb') as number[];
     const p = moved[0] as number;
     const gate = deferred<void>();
+    onTestFinished(() => gate.resolve()); // never leave the transaction open
     const inWrite = deferred<void>();
     const committed = deferred<number>();
     // a's work on p: a fenced write that stays open until the gate, even after p is revoked
     // (drainTimeoutMs 100: a releases p while the write is still open)
-    const a = worker(name, 2, { id: 'ga', drainTimeoutMs: 100 });
+    const a = worker(name, 4, { id: 'ga', drainTimeoutMs: 100 });
     a.runForEach(async (q, term) => {
       if (q !== p) return;
       await a.fenced(client, term, async (c) => {
@@ -139,21 +151,41 @@ describe('PartitionedLeadership fencing', () => {
     await inWrite.promise;
     const before = (await epochRows(name)).get(p) as bigint;
 
-    const b = worker(name, 2, { id: 'gb', queryTimeoutMs: 3000 });
+    // b: queryTimeoutMs 1000 (the worker default here); the write stays open 2 s
+    const b = worker(name, 4, { id: 'gb' });
+    const errors: Error[] = [];
+    b.onError((err) => errors.push(err));
     const opened = deferred<{ at: number; epoch: bigint | null }>();
     b.onAssigned((q, term) => {
       if (q === p) opened.resolve({ at: performance.now(), epoch: term.epoch });
     });
-    const joined = b.start(); // its first reconcile waits for the bump, so for a's write
-    // a has let p go (b holds its lock), but b's bump waits for a's open write
-    await eventually(async () => !a.owned.has(p), { what: 'a to let p go' });
-    await new Promise((r) => setTimeout(r, 300));
+    await b.start();
+    const others = moved.filter((q) => q !== p);
+    await eventually(() => others.every((q) => b.owned.has(q)), { what: 'b to own its other partitions' });
+    const [bPid] = (
+      await adminQuery<{ pid: number }>(
+        databaseUrl(),
+        'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+        ['pgleaderlock:gb#p4'],
+      )
+    ).map((r) => r.pid);
+    await new Promise((r) => setTimeout(r, 2000));
+    // b holds p's lock (its session) but has not opened it: the epoch is still a's
+    const holder = await adminQuery<{ pid: number }>(
+      databaseUrl(),
+      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::int4::oid AND objid = $2::int4::oid`,
+      [keysOf(name).partitions, p],
+    );
+    expect(holder.map((r) => r.pid)).toEqual([bPid]);
     expect(b.owned.has(p)).toBe(false);
+    expect(others.every((q) => b.owned.has(q))).toBe(true);
+    expect(b.stats().losses).toBe(0);
+    expect(errors).toEqual([]);
     expect((await epochRows(name)).get(p)).toBe(before);
+
     gate.resolve();
     const commitAt = await committed.promise;
     const next = await opened.promise;
-    await joined;
     expect(next.epoch).toBe(before + 1n);
     expect(next.at).toBeGreaterThanOrEqual(commitAt - 50); // opened once a's write was in (same process, two sockets)
     const written = await client.query<{ epoch: string }>(
@@ -177,6 +209,12 @@ describe('PartitionedLeadership fencing', () => {
     });
     expect(() => worker(name, 2, { fencing: { table: 'bad name;' } })).toThrow(
       /fencing\.table must be a table name.*received "bad name;"/,
+    );
+    expect(() => worker(name, 2, { fencing: { tabel: 'x' } as never })).toThrow(
+      /fencing takes \{ table \}, received an unknown key "tabel"/,
+    );
+    expect(() => worker(name, 2, { fencing: [] as never })).toThrow(
+      /fencing must be a boolean or \{ table \}, received/,
     );
     expect(() => worker(name, 2, { fencing: 'yes' as never })).toThrow(
       /fencing must be a boolean or \{ table \}, received "yes"/,

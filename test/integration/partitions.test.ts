@@ -43,12 +43,17 @@ describe('PartitionedLeadership', () => {
   it('one worker alone owns every partition; its shutdown leaves nothing held', async () => {
     const name = uniq();
     const w = worker(name, 16, { takeoverDelayMs: 0 });
+    expect(w.leaseExpiresAt).toBeNull();
     await w.start();
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const lease = w.leaseExpiresAt as number;
+    expect(lease).toBeGreaterThan(performance.now()); // a current lease, within the bound
+    expect(lease - performance.now()).toBeLessThanOrEqual(2 * (1000 + 1000));
     expect([...w.owned].sort((a, b) => a - b)).toEqual([...Array(16).keys()]);
     expect((await holders(name)).size).toBe(16);
     await w.shutdown();
     expect(w.owned.size).toBe(0);
+    expect(w.leaseExpiresAt).toBeGreaterThanOrEqual(lease); // the last lease's end, kept
     expect((await holders(name)).size).toBe(0);
   });
 

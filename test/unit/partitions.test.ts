@@ -1,6 +1,8 @@
-/** The partition assignment (src/partitions/assign.ts): balanced, deterministic, stable. */
+/** The partition assignment (src/partitions/assign.ts): balanced, deterministic, stable; and the hand-over bookkeeping (handoffs.ts, epochs.ts). */
 import { describe, expect, it } from 'vitest';
 import { assign } from '../../src/partitions/assign.js';
+import { epochsOf } from '../../src/partitions/epochs.js';
+import { Handoffs, partitionNotices } from '../../src/partitions/handoffs.js';
 
 const ids = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i) => `worker-${from + i}`);
 const owners = (a: Map<string, number[]>): Map<number, string> => {
@@ -54,5 +56,55 @@ describe('assign', () => {
         Math.ceil(1.25 * (base.get(eight[0] as string)?.length ?? 0)),
       );
     }
+  });
+});
+
+describe('Handoffs (what a worker hears on its channel)', () => {
+  const members = new Set(['a', 'b', 'c']);
+  const make = () => new Handoffs((id) => members.has(id));
+
+  it('a released partition is clean until someone announces taking it; a took that came first cancels the mark', () => {
+    const h = make();
+    h.hear('released:a:1,2,3');
+    expect(h.fenceNeeded([1, 4])).toEqual({ clean: [1], fenced: [4] });
+    expect(h.fenceNeeded([1])).toEqual({ clean: [], fenced: [1] }); // the mark is used once
+    h.hear('took:b:2'); // b holds 2 again: it may die holding it
+    expect(h.fenceNeeded([2])).toEqual({ clean: [], fenced: [2] });
+    h.hear('took:c:5');
+    h.hear('released:a:5'); // a's release of 5 arrived after c's take: c holds it, no mark
+    expect(h.fenceNeeded([5])).toEqual({ clean: [], fenced: [5] });
+    h.hear('released:c:5'); // the holder's own release marks it
+    expect(h.fenceNeeded([3, 5])).toEqual({ clean: [3, 5], fenced: [] });
+  });
+
+  it('deaths: a member that left cleanly, or that is no member, is no death; each death is taken once; reset forgets all', () => {
+    const h = make();
+    h.hear('left:a');
+    expect(h.died('a')).toBe(false);
+    expect(h.died('zed')).toBe(false);
+    expect(h.died('b')).toBe(true);
+    h.hear('died:c');
+    expect(h.anyDeaths).toBe(true);
+    expect([...h.takeDeaths()].sort()).toEqual(['b', 'c']);
+    expect(h.anyDeaths).toBe(false);
+    h.hear('released:b:7');
+    h.reset();
+    expect(h.died('a')).toBe(true); // its leave was heard by an earlier session
+    expect(h.fenceNeeded([7])).toEqual({ clean: [], fenced: [7] });
+  });
+
+  it('partitionNotices: at most 1000 partitions per notice, under the 8000-byte NOTIFY limit', () => {
+    const all = [...Array(4096).keys()];
+    const notices = partitionNotices('released', 'x'.repeat(40), all);
+    expect(notices).toHaveLength(5);
+    expect(notices.every((n) => Buffer.byteLength(n) < 8000)).toBe(true);
+    expect(notices.flatMap((n) => (n.split(':')[2] as string).split(',').map(Number))).toEqual(all);
+    expect(partitionNotices('took', 'w', [])).toEqual([]);
+  });
+
+  it('epochsOf: the bump rows as partition to epoch, beyond 2^53', () => {
+    expect(epochsOf([{ partition: 3, epoch: '9007199254740993' }])).toEqual(
+      new Map([[3, 9007199254740993n]]),
+    );
   });
 });
