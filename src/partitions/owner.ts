@@ -11,6 +11,7 @@ import { systemClock } from '../clock.js';
 import { destroyClient, parseSettingMs } from '../connect.js';
 import { ConnectionError, LockError, sqlStateOf } from '../errors.js';
 import { createTableSql } from '../fencing.js';
+import { PeerWatch } from '../peers.js';
 import { type Endpoint, findPrimary, type Surveyed } from '../primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from '../safety.js';
 import { READ_SETTINGS } from '../sql.js';
@@ -114,6 +115,24 @@ export class Owner {
       destroyClient(client);
       throw err;
     }
+  }
+
+  /**
+   * Several hosts: a watch of the others for a promotion beside this (old) primary
+   * (peers.ts), every `intervalMs`. A promotion closes this session: every term ends at
+   * once; the worker's loop reports the error, and its next session finds the new primary.
+   * Null with one host, or when this server hides its timeline.
+   */
+  watchPeers(intervalMs: number): PeerWatch | null {
+    if (this.others.length === 0 || this.timeline === 0) return null;
+    return new PeerWatch(
+      this.others.map((o) => o.endpoint),
+      { label: this.endpoint.label, timeline: this.timeline },
+      systemClock,
+      (error) => this.destroy(error),
+      intervalMs,
+      this.others.some((o) => o.state.kind === 'primary'),
+    );
   }
 
   get dead(): Error | null {

@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { type Deferred, deferred, sleep, systemClock } from '../clock.js';
 import { ConnectionError } from '../errors.js';
 import { FencedError, fencedWrite } from '../fencing.js';
-import { PEER_TIMEOUT_MS, PeerWatch } from '../peers.js';
+import { PEER_TIMEOUT_MS, type PeerWatch } from '../peers.js';
 import { show } from '../validate.js';
 import { PartitionMismatchError } from './errors.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
@@ -281,7 +281,9 @@ export class PartitionedLeadership implements AsyncDisposable {
           run.joining = null;
           run.stopping = true;
         } else {
-          this.report(err as Error);
+          // what ended the session (a promotion, a lapsed lease, a timeout), not the
+          // "connection terminated" of a statement it cut short
+          this.report(session?.owner.dead ?? (err as Error));
         }
       }
       this.lease.set(null);
@@ -336,19 +338,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       onError: (err) => this.report(err),
       onStatement: count,
     });
-    // several hosts: watch the others for a promotion beside this (old) primary (peers.ts)
-    const peers =
-      owner.others.length === 0 || owner.timeline === 0
-        ? null
-        : new PeerWatch(
-            owner.others.map((o) => o.endpoint),
-            { label: owner.endpoint.label, timeline: owner.timeline },
-            systemClock,
-            // every term ends at once; the loop reports the error, and its next session finds the new primary
-            (error) => owner.destroy(error),
-            this.o.healthIntervalMs,
-            owner.others.some((o) => o.state.kind === 'primary'),
-          );
+    const peers = owner.watchPeers(this.o.healthIntervalMs);
     this.phase = { kind: 'running', owner, watcher, peers };
     owner.onDeath((err) => {
       if (!this.run?.stopping) this.terms.log('warn', 'session_lost', { error: err.message });
