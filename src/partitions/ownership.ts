@@ -78,6 +78,7 @@ export class Ownership {
     // the server's word on what we hold: a partition we believe owned but do not hold was lost
     const lost = this.terms.partitions().filter((p) => !heldHere.has(p));
     if (lost.length) await this.terms.revoke(lost, 'lost');
+    this.terms.reopenLapsed(); // the lease is current again and these are still held
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile

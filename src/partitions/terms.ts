@@ -29,6 +29,12 @@ type Stage =
   | { readonly kind: 'awaiting-epoch' }
   /** Under the takeover fence: the term opens when the timer fires. */
   | { readonly kind: 'fenced'; readonly timer: NodeJS.Timeout }
+  /**
+   * Due to open while the lease had run out (a frozen worker woke: its fence timers fire
+   * before its lease timer): not opened; the next ownership check that renews the lease
+   * opens it, if the session survived.
+   */
+  | { readonly kind: 'lapsed'; readonly epoch: bigint | null }
   | { readonly kind: 'open'; readonly term: PartitionTerm };
 
 interface Entry {
@@ -185,7 +191,16 @@ export class Terms {
     e.stage = { kind: 'fenced', timer };
   }
 
+  /** After an ownership check renewed the lease: open the terms that came due while it had run out. */
+  reopenLapsed(): void {
+    for (const e of this.held.values()) if (e.stage.kind === 'lapsed') this.begin(e, e.stage.epoch);
+  }
+
   private begin(e: Entry, epoch: bigint | null): void {
+    if (this.leaseUntil === null || performance.now() >= this.leaseUntil) {
+      e.stage = { kind: 'lapsed', epoch };
+      return;
+    }
     const term: PartitionTerm = {
       id: this.nextId++,
       partition: e.partition,

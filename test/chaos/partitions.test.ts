@@ -2,108 +2,24 @@
  * PartitionedLeadership with each worker in a process of its own, against PostgreSQL:
  * 1024 partitions over 8 workers; SIGKILL one worker at a time and measure how long its
  * partitions are ownerless; check no partition ever had two runs at once; connections and
- * statements per worker at steady state.
+ * statements per worker at steady state. Then faults (SIGKILL, pg_terminate_backend, a
+ * server restart, a rolling restart), a frozen and a blackholed worker, and a join/leave
+ * storm (partition-chaos.ts; the long form is `npm run chaos:partitions`).
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { keysOf } from '../../src/partitions/sql.js';
 import { useChildren } from '../harness/children.js';
 import { adminQuery, eventually, ownServer } from '../harness/db.js';
-import { runningFrom } from '../harness/partition-runs.js';
+import { formatPartitionReport, type PartitionChaosReport, runPartitionChaos } from './partition-chaos.js';
+import { findRunOverlaps, heldPartitions as held, now, partitionCluster } from './partition-cluster.js';
 
-const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
-interface Msg {
-  id: string;
-  at: number;
-  ev: string;
-  p?: number;
-  stats?: { statements: number };
-  owned?: number;
-  message?: string;
-}
-const now = (): number => Number(process.hrtime.bigint()) / 1e6;
 const track = useChildren(8000);
-
-function cluster(url: string, name: string, partitions: number, takeoverDelayMs: number, stopMs = 0) {
-  const msgs: Msg[] = [];
-  const procs = new Map<string, ChildProcess>();
-  let n = 0;
-  const spawn = (): string => {
-    const id = `w${n++}`;
-    const proc = fork(FIXTURE, [JSON.stringify({ url, name, partitions, id, takeoverDelayMs, stopMs })], {
-      execArgv: ['--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    proc.on('message', (m: Msg) => msgs.push(m));
-    track(proc);
-    procs.set(id, proc);
-    return id;
-  };
-  /** When each killed worker was SIGKILLed: its runs ended then. */
-  const killed = new Map<string, number>();
-  const kill = (id: string): void => {
-    killed.set(id, now());
-    procs.get(id)?.kill('SIGKILL');
-    procs.delete(id);
-  };
-  /** A clean leave (PartitionedLeadership.shutdown), resolved when the process exited. */
-  const stop = async (id: string): Promise<void> => {
-    const proc = procs.get(id) as ChildProcess;
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.send('shutdown');
-    await exited;
-    procs.delete(id);
-  };
-  const running = (): Map<number, string> => runningFrom(msgs, killed);
-  /** Every partition runs, on the live workers, ⌊P/N⌋ or ⌈P/N⌉ each. */
-  const balanced = (what: string, timeoutMs = 60_000): Promise<void> => {
-    const perWorker = (): Map<string, number> => {
-      const per = new Map<string, number>();
-      for (const id of running().values()) per.set(id, (per.get(id) ?? 0) + 1);
-      return per;
-    };
-    return eventually(
-      () => {
-        const per = perWorker();
-        const n = procs.size;
-        const fair = (k: number) => k === Math.floor(partitions / n) || k === Math.ceil(partitions / n);
-        return running().size === partitions && per.size === n && [...per.values()].every(fair);
-      },
-      { timeoutMs, intervalMs: 20, what },
-    ).catch((err: Error) => {
-      const errors = msgs.filter((m) => m.ev === 'error').slice(0, 3);
-      throw new Error(
-        `${err.message}; running per worker: ${JSON.stringify([...perWorker()])}; errors: ${JSON.stringify(errors)}`,
-      );
-    });
-  };
-  return { msgs, procs, spawn, running, kill, stop, killed, balanced };
-}
-
-async function held(url: string, name: string): Promise<number> {
-  const [row] = await adminQuery<{ n: number }>(
-    url,
-    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::int4::oid`,
-    [keysOf(name).partitions],
+const cluster = (url: string, name: string, partitions: number, takeoverDelayMs: number, stopMs = 0) =>
+  partitionCluster({ url, name, partitions, takeoverDelayMs, stopMs, track });
+/** Two runs of one partition at once, in words. */
+const overlaps = (c: ReturnType<typeof cluster>): string[] =>
+  findRunOverlaps(c.runs()).map(
+    (o) => `partition ${o.p}: ${o.b} started while ${o.a} ran (${o.ms.toFixed(1)} ms)`,
   );
-  return row?.n ?? 0;
-}
-
-/** No partition had two runs at once: each start comes after the previous run's end (or its worker's kill). */
-function overlaps(msgs: Msg[], killedAt: Map<string, number>): string[] {
-  const bad: string[] = [];
-  const current = new Map<number, { id: string; at: number }>();
-  for (const m of [...msgs].sort((a, b) => a.at - b.at)) {
-    if (m.p === undefined) continue;
-    const cur = current.get(m.p);
-    if (m.ev === 'start') {
-      if (cur && !(killedAt.has(cur.id) && (killedAt.get(cur.id) ?? 0) <= m.at))
-        bad.push(`partition ${m.p}: ${m.id} started while ${cur.id} ran`);
-      current.set(m.p, { id: m.id, at: m.at });
-    } else if (m.ev === 'end' && cur?.id === m.id) current.delete(m.p);
-  }
-  return bad;
-}
 
 const pct = (xs: number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -117,7 +33,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     const name = `pp-${Date.now()}`;
     await using server = await ownServer(); // the chaos project has no shared server
     const c = cluster(server.url, name, P, 0);
-    for (let i = 0; i < N; i++) c.spawn();
+    for (let i = 0; i < N; i++) await c.spawn();
     const balanced = (what: string) => c.balanced(what);
     await balanced('8 workers to own 128 partitions each');
     expect(await held(server.url, name)).toBe(P);
@@ -162,7 +78,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
         const first = c.msgs.find((m) => m.ev === 'start' && m.p === p && m.at >= t0);
         if (first) gaps.push(first.at - t0);
       }
-      c.spawn();
+      await c.spawn();
       await balanced(`balance again after round ${round + 1}`);
     }
     console.log(
@@ -172,7 +88,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     // the issue's target is p99 <= 100 ms, met in every run here (39–98 ms); the guard leaves
     // room for a noisier CI machine: a regression to the health interval (1 s) still fails
     expect(pct(gaps, 0.99)).toBeLessThanOrEqual(150);
-    expect(overlaps(c.msgs, c.killed)).toEqual([]);
+    expect(overlaps(c)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
   }, 120_000);
 
@@ -182,7 +98,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     const name = `pc-${Date.now()}`;
     await using server = await ownServer();
     const c = cluster(server.url, name, P, 250, 100);
-    for (let i = 0; i < N; i++) c.spawn();
+    for (let i = 0; i < N; i++) await c.spawn();
     const balanced = (what: string) => c.balanced(what);
     await balanced('the first balance');
     const live = () => [...c.procs.keys()];
@@ -192,13 +108,9 @@ describe('PartitionedLeadership, workers in separate processes', () => {
       const seen = c.msgs.length;
       if (fault === 'kill') {
         c.kill(id);
-        c.spawn();
+        await c.spawn();
       } else if (fault === 'terminate') {
-        await adminQuery(
-          server.url,
-          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pgleaderlock:' || $1 || '#p' || $2",
-          [id, P],
-        );
+        await c.terminate(id);
       } else {
         await server.restart('fast');
       }
@@ -215,7 +127,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     const rollStart = now();
     for (const id of live()) {
       await c.stop(id);
-      c.spawn();
+      await c.spawn();
       await balanced(`balance after restarting ${id}`);
     }
     const rolled = c.msgs.slice(before);
@@ -232,10 +144,56 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     console.log(
       `[partitions] faults ${faults.join(', ')}: balanced after each; rolling restart of ${N} workers (P=${P}) in ${((now() - rollStart) / 1000).toFixed(1)} s: ${moves} partition moves (${(moves / P).toFixed(2)} × P), longest ownerless gap ${longest.toFixed(0)} ms`,
     );
-    const ov = overlaps(c.msgs, c.killed);
+    const ov = overlaps(c);
     if (ov.length) process.stderr.write(`OVERLAPS ${ov.length}: ${ov.slice(0, 8).join(' | ')}\n`);
     expect(ov).toEqual([]);
     // each restart moves the leaver's share away and (about) a share back to the newcomer
     expect(moves).toBeLessThanOrEqual(2.5 * P);
   }, 120_000);
+
+  it('a frozen worker (2 s, past the server release bound 1.4 s), a blackholed one, and one frozen while its takeover fences are pending, 128 partitions over 4 workers, healthIntervalMs 200, work that takes 100 ms to stop, fence 250 ms: the others take their partitions; never two runs of a partition at once (a run ends at its lease end if its work stops later), no term opened past its lease; every partition owned and balanced afterwards', async () => {
+    const P = 128;
+    const r = await runPartitionChaos({
+      workers: 4,
+      partitions: P,
+      script: ['freeze', 'blackhole', 'freezeInFence'],
+      track,
+    });
+    console.log(
+      `[partitions chaos] freeze, blackhole, freezeInFence: ${r.runs.length} runs\n${formatPartitionReport(r)}`,
+    );
+    expectSafe(r, P);
+    // the faults took effect: the server freed the worker's locks and the others ran its share
+    for (const f of r.faults)
+      expect.soft(f.moved, `runs started after ${f.kind}`).toBeGreaterThanOrEqual(P / 4);
+  }, 60_000);
+
+  it('a join/leave storm (4 joins, 4 clean leaves or SIGKILLs, 50–300 ms apart, overlapping), 128 partitions over 4 workers: never two runs of a partition at once; balanced afterwards (⌊P/N⌋ or ⌈P/N⌉ each), no partition ownerless', async () => {
+    const P = 128;
+    const r = await runPartitionChaos({
+      workers: 4,
+      partitions: P,
+      script: ['storm'],
+      stormActions: 8,
+      track,
+    });
+    console.log(
+      `[partitions chaos] storm ${r.faults[0]?.target}: ${r.runs.length} runs\n${formatPartitionReport(r)}`,
+    );
+    expectSafe(r, P);
+    expect(r.perWorkerAtEnd).toHaveLength(4);
+    for (const k of r.perWorkerAtEnd) expect([Math.floor(P / 4), Math.ceil(P / 4)]).toContain(k);
+  }, 60_000);
 });
+
+/** What every chaos run must show: no overlap, no term opened past its lease, balanced after each fault, all owned at the end. */
+function expectSafe(r: PartitionChaosReport, P: number): void {
+  expect
+    .soft(r.overlaps.slice(0, 5), `${r.overlaps.length} times two runs of one partition at once`)
+    .toEqual([]);
+  expect.soft(r.lateStarts, 'terms opened past their lease').toEqual([]);
+  for (const f of r.faults) expect.soft(f.balancedMs, `balanced again after ${f.kind}`).not.toBeNull();
+  expect(r.ownerlessAtEnd).toEqual([]);
+  expect(r.runningAtEnd).toBe(P);
+  expect(r.heldAtEnd).toBe(P);
+}
