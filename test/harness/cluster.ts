@@ -558,3 +558,24 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   };
   return cluster;
 }
+
+/**
+ * Promote `node` and return when it left recovery (on `performance.now()`), as seen by
+ * polling `pg_is_in_recovery()` every millisecond on a connection opened beforehand
+ * (`pg_promote(true)` itself only looks every 100 ms).
+ */
+export async function promoteNow(node: ClusterNode): Promise<number> {
+  const client = new pg.Client({ connectionString: node.url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query('SELECT pg_promote(false)');
+    for (;;) {
+      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+      if (rows[0]?.r === false) return performance.now();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  } finally {
+    await client.end();
+  }
+}

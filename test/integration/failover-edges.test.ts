@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaderLock, type LeaderLockOptions } from '../../src/index.js';
-import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually, ownServer, randomKeys, testTag } from '../harness/db.js';
 import { startFaultProxy } from '../harness/fault-proxy.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
@@ -45,22 +45,6 @@ function candidate(
   return lock;
 }
 
-async function promote(node: ClusterNode): Promise<number> {
-  const client = new pg.Client({ connectionString: node.url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    await client.query('SELECT pg_promote(false)');
-    for (;;) {
-      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
-      if (rows[0]?.r === false) return performance.now();
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  } finally {
-    await client.end();
-  }
-}
-
 const hostOf = (node: { port: number }): string => `127.0.0.1:${node.port}`;
 
 describe.each([false, true])('a candidate that starts right after a promotion (fencing %s)', (fencing) => {
@@ -83,7 +67,7 @@ describe.each([false, true])('a candidate that starts right after a promotion (f
     await eventually(() => old.isLeader, { what: 'a leader on the old primary' });
     expect(old.term?.host).toBe(hostOf(p));
 
-    const promotedAt = await promote(s);
+    const promotedAt = await promoteNow(s);
     const fresh = candidate(runs, options);
     const fences: number[] = [];
     fresh.onTakeoverFence(({ delayMs }) => {
@@ -116,7 +100,7 @@ describe('primary failover edges', () => {
     await eventually(() => a.isLeader, { what: 'a leader on p' });
     candidate(runs, { connectionString: cluster.url(), ...keys });
     await new Promise((r) => setTimeout(r, 200)); // the follower is queued on p
-    const promotedAt = await promote(s);
+    const promotedAt = await promoteNow(s);
     await eventually(() => runs.some((r) => r.host === hostOf(s)), {
       timeoutMs: 10_000,
       what: 'a leader on s',

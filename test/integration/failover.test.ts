@@ -5,10 +5,9 @@
  * promotion, and a standby-only list waits quietly. Both acquire modes, default timings.
  * Prints the figures docs/safety.md quotes ("Primary failover").
  */
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaderLock, type LeaderLockOptions, type Term } from '../../src/index.js';
-import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually, ownServer, randomKeys, testTag } from '../harness/db.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
 
@@ -71,27 +70,6 @@ type Candidates = ReturnType<typeof useCandidates>;
 
 const hostOf = (node: ClusterNode): string => `127.0.0.1:${node.port}`;
 
-/**
- * Promote `node` and return when it left recovery, as seen by polling `pg_is_in_recovery()`
- * every millisecond on a connection opened beforehand (`pg_promote(true)` itself only
- * looks every 100 ms).
- */
-async function promote(node: ClusterNode): Promise<number> {
-  const client = new pg.Client({ connectionString: node.url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    await client.query('SELECT pg_promote(false)');
-    for (;;) {
-      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
-      if (rows[0]?.r === false) return performance.now();
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  } finally {
-    await client.end();
-  }
-}
-
 function spread(samples: number[]): string {
   const s = [...samples].sort((a, b) => a - b);
   const p50 = s[Math.floor((s.length - 1) / 2)] ?? Number.NaN;
@@ -153,7 +131,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       expect(second.epoch).toBeGreaterThan(first.epoch ?? 0n);
 
       await primary.kill();
-      const writable = await promote(standby);
+      const writable = await promoteNow(standby);
       const next = await leaderOn(c, hostOf(standby), `a leader on the promoted ${standby.name}`);
       samples.push(next.start - writable);
       expect(next.epoch).toBeGreaterThan(second.epoch ?? 0n);
@@ -186,7 +164,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       const old = await leaderOn(c, hostOf(node1), `a guarded leader on ${node1.name}`, guarded);
       const oldLone = await leaderOn(c, hostOf(node1), `the one-host leader on ${node1.name}`, lone);
 
-      const promotedAt = await promote(node2);
+      const promotedAt = await promoteNow(node2);
       const next = await leaderOn(
         c,
         hostOf(node2),
@@ -258,7 +236,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     expect(statements.size).toBeGreaterThanOrEqual(10);
     expect(statements.size).toBeLessThanOrEqual(30);
 
-    const writable = await promote(standby);
+    const writable = await promoteNow(standby);
     const run = await leaderOn(c, hostOf(standby), 'the candidate to lead on the promoted standby');
     console.log(
       `[failover ${mode}] standby-only candidate: ${statements.size} statements in 2 s on ${pids.size} connection(s), one at a time, while waiting; led ${(run.start - writable).toFixed(0)} ms after its promotion`,

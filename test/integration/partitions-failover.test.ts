@@ -4,10 +4,9 @@
  * primary must end their terms, and a worker on the new primary must not start a partition
  * before the old work on it stopped.
  */
-import pg from 'pg';
 import { expect, it, onTestFinished } from 'vitest';
 import { PartitionedLeadership } from '../../src/index.js';
-import { type ClusterNode, startCluster } from '../harness/cluster.js';
+import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually } from '../harness/db.js';
 
 const WORK_STOP_MS = 100;
@@ -20,22 +19,6 @@ interface Run {
   readonly start: number;
   /** When the work stopped: WORK_STOP_MS after its term's signal aborted. */
   end: number | null;
-}
-
-async function promote(node: ClusterNode): Promise<number> {
-  const client = new pg.Client({ connectionString: node.url });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    await client.query('SELECT pg_promote(false)');
-    for (;;) {
-      const { rows } = await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
-      if (rows[0]?.r === false) return performance.now();
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  } finally {
-    await client.end();
-  }
 }
 
 it('a standby promoted beside a live old primary: the old primary’s workers end their terms, the new one’s start after the old work stopped, and all end up on the new primary', async () => {
@@ -68,7 +51,7 @@ it('a standby promoted beside a live old primary: the old primary’s workers en
   await Promise.all([a.start(), b.start()]);
   await eventually(() => a.owned.size === 4 && b.owned.size === 4, { what: 'a and b 4/4 on p' });
 
-  const promotedAt = await promote(s);
+  const promotedAt = await promoteNow(s);
   // c starts on the new primary (the newest timeline), alone there: it takes all 8, fenced
   // until a and b must have seen the promotion (one health interval and a probe) and stopped
   const c = worker('c');
