@@ -280,18 +280,31 @@ describe('PartitionedLeadership', () => {
   it('start() is single-flight, and a start() during shutdown() joins again once the shutdown is over', async () => {
     const name = uniq();
     const w = worker(name, 4, { takeoverDelayMs: 0 });
+    const events: string[] = [];
+    w.onAssigned(() => events.push('assigned'));
+    w.onRevoked((_p, reason) => events.push(reason));
     const [first, second] = [w.start(), w.start()];
     expect(second).toBe(first);
     await first;
     expect(w.memberIds).toEqual([w.id]); // the second call resolved with the same join: a member
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
     const stopping = w.shutdown();
     const again = w.start();
-    await stopping;
-    expect((await holders(name)).size).toBe(0); // the shutdown ran to its end first
+    let stopped = false;
+    void stopping.then(() => {
+      stopped = true;
+    });
     await again;
+    expect(stopped).toBe(true); // the join again came after the shutdown was over
     expect(w.memberIds).toEqual([w.id]);
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
     expect(w.owned.size).toBe(4);
+    // every partition was handed back before any was taken again
+    expect(events).toEqual([
+      ...Array(4).fill('assigned'),
+      ...Array(4).fill('shutdown'),
+      ...Array(4).fill('assigned'),
+    ]);
   });
 
   it('ids: printable ASCII, 1 to 40 characters, no # or :; the default id is one', () => {
