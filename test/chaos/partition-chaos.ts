@@ -109,6 +109,8 @@ export interface PartitionChaosReport {
   ownerlessAtEnd: number[];
   /** How many partitions each live worker ran at the end. */
   perWorkerAtEnd: number[];
+  /** Live workers at the end (a storm's removal becomes a join when one worker is left). */
+  workersAtEnd: number;
   errors: number;
   workersStarted: number;
   settings: {
@@ -243,6 +245,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
   let runningAtEnd = 0;
   let ownerlessAtEnd: number[] = [];
   let perWorkerAtEnd: number[] = [];
+  let workersAtEnd = 0;
   try {
     for (let i = 0; i < opts.workers; i++) await spawn();
     await c.balanced('the first balance', settleTimeoutMs, 300);
@@ -283,6 +286,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
     runningAtEnd = running.size;
     ownerlessAtEnd = [...Array(P).keys()].filter((p) => !running.has(p));
     perWorkerAtEnd = [...c.perWorker().values()];
+    workersAtEnd = c.procs.size;
   } finally {
     await c.close();
     await server.dispose();
@@ -312,6 +316,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
     runningAtEnd,
     ownerlessAtEnd,
     perWorkerAtEnd,
+    workersAtEnd,
     errors: c.msgs.filter((m) => m.ev === 'error').length,
     workersStarted: started,
     settings: { healthIntervalMs, queryTimeoutMs, serverReleaseMs, stopMs, takeoverDelayMs, freezeMs },

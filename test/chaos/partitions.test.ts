@@ -168,7 +168,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
       expect.soft(f.moved, `runs started after ${f.kind}`).toBeGreaterThanOrEqual(P / 4);
   }, 60_000);
 
-  it('a join/leave storm (4 joins, 4 clean leaves or SIGKILLs, 50–300 ms apart, overlapping), 128 partitions over 4 workers: never two runs of a partition at once; balanced afterwards (⌊P/N⌋ or ⌈P/N⌉ each), no partition ownerless', async () => {
+  it('a join/leave storm (8 actions: joins, clean leaves and SIGKILLs in random order, 50–300 ms apart, overlapping), 128 partitions starting on 4 workers: never two runs of a partition at once; balanced afterwards over the workers left (⌊P/N⌋ or ⌈P/N⌉ each), no partition ownerless', async () => {
     const P = 128;
     const r = await runPartitionChaos({
       workers: 4,
@@ -181,8 +181,11 @@ describe('PartitionedLeadership, workers in separate processes', () => {
       `[partitions chaos] storm ${r.faults[0]?.target}: ${r.runs.length} runs\n${formatPartitionReport(r)}`,
     );
     expectSafe(r, P);
-    expect(r.perWorkerAtEnd).toHaveLength(4);
-    for (const k of r.perWorkerAtEnd) expect([Math.floor(P / 4), Math.ceil(P / 4)]).toContain(k);
+    // 4 workers unless a removal found one worker left and joined instead
+    const n = r.workersAtEnd;
+    expect(n).toBeGreaterThanOrEqual(4);
+    expect(r.perWorkerAtEnd).toHaveLength(n);
+    for (const k of r.perWorkerAtEnd) expect([Math.floor(P / n), Math.ceil(P / n)]).toContain(k);
   }, 60_000);
 });
 
