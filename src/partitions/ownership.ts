@@ -78,13 +78,13 @@ export class Ownership {
     // the server's word on what we hold: a partition we believe owned but do not hold was lost
     const lost = this.terms.partitions().filter((p) => !heldHere.has(p));
     if (lost.length) await this.terms.revoke(lost, 'lost');
-    this.terms.reopenLapsed(); // the lease is current again and these are still held
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile
       const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance'));
       await this.give(owner, give, drained);
     }
+    this.terms.reopenLapsed(); // still held and still ours, and the lease is current again
     // held here but not opened: taken by a statement that then failed (53200 part-way): run them
     const known = new Set(this.terms.partitions());
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
