@@ -6,6 +6,7 @@
  * Connection strings and passwords are never logged.
  */
 import { debuglog } from 'node:util';
+import { show } from './validate.js';
 
 export type LogFields = Record<string, unknown>;
 export type LogFn = (fields: LogFields, message: string) => void;
@@ -57,4 +58,17 @@ export function guardLogger(logger: Logger): Logger {
       }
     };
   return { debug: guard('debug'), info: guard('info'), warn: guard('warn'), error: guard('error') };
+}
+
+/** The `logger` option, checked: undefined, or an object with the four methods. */
+export function checkLogger(value: unknown): void {
+  if (value === undefined) return;
+  const l = value as Record<string, unknown> | null;
+  const ok =
+    typeof l === 'object' &&
+    l !== null &&
+    ['debug', 'info', 'warn', 'error'].every((m) => typeof l[m] === 'function');
+  if (!ok) {
+    throw new TypeError(`logger must have debug, info, warn and error methods, received ${show(value)}`);
+  }
 }

@@ -5,10 +5,10 @@ import { applicationName, defaultId, unrefClient } from './connect.js';
 import { isClient } from './connection.js';
 import { fencingTableOf } from './fencing.js';
 import { keysFromName } from './keys.js';
-import { defaultLogger, guardLogger, type Logger } from './logger.js';
+import { checkLogger, defaultLogger, guardLogger, type Logger } from './logger.js';
 import { type Endpoint, endpointsOf } from './primary.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
-import { checkTargets, defaultServerReleaseMs } from './safety.js';
+import { resolveTimings } from './safety.js';
 import {
   checkBoolean,
   checkDuration,
@@ -185,12 +185,6 @@ const KNOWN = new Set<string>([
   'clock',
 ]);
 
-function isLogger(value: unknown): value is Logger {
-  if (typeof value !== 'object' || value === null) return false;
-  const l = value as Record<string, unknown>;
-  return ['debug', 'info', 'warn', 'error'].every((m) => typeof l[m] === 'function');
-}
-
 function isClock(value: unknown): value is Clock {
   if (typeof value !== 'object' || value === null) return false;
   const c = value as Record<string, unknown>;
@@ -233,19 +227,13 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     );
   }
 
-  const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
+  const { healthIntervalMs, queryTimeoutMs, serverReleaseMs } = resolveTimings(options);
   const reconnectGraceMs =
     options.reconnectGraceMs === undefined || options.reconnectGraceMs === null
       ? null
       : checkPositiveDuration('reconnectGraceMs', options.reconnectGraceMs);
   const autoReacquire = checkBoolean('autoReacquire', options.autoReacquire ?? true);
-  const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
   const closeTimeoutMs = checkDuration('closeTimeoutMs', options.closeTimeoutMs ?? 1000);
-  const serverReleaseMs = checkPositiveDuration(
-    'serverReleaseMs',
-    options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),
-  );
-  checkTargets(serverReleaseMs, healthIntervalMs, queryTimeoutMs);
   const acquireMode = options.acquireMode ?? 'wait';
   if (acquireMode !== 'wait' && acquireMode !== 'poll') {
     throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
@@ -256,11 +244,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);
   }
-  if (options.logger !== undefined && !isLogger(options.logger)) {
-    throw new TypeError(
-      `logger must have debug, info, warn and error methods, received ${show(options.logger)}`,
-    );
-  }
+  checkLogger(options.logger);
   if (options.clock !== undefined && !isClock(options.clock)) {
     throw new TypeError(
       `clock must have now, setTimeout and clearTimeout methods, received ${show(options.clock)}`,

@@ -6,6 +6,7 @@
  * successful check was sent. Liveness needs `healthIntervalMs + queryTimeoutMs < L`.
  */
 import { LockError } from './errors.js';
+import { checkPositiveDuration } from './validate.js';
 
 /** What the server applied on the lock's session (pg_settings, base units). */
 export interface AppliedSettings {
@@ -118,6 +119,26 @@ function describeSettings(s: AppliedSettings): string {
     `tcp_keepalives=${s.tcpKeepalivesIdleS}/${s.tcpKeepalivesIntervalS}/${s.tcpKeepalivesCount}s`,
     `tcp_user_timeout=${s.tcpUserTimeoutMs ?? 'n/a'}ms`,
   ].join(', ');
+}
+
+/**
+ * The timing options every lock and worker takes, checked: `healthIntervalMs` and
+ * `queryTimeoutMs` (default 5000 each) and `serverReleaseMs` (default
+ * `defaultServerReleaseMs`), which must leave room for a health period and its deadline.
+ */
+export function resolveTimings(options: {
+  healthIntervalMs?: number | undefined;
+  queryTimeoutMs?: number | undefined;
+  serverReleaseMs?: number | undefined;
+}): { healthIntervalMs: number; queryTimeoutMs: number; serverReleaseMs: number } {
+  const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
+  const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
+  const serverReleaseMs = checkPositiveDuration(
+    'serverReleaseMs',
+    options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),
+  );
+  checkTargets(serverReleaseMs, healthIntervalMs, queryTimeoutMs);
+  return { healthIntervalMs, queryTimeoutMs, serverReleaseMs };
 }
 
 /** Constructor check: the configured target leaves room for a health period and its deadline. */

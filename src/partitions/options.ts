@@ -4,9 +4,9 @@ import os from 'node:os';
 import type pg from 'pg';
 import { applicationName, type ConnectFn } from '../connect.js';
 import { fencingTableOf } from '../fencing.js';
-import { defaultLogger, guardLogger, type Logger } from '../logger.js';
+import { checkLogger, defaultLogger, guardLogger, type Logger } from '../logger.js';
 import { type Endpoint, endpointsOf } from '../primary.js';
-import { checkTargets, defaultServerReleaseMs } from '../safety.js';
+import { resolveTimings } from '../safety.js';
 import { checkDuration, checkPositiveDuration, show } from '../validate.js';
 
 /** The most partitions one name may have (the assignment is computed on every change). */
@@ -105,13 +105,8 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
       `id must be 1 to 40 printable ASCII characters without '#' or ':', received ${show(id)}`,
     );
   }
-  const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
-  const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
-  const serverReleaseMs = checkPositiveDuration(
-    'serverReleaseMs',
-    options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),
-  );
-  checkTargets(serverReleaseMs, healthIntervalMs, queryTimeoutMs);
+  const { healthIntervalMs, queryTimeoutMs, serverReleaseMs } = resolveTimings(options);
+  checkLogger(options.logger);
   const takeoverDelayMs = checkDuration('takeoverDelayMs', options.takeoverDelayMs ?? 250);
   const drainTimeoutMs = checkDuration('drainTimeoutMs', options.drainTimeoutMs ?? 10_000);
   const watchSliceMs = checkPositiveDuration('watchSliceMs', options.watchSliceMs ?? 10_000);

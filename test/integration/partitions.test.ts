@@ -314,5 +314,18 @@ describe('PartitionedLeadership', () => {
       );
     }
     expect(new PartitionedLeadership({ name: 'x', partitions: 2 }).id).toMatch(/^[\x20-\x7e]{1,40}$/);
+    // the other options are checked as LeaderLock's are
+    expect(() => new PartitionedLeadership({ name: 'x', partitions: 2, logger: {} as never })).toThrow(
+      /logger must have debug, info, warn and error methods, received/,
+    );
+    expect(
+      () =>
+        new PartitionedLeadership({
+          name: 'x',
+          partitions: 2,
+          healthIntervalMs: 5000,
+          serverReleaseMs: 6000,
+        }),
+    ).toThrow(/serverReleaseMs 6000 leaves a lease of/);
   });
 });
