@@ -60,30 +60,27 @@ export interface ListenerOptions {
   signal?: AbortSignal;
 }
 
-type Args<E extends EventName> = Parameters<CallbackMap[E]>;
+/**
+ * The callbacks of one election: event name to callback type, with an `error` event that
+ * failures of the others are reported to. `LeaderLock`'s is {@link CallbackMap};
+ * `PartitionedLeadership`'s is `PartitionCallbackMap`.
+ */
+export type EventMap<M> = { [K in keyof M]: (...args: never[]) => unknown } & { error: ErrorCallback };
+
+type Args<M, E extends keyof M> = M[E] extends (...args: infer A) => unknown ? A : never;
 
 interface Invocation {
-  readonly owner: Callbacks;
+  readonly owner: object;
   running: boolean;
 }
 
 const scope = new AsyncLocalStorage<Invocation>();
 
-export class Callbacks {
-  private readonly lists: { [E in EventName]: CallbackMap[E][] } = {
-    acquired: [],
-    released: [],
-    lost: [],
-    acquireFailed: [],
-    stopped: [],
-    takeoverFence: [],
-    stateChange: [],
-    newLeader: [],
-    error: [],
-  };
+export class Callbacks<M extends EventMap<M> = CallbackMap> {
+  private readonly lists = new Map<keyof M, M[keyof M][]>();
   private tail: Promise<void> = Promise.resolve();
   /** Callbacks that have not settled yet, deadline passed or not, and when each started. */
-  private readonly unsettled = new Map<object, { event: EventName; since: number }>();
+  private readonly unsettled = new Map<object, { event: keyof M & string; since: number }>();
 
   constructor(
     private readonly logger: Logger,
@@ -91,7 +88,16 @@ export class Callbacks {
     private readonly timeoutMs: number,
   ) {}
 
-  add<E extends EventName, F extends CallbackMap[E]>(event: E, fn: F, options: ListenerOptions = {}): F {
+  private list<E extends keyof M>(event: E): M[E][] {
+    let list = this.lists.get(event);
+    if (!list) {
+      list = [];
+      this.lists.set(event, list);
+    }
+    return list as M[E][];
+  }
+
+  add<E extends keyof M & string, F extends M[E]>(event: E, fn: F, options: ListenerOptions = {}): F {
     const name = `on${event[0]?.toUpperCase()}${event.slice(1)}`;
     if (typeof fn !== 'function') throw new TypeError(`${name} expects a function, received ${typeof fn}`);
     if (typeof options !== 'object' || options === null) {
@@ -102,7 +108,7 @@ export class Callbacks {
       throw new TypeError(`${name} options.signal must be an AbortSignal, received ${String(signal)}`);
     }
     if (signal?.aborted) return fn;
-    const list = this.lists[event] as CallbackMap[E][];
+    const list = this.list(event);
     list.push(fn);
     signal?.addEventListener(
       'abort',
@@ -116,8 +122,8 @@ export class Callbacks {
   }
 
   /** Queue the callbacks of `event`; they run after every earlier queued callback. */
-  emit<E extends EventName>(event: E, ...args: Args<E>): void {
-    const fns = [...this.lists[event]] as ((...a: Args<E>) => unknown)[];
+  emit<E extends keyof M & string>(event: E, ...args: Args<M, E>): void {
+    const fns = [...this.list(event)] as unknown as ((...a: Args<M, E>) => unknown)[];
     if (fns.length === 0) return;
     this.tail = this.tail.then(async () => {
       for (const fn of fns) await this.invoke(event, fn, args);
@@ -133,8 +139,8 @@ export class Callbacks {
    * The callback unsettled the longest past its deadline (`callbackTimeoutMs`): which event,
    * and for how long it has run. Null if none (`lock.health()`).
    */
-  hung(): { event: EventName; ms: number } | null {
-    let worst: { event: EventName; ms: number } | null = null;
+  hung(): { event: keyof M & string; ms: number } | null {
+    let worst: { event: keyof M & string; ms: number } | null = null;
     for (const { event, since } of this.unsettled.values()) {
       const ms = this.clock.now() - since;
       if (ms > this.timeoutMs && (!worst || ms > worst.ms)) worst = { event, ms };
@@ -148,10 +154,10 @@ export class Callbacks {
     return invocation?.owner === this && invocation.running;
   }
 
-  private async invoke<E extends EventName>(
+  private async invoke<E extends keyof M & string>(
     event: E,
-    fn: (...a: Args<E>) => unknown,
-    args: Args<E>,
+    fn: (...a: Args<M, E>) => unknown,
+    args: Args<M, E>,
   ): Promise<void> {
     const invocation: Invocation = { owner: this, running: true };
     let timer: unknown;
@@ -171,22 +177,23 @@ export class Callbacks {
       const first = await Promise.race([run, deadline]);
       if (first === 'timeout') {
         run.catch(() => {}); // it may still reject later: nobody is listening any more
-        await this.failed(event, new CallbackError(event, null, this.timeoutMs));
+        await this.failed(event, new CallbackError(event as EventName, null, this.timeoutMs));
       }
     } catch (err) {
-      await this.failed(event, new CallbackError(event, err));
+      await this.failed(event, new CallbackError(event as EventName, err));
     } finally {
       invocation.running = false;
       this.clock.clearTimeout(timer);
     }
   }
 
-  private async failed(event: EventName, error: CallbackError): Promise<void> {
+  private async failed(event: keyof M & string, error: CallbackError): Promise<void> {
     if (event === 'error') {
       this.logger.error({ event: 'error_callback_failed', error: error.message }, 'error_callback_failed');
       return;
     }
     this.logger.error({ event: 'callback_failed', callback: event, error: error.message }, 'callback_failed');
-    for (const onError of [...this.lists.error]) await this.invoke('error', onError, [error]);
+    const onErrors = [...this.list('error')] as unknown as ((e: Error) => unknown)[];
+    for (const onError of onErrors) await this.invoke('error', onError as never, [error] as never);
   }
 }

@@ -43,6 +43,8 @@ export class Connection {
   private deathCause: Error | null = null;
   private readonly deathListeners = new Set<(err: Error) => void>();
   private closing: Promise<void> | null = null;
+  /** The statement sent last: the next waits for it to settle (one statement at a time). */
+  private busy: Promise<unknown> = Promise.resolve();
 
   private constructor(
     readonly client: pg.Client,
@@ -141,7 +143,21 @@ export class Connection {
     }, 0);
   }
 
-  private async run<R extends pg.QueryResultRow>(
+  /**
+   * One statement at a time: a statement asked for while another runs is sent once that one
+   * has settled (pg would queue it too, but warns that this is deprecated). Its deadline
+   * starts when it is sent.
+   */
+  private run<R extends pg.QueryResultRow>(
+    send: () => Promise<{ rows: R[] }>,
+    extraMs: number,
+  ): Promise<R[]> {
+    const next = this.busy.then(() => this.send(send, extraMs));
+    this.busy = next.catch(() => {});
+    return next;
+  }
+
+  private async send<R extends pg.QueryResultRow>(
     send: () => Promise<{ rows: R[] }>,
     extraMs: number,
   ): Promise<R[]> {

@@ -3,6 +3,7 @@
  * causes are chained through the standard `cause` property.
  */
 import type { EventName } from './callbacks.js';
+import type { PartitionEventName } from './partitions/terms.js';
 
 /** Stable codes carried by {@link PgLeaderLockError.code}. */
 export type ErrorCode =
@@ -87,8 +88,8 @@ export class ShutdownError extends PgLeaderLockError {
 export class CallbackError extends PgLeaderLockError {
   override name = 'CallbackError';
   /** The event whose callback failed, e.g. `'acquired'`. */
-  readonly event: EventName;
-  constructor(event: EventName, cause: unknown, timeoutMs?: number) {
+  readonly event: EventName | PartitionEventName;
+  constructor(event: EventName | PartitionEventName, cause: unknown, timeoutMs?: number) {
     super(
       timeoutMs === undefined
         ? `${event} callback failed: ${describe(cause)}`

@@ -1,7 +1,9 @@
 /**
  * The transition table of spec §3.3, in one place: `(state, input) -> state + effects`.
  * Pure: no I/O. The lifecycle (lifecycle.ts) produces the inputs (each phase's own work,
- * e.g. ACQUIRING runs the try-lock) and carries out the effects in the order listed.
+ * steps.ts: e.g. ACQUIRING runs the try-lock) and carries the transition out: beside this
+ * file, fsm-actions.ts holds each state's data and entry and exit actions, and what each
+ * effect does, run in the order listed.
  *
  * Footnotes of the spec, applied here:
  *  ¹ with `autoReacquire: false` the FOLLOWER target becomes STOPPED;
@@ -49,6 +51,9 @@ export type Input =
   | { readonly type: 'RetryExhausted'; readonly error: Error };
 
 export type InputType = Input['type'];
+
+/** A stop was asked for: the input every step returns when it sees one. */
+export const STOP: Input = { type: 'StopRequested' };
 
 /** Every input type, in the spec's order (the table test enumerates these). */
 export const INPUT_TYPES: readonly InputType[] = [

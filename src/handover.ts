@@ -1,5 +1,5 @@
 /**
- * Proof of a clean handover (docs/safety.md, "Takeover fence"). Every lock session
+ * Proof of a clean handover (docs/safety.md, "Takeover delay"). Every lock session
  * listens on its key's channel. Two events are sent there, each committed by the statement
  * that makes it true:
  *  - `acquired`: committed by the statement that grants the lock, so before the new

@@ -7,8 +7,21 @@
 import type { Clock } from './clock.js';
 import type { LockState } from './state.js';
 
+/**
+ * What every `health()` answers (`LeaderLock`, `PartitionedLeadership`), and what `probes()`
+ * serves: `/healthz` follows `live`, `/readyz` follows `ready`.
+ */
+export interface Health {
+  /** False when the process is wedged and a restart would help. */
+  readonly live: boolean;
+  /** True when it takes part normally (see each class for when). */
+  readonly ready: boolean;
+  /** Why `live` or `ready` is false, one line each; empty when both are true. */
+  readonly reasons: readonly string[];
+}
+
 /** The answer of `lock.health()`. */
-export interface LockHealth {
+export interface LockHealth extends Health {
   /**
    * False when the lock is wedged and a restart would help: its loop has made no progress
    * for longer than any of its steps can take, a callback has not returned past
@@ -119,6 +132,17 @@ export interface HealthInputs {
   readonly failing: Error | null;
 }
 
+/** The reason for a blocked event loop (`Vitals.blockedMs`), the same for every class. */
+export function loopBlocked(ms: number): string {
+  return `the event loop was blocked for at least ${Math.round(ms)} ms (in the last ${BLOCK_REPORTED_MS / 1000} s)`;
+}
+
+/** The reason for a callback past its deadline (`Callbacks.hung()`), the same for every class. */
+export function hungCallback(hung: { event: string; ms: number }, callbackTimeoutMs: number): string {
+  const name = `on${hung.event[0]?.toUpperCase()}${hung.event.slice(1)}`;
+  return `an ${name} callback has not returned after ${Math.round(hung.ms)} ms (callbackTimeoutMs ${callbackTimeoutMs})`;
+}
+
 export function assessHealth(i: HealthInputs): LockHealth {
   const notLive: string[] = [];
   if (i.stoppedOnItsOwn) notLive.push(`the lock stopped on its own: ${i.stoppedOnItsOwn.message}`);
@@ -127,15 +151,8 @@ export function assessHealth(i: HealthInputs): LockHealth {
       `the lock's loop has made no progress for ${Math.round(i.quietMs)} ms in state ${i.state} (its steps take at most ${i.quietBoundMs} ms)`,
     );
   }
-  if (i.blockedMs !== null)
-    notLive.push(
-      `the event loop was blocked for at least ${Math.round(i.blockedMs)} ms (in the last ${BLOCK_REPORTED_MS / 1000} s)`,
-    );
-  if (i.hungCallback) {
-    notLive.push(
-      `an on${i.hungCallback.event[0]?.toUpperCase()}${i.hungCallback.event.slice(1)} callback has not returned after ${Math.round(i.hungCallback.ms)} ms (callbackTimeoutMs ${i.callbackTimeoutMs})`,
-    );
-  }
+  if (i.blockedMs !== null) notLive.push(loopBlocked(i.blockedMs));
+  if (i.hungCallback) notLive.push(hungCallback(i.hungCallback, i.callbackTimeoutMs));
   if (i.overdueRun && i.overdueRun.ms > i.callbackTimeoutMs) {
     notLive.push(
       `leader work (runWhileLeader) of term ${i.overdueRun.termId} is still running ${Math.round(i.overdueRun.ms)} ms after its term ended`,

@@ -23,11 +23,17 @@ export {
   ShutdownError,
 } from './errors.js';
 export { FencedError } from './fencing.js';
-export type { LockHealth } from './health.js';
+export type { Health, LockHealth } from './health.js';
 export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
 export type { LogFields, LogFn, Logger } from './logger.js';
-export { LockMetrics, type LockMetricsSnapshot } from './metrics.js';
+export {
+  LockMetrics,
+  type LockMetricsSnapshot,
+  type MetricsSnapshotOf,
+  type MetricsTarget,
+  type PartitionMetricsSnapshot,
+} from './metrics.js';
 export {
   type AcquiredMessage,
   CHANNELS,
@@ -43,6 +49,7 @@ export type { LeaderLockOptions } from './options.js';
 export { MAX_PARTITIONS, type PartitionedLeadershipOptions } from './partitions/options.js';
 export {
   PartitionedLeadership,
+  type PartitionHealth,
   type PartitionInspection,
   type PartitionInspectOptions,
   PartitionMismatchError,
@@ -51,6 +58,7 @@ export {
   type PartitionWork,
   type RevokeReason,
 } from './partitions/partitioned.js';
+export { type ProbesListener, type ProbesOptions, probes } from './probes.js';
 export {
   DecorrelatedJitter,
   ExponentialBackoff,

@@ -45,7 +45,7 @@ export interface LockInspection {
   host: string;
   leader: Candidate | null;
   /**
-   * The holder holds the lock under a takeover fence: its term has not opened yet (read
+   * The holder holds the lock for the takeover delay: its term has not opened yet (read
    * from its last statement; right after a grant, for one round trip, not yet shown).
    */
   pending: boolean;

@@ -20,7 +20,7 @@ import { keysFromName } from './keys.js';
 import { TermIds } from './leadership.js';
 import { Counters, type LockStats, publish } from './observe.js';
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { type LeaderWork, type LeaderWorkHandle, Runners } from './runner.js';
+import { type LeaderWork, LeaderWorkError, type LeaderWorkHandle, Runners } from './runner.js';
 import type { Safety } from './safety.js';
 import { LockState, type SpecState } from './state.js';
 import type { Term } from './term.js';
@@ -85,7 +85,10 @@ export class LeaderLock implements AsyncDisposable {
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);
     this.callbacks = new Callbacks(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
-    this.runners = new Runners(this.callbacks, () => this.o.clock.now());
+    this.runners = new Runners<Term>(
+      (term, err) => this.callbacks.emit('error', new LeaderWorkError(term.id, err)),
+      () => this.o.clock.now(),
+    );
     this.control = new Control({
       o: this.o,
       callbacks: this.callbacks,
@@ -165,7 +168,7 @@ export class LeaderLock implements AsyncDisposable {
       losses: c.losses,
       releases: c.releases,
       failedAttempts: c.failedAttempts,
-      takeoverFences: c.takeoverFences,
+      takeoverFences: c.takeoverDelays,
       reconnects: c.reconnects,
       recoveries: c.recoveries,
       leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
@@ -299,13 +302,7 @@ export class LeaderLock implements AsyncDisposable {
    * a {@link ShutdownError} goes to `onError` for that, or for leader work still running.
    */
   shutdown(options: TimeoutOptions = {}): Promise<void> {
-    let timeoutMs: number | undefined;
-    try {
-      timeoutMs = timeoutOf('shutdown', options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.control.shutdown(timeoutMs);
+    return rejecting(() => this.control.shutdown(timeoutOf('shutdown', options)));
   }
 
   /**
@@ -318,13 +315,7 @@ export class LeaderLock implements AsyncDisposable {
    * on this release only: once it is over, nothing is closed.
    */
   stepDown(options: TimeoutOptions = {}): Promise<void> {
-    let timeoutMs: number | undefined;
-    try {
-      timeoutMs = timeoutOf('stepDown', options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.control.stepDown(timeoutMs);
+    return rejecting(() => this.control.stepDown(timeoutOf('stepDown', options)));
   }
 
   /**
@@ -334,18 +325,15 @@ export class LeaderLock implements AsyncDisposable {
    * counts as started); rejects with the signal's reason if `signal` aborts.
    */
   waitForLeadership(options: WaitOptions = {}): Promise<boolean> {
-    let timeoutMs: number | undefined;
-    try {
-      timeoutMs = timeoutOf('waitForLeadership', options);
+    return rejecting(() => {
+      const timeoutMs = timeoutOf('waitForLeadership', options);
       if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
         throw new TypeError(
           `waitForLeadership signal must be an AbortSignal, received ${show(options.signal)}`,
         );
       }
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.control.waitForLeadership(timeoutMs, options.signal);
+      return this.control.waitForLeadership(timeoutMs, options.signal);
+    });
   }
 
   /** `await using lock = new LeaderLock(…)`: shuts down at scope exit. */
@@ -358,6 +346,15 @@ export class LeaderLock implements AsyncDisposable {
     this.o.logger.info({ event: 'state_change', from, to, input, key1, key2 }, 'state_change');
     this.callbacks.emit('stateChange', from, to);
     publish('state', { id, key1, key2, from, to, input });
+  }
+}
+
+/** `fn()`, a synchronous throw (a bad argument) turned into a rejection: the methods above never throw. */
+function rejecting<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return fn();
+  } catch (err) {
+    return Promise.reject(err);
   }
 }
 

@@ -1,48 +1,66 @@
 /**
- * The lease behind `isLeader`: valid until `t0 + leaseMs`, t0 being when the last
- * successful check was sent. A timer calls `onLapse` when it runs out unrenewed.
+ * A lease: valid until the send time of the last ownership check that succeeded plus the
+ * lease the session's applied settings give (safety.ts, docs/safety.md). `valid()` reads
+ * the clock at each call, so it is false the moment a frozen process wakes past the end;
+ * a timer calls `onLapse` when the lease runs out unrenewed.
  */
-import type { Clock } from './clock.js';
-import type { Safety } from './safety.js';
+import { type Clock, sleep } from './clock.js';
 
 export class Lease {
-  private end = Number.NEGATIVE_INFINITY;
+  private end: number | null = null;
   private timer: unknown = null;
-  /** Figures of the session that last renewed the lease. */
-  safety: Safety | null = null;
+  /** The end of the last lease, kept after it ends (what `leaseExpiresAt` reports then). */
+  last: number | null = null;
 
   constructor(
     private readonly clock: Clock,
     private readonly onLapse: () => void,
   ) {}
 
-  /** Renew from a check (or acquisition) sent at `sentAt` under `safety`. */
-  renew(safety: Safety, sentAt: number): void {
-    this.safety = safety;
-    this.end = sentAt + safety.leaseMs;
-    this.cancel();
+  /** Renew to `until` (on the clock); null ends it. */
+  set(until: number | null): void {
+    if (this.timer !== null) this.clock.clearTimeout(this.timer);
+    this.timer = null;
+    this.end = until;
+    if (until !== null) this.last = until;
+    if (until === null || !Number.isFinite(until)) return; // a server that never drops a dead session: no lapse
     this.timer = this.clock.setTimeout(
       () => {
         this.timer = null;
         if (!this.valid()) this.onLapse();
       },
-      Math.max(0, this.end - this.clock.now()),
+      Math.max(0, until - this.clock.now()),
     );
   }
 
-  /** Read from the clock at each call: false the moment a frozen process wakes past it. */
+  /** True while the lease runs. */
   valid(): boolean {
-    return this.clock.now() < this.end;
+    return this.end !== null && this.clock.now() < this.end;
   }
 
-  /** When it ends (or ended), on the lock's clock; null if never renewed. */
-  get expiresAt(): number | null {
-    return Number.isFinite(this.end) ? this.end : null;
+  /** When the current lease ends, or null when there is none. */
+  get until(): number | null {
+    return this.end;
   }
 
-  /** Stop the lapse timer (leaving LEADER, or stopping). */
-  cancel(): void {
-    if (this.timer !== null) this.clock.clearTimeout(this.timer);
-    this.timer = null;
+  /**
+   * Wait for `drain` (work winding down), running `check` every `intervalMs` meanwhile: it
+   * returns the new lease end when everything still run is held (else null, and the lease
+   * is left to run out), and keeps the session from the server's idle_session_timeout.
+   */
+  async renewWhile<T>(
+    drain: Promise<T>,
+    intervalMs: number,
+    check: () => Promise<number | null>,
+  ): Promise<T> {
+    const done = drain.then((value) => ({ value }));
+    for (;;) {
+      const tick = new AbortController();
+      const first = await Promise.race([done, sleep(this.clock, intervalMs, tick.signal).then(() => null)]);
+      tick.abort();
+      if (first) return first.value;
+      const until = await check();
+      if (until !== null) this.set(until);
+    }
   }
 }

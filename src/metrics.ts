@@ -1,11 +1,17 @@
 /**
- * The numbers operators alert on, from one lock, with no dependency: `LockMetrics` listens
- * to the lock's public events and `stats()`, and renders the Prometheus text format
- * (`pgleaderlock run --http` serves it). docs/observability.md wires the same snapshot into
- * prom-client and OpenTelemetry.
+ * The numbers operators alert on, from one lock or one partition worker, with no
+ * dependency: `LockMetrics` listens to the target's public events and `stats()`, and renders
+ * the Prometheus text format (`probes()` and `pgleaderlock run --http` serve it).
+ * docs/observability.md wires the same snapshot into prom-client and OpenTelemetry. The
+ * partition worker's part is metrics-partitions.ts.
  */
-import type { LeaderLock } from './leader-lock.js';
+import { LeaderLock } from './leader-lock.js';
+import { type PartitionMetricsSnapshot, PartitionSource } from './metrics-partitions.js';
+import { PartitionedLeadership } from './partitions/partitioned.js';
 import { LockState } from './state.js';
+import { show } from './validate.js';
+
+export type { PartitionMetricsSnapshot } from './metrics-partitions.js';
 
 /** A snapshot of one lock's metrics (`LockMetrics.snapshot()`). */
 export interface LockMetricsSnapshot {
@@ -39,17 +45,95 @@ export interface LockMetricsSnapshot {
 
 const STATES = Object.values(LockState) as LockState[];
 
+/** What `LockMetrics` reads: a lock, or a partition worker. */
+export type MetricsTarget = LeaderLock | PartitionedLeadership;
+
+/** `LockMetrics.snapshot()` of a lock, or of a partition worker. */
+export type MetricsSnapshotOf<T extends MetricsTarget> = T extends PartitionedLeadership
+  ? PartitionMetricsSnapshot
+  : LockMetricsSnapshot;
+
+/** Writes one metric family: `# HELP`, `# TYPE` and a sample per label set (`labels` without braces). */
+export type MetricWriter = (
+  name: string,
+  type: 'gauge' | 'counter',
+  help: string,
+  samples: [labels: string, value: number][],
+) => void;
+
+/** One target's metrics (metrics-partitions.ts has the partition worker's). */
+export interface MetricsSource<S> {
+  snapshot(): S;
+  /** Every family, from `s`, each name without the `pgleaderlock_` prefix. */
+  render(s: S, metric: MetricWriter): void;
+  close(): void;
+}
+
+/** The Prometheus text exposition format (version 0.0.4) of what `render` writes. */
+function exposition(render: (metric: MetricWriter) => void): string {
+  const out: string[] = [];
+  render((name, type, help, samples) => {
+    out.push(`# HELP pgleaderlock_${name} ${help}`, `# TYPE pgleaderlock_${name} ${type}`);
+    for (const [labels, value] of samples) out.push(`pgleaderlock_${name}{${labels}} ${value}`);
+  });
+  return `${out.join('\n')}\n`;
+}
+
+const seconds = (ms: number): number => Math.round(ms) / 1000;
+
 /**
- * Metrics for one lock. Attach before `start()` to count every transition; `close()` (or
- * `using`) removes its listeners.
+ * Metrics for one lock or one partition worker. Attach before `start()` to count every
+ * transition; `close()` (or `using`) removes its listeners.
  *
  * @example
  * ```ts
- * const metrics = new LockMetrics(lock);
+ * const metrics = new LockMetrics(lock); // or new LockMetrics(workers)
  * http.createServer((req, res) => res.end(metrics.prometheus())).listen(9464);
  * ```
  */
-export class LockMetrics implements Disposable {
+export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Disposable {
+  private readonly source: MetricsSource<MetricsSnapshotOf<T>>;
+
+  constructor(
+    target: T,
+    /** The clock `leaseExpiresAt` is on: `performance.now()` unless the lock was given a clock. */
+    now: () => number = () => performance.now(),
+  ) {
+    let source: MetricsSource<LockMetricsSnapshot> | MetricsSource<PartitionMetricsSnapshot>;
+    if (target instanceof PartitionedLeadership) source = new PartitionSource(target);
+    else if (target instanceof LeaderLock) source = new LockSource(target, now);
+    else {
+      throw new TypeError(
+        `LockMetrics needs a LeaderLock or a PartitionedLeadership, received ${show(target)}`,
+      );
+    }
+    this.source = source as MetricsSource<MetricsSnapshotOf<T>>;
+  }
+
+  snapshot(): MetricsSnapshotOf<T> {
+    return this.source.snapshot();
+  }
+
+  /**
+   * The Prometheus text exposition format (version 0.0.4): a lock's metrics labelled with
+   * its key (`lock="key1,key2"`), a partition worker's with its name (`name="…"`).
+   */
+  prometheus(): string {
+    const s = this.source.snapshot();
+    return exposition((metric) => this.source.render(s, metric));
+  }
+
+  close(): void {
+    this.source.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** A lock's metrics: its events (transitions, failover) and `stats()`. */
+class LockSource implements MetricsSource<LockMetricsSnapshot> {
   private readonly listening = new AbortController();
   private readonly transitions = Object.fromEntries(STATES.map((s) => [s, 0])) as Record<LockState, number>;
   /** Since this candidate's own last term: it saw another hold the lock (a refusal, a new leader). */
@@ -62,8 +146,7 @@ export class LockMetrics implements Disposable {
 
   constructor(
     private readonly lock: LeaderLock,
-    /** The clock `leaseExpiresAt` is on: `performance.now()` unless the lock was given a clock. */
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number,
   ) {
     const options = { signal: this.listening.signal };
     lock.onStateChange((_from, to) => {
@@ -117,21 +200,8 @@ export class LockMetrics implements Disposable {
     };
   }
 
-  /** The Prometheus text exposition format (version 0.0.4), labelled with the lock's key. */
-  prometheus(): string {
-    const s = this.snapshot();
+  render(s: LockMetricsSnapshot, metric: MetricWriter): void {
     const lock = `lock="${this.lock.key1},${this.lock.key2}"`;
-    const out: string[] = [];
-    const metric = (
-      name: string,
-      type: 'gauge' | 'counter',
-      help: string,
-      samples: [labels: string, value: number][],
-    ): void => {
-      out.push(`# HELP pgleaderlock_${name} ${help}`, `# TYPE pgleaderlock_${name} ${type}`);
-      for (const [labels, value] of samples) out.push(`pgleaderlock_${name}{${labels}} ${value}`);
-    };
-    const seconds = (ms: number): number => Math.round(ms) / 1000;
     metric('is_leader', 'gauge', '1 while this process may act as leader (lock.isLeader), else 0.', [
       [lock, s.isLeader ? 1 : 0],
     ]);
@@ -172,14 +242,9 @@ export class LockMetrics implements Disposable {
         [lock, seconds(s.leaseRemainingMs)],
       ]);
     }
-    return `${out.join('\n')}\n`;
   }
 
   close(): void {
     this.listening.abort();
-  }
-
-  [Symbol.dispose](): void {
-    this.close();
   }
 }

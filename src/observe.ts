@@ -93,7 +93,7 @@ export interface LockStats {
   releases: number;
   /** Attempts that found the lock held elsewhere (onAcquireFailed). */
   failedAttempts: number;
-  /** Acquisitions that held the lock under the takeover fence before their term opened. */
+  /** Acquisitions that held the lock for the takeover delay (`takeoverDelayMs`) before their term opened. */
   takeoverFences: number;
   /** Times RECONNECTING was entered, and how many of those recovered leadership. */
   reconnects: number;
@@ -109,7 +109,8 @@ export class Counters {
   losses = 0;
   releases = 0;
   failedAttempts = 0;
-  takeoverFences = 0;
+  /** Reported as `stats().takeoverFences`. */
+  takeoverDelays = 0;
   reconnects = 0;
   recoveries = 0;
   leaderMsClosed = 0;

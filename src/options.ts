@@ -1,22 +1,14 @@
 /** The constructor's options, their defaults, and their validation. */
 import type pg from 'pg';
-import { type Clock, systemClock } from './clock.js';
-import { applicationName, defaultId, unrefClient } from './connect.js';
-import { isClient } from './connection.js';
+import type { Clock } from './clock.js';
+import { applicationName, defaultId } from './connect.js';
 import { fencingTableOf } from './fencing.js';
 import { keysFromName } from './keys.js';
-import { checkLogger, defaultLogger, guardLogger, type Logger } from './logger.js';
-import { type Endpoint, endpointsOf } from './primary.js';
+import type { Logger } from './logger.js';
+import type { Endpoint } from './primary.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
-import { resolveTimings } from './safety.js';
-import {
-  checkBoolean,
-  checkDuration,
-  checkFunction,
-  checkKey,
-  checkPositiveDuration,
-  show,
-} from './validate.js';
+import { checkKnownKeys, resolveShared } from './shared-options.js';
+import { checkBoolean, checkKey, checkPositiveDuration, show } from './validate.js';
 
 /** Options of {@link LeaderLock}. Durations are milliseconds. */
 export interface LeaderLockOptions {
@@ -128,8 +120,7 @@ export interface LeaderLockOptions {
   clock?: Clock;
 }
 
-/** Default `takeoverDelayMs` (docs/safety.md, "Takeover fence"). */
-export const DEFAULT_TAKEOVER_DELAY_MS = 250;
+export { DEFAULT_TAKEOVER_DELAY_MS } from './shared-options.js';
 
 /** Options after validation, with defaults applied. */
 export interface ResolvedOptions {
@@ -185,20 +176,12 @@ const KNOWN = new Set<string>([
   'clock',
 ]);
 
-function isClock(value: unknown): value is Clock {
-  if (typeof value !== 'object' || value === null) return false;
-  const c = value as Record<string, unknown>;
-  return ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof c[m] === 'function');
-}
-
 /** Validate eagerly; errors name the option and echo the value received. */
 export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`LeaderLock options must be an object, received ${show(options)}`);
   }
-  for (const name of Object.keys(options)) {
-    if (!KNOWN.has(name)) throw new TypeError(`unknown LeaderLock option ${JSON.stringify(name)}`);
-  }
+  checkKnownKeys('LeaderLock', options, KNOWN);
   let key1: number;
   let key2: number;
   if (options.name !== undefined) {
@@ -227,13 +210,13 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     );
   }
 
-  const { healthIntervalMs, queryTimeoutMs, serverReleaseMs } = resolveTimings(options);
+  const appName = applicationName(id);
+  const shared = resolveShared(options, appName);
   const reconnectGraceMs =
     options.reconnectGraceMs === undefined || options.reconnectGraceMs === null
       ? null
       : checkPositiveDuration('reconnectGraceMs', options.reconnectGraceMs);
   const autoReacquire = checkBoolean('autoReacquire', options.autoReacquire ?? true);
-  const closeTimeoutMs = checkDuration('closeTimeoutMs', options.closeTimeoutMs ?? 1000);
   const acquireMode = options.acquireMode ?? 'wait';
   if (acquireMode !== 'wait' && acquireMode !== 'poll') {
     throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
@@ -241,78 +224,19 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   const slice = checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000);
   const waitSliceMs = acquireMode === 'wait' ? slice : null;
 
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw new TypeError(`signal must be an AbortSignal, received ${show(options.signal)}`);
-  }
-  checkLogger(options.logger);
-  if (options.clock !== undefined && !isClock(options.clock)) {
-    throw new TypeError(
-      `clock must have now, setTimeout and clearTimeout methods, received ${show(options.clock)}`,
-    );
-  }
-  if (options.connectionString !== undefined && typeof options.connectionString !== 'string') {
-    throw new TypeError(`connectionString must be a string, received ${typeof options.connectionString}`);
-  }
-  if (options.connect !== undefined && options.connectionString !== undefined) {
-    throw new TypeError('pass either connect or connectionString, not both');
-  }
-  if (options.connect !== undefined && options.clientConfig !== undefined) {
-    throw new TypeError(
-      'pass either connect or clientConfig, not both: clientConfig configures the default connection',
-    );
-  }
-  if (
-    options.clientConfig !== undefined &&
-    (typeof options.clientConfig !== 'object' || options.clientConfig === null)
-  ) {
-    throw new TypeError(`clientConfig must be an object, received ${show(options.clientConfig)}`);
-  }
-  const callbackTimeoutMs = checkPositiveDuration('callbackTimeoutMs', options.callbackTimeoutMs ?? 10_000);
-  const takeoverDelayMs = checkDuration(
-    'takeoverDelayMs',
-    options.takeoverDelayMs ?? DEFAULT_TAKEOVER_DELAY_MS,
-  );
-  const unref = checkBoolean('unref', options.unref ?? false);
-
   const fencingTable = fencingTableOf(options.fencing);
 
-  const appName = applicationName(id);
-  const configured: Endpoint[] =
-    options.connect !== undefined
-      ? [{ label: 'connect()', connect: checkFunction('connect', options.connect) }]
-      : endpointsOf(options, appName, queryTimeoutMs);
-  // every connection the lock opens (session, survey, standby and peer watches) obeys `unref`
-  const endpoints = unref ? configured.map((e) => ({ ...e, connect: unrefConnect(e.connect) })) : configured;
-
   return {
+    ...shared,
     key1,
     key2,
     id,
     applicationName: appName,
-    endpoints,
     retryStrategy,
-    healthIntervalMs,
     reconnectGraceMs,
     autoReacquire,
-    signal: options.signal,
-    queryTimeoutMs,
     acquireMode,
     waitSliceMs,
-    serverReleaseMs,
-    closeTimeoutMs,
-    callbackTimeoutMs,
-    takeoverDelayMs,
-    unref,
     fencingTable,
-    logger: options.logger ? guardLogger(options.logger) : defaultLogger(),
-    clock: options.clock ?? systemClock,
-  };
-}
-
-function unrefConnect(connect: Endpoint['connect']): Endpoint['connect'] {
-  return async () => {
-    const client = await connect();
-    if (isClient(client)) unrefClient(client);
-    return client;
   };
 }

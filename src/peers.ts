@@ -9,7 +9,7 @@
  * Bound: a promotion of a host the leader can reach is seen within `PEER_BOUND_MS` (one
  * interval plus one probe deadline: a round waits for its slowest probe) plus a round
  * trip. A new leader that finds an old primary still up adds that bound to its takeover
- * fence. The probes are one tiny statement per peer every 100 ms, on connections kept
+ * delay. The probes are one tiny statement per peer every 100 ms, on connections kept
  * open, by the leader only.
  */
 import type pg from 'pg';

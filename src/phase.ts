@@ -7,36 +7,28 @@
  *    attempt is due: at once, after the retry strategy's delay, or at once if the
  *    strategy does not give up (wait mode, after a slice ended).
  *  - `acquiring`: one attempt; its session is opened by the attempt if needed. When the
- *    lock is granted but the handover is not proven clean, the attempt holds it under a
- *    takeover `fence` (public state `pending`) before it ends. RECONNECTING likewise.
+ *    lock is granted but the handover is not proven clean, the attempt holds it for the
+ *    takeover delay (`delayed`, public state `pending`) before it ends. RECONNECTING likewise.
  *  - `leader`: the session that holds the lock and the {@link Leadership} (term, lease,
  *    epoch) that only exists here.
  *  - `reconnecting`: flap damping; the lock is not held; re-acquire before `deadline`.
  *  - `releasing`: the voluntary end of leadership. The term has ended; `draining` waits
  *    for `runWhileLeader` runs, then `unlocking` unlocks; `after` says what follows. Its
- *    {@link Release} carries the deadline, whose timer acts on this phase only.
+ *    {@link Release} (release.ts) carries the deadline, whose timer acts on this phase only.
+ *
+ * What entering and leaving each phase does is in fsm-actions.ts.
  */
-import type { Deferred } from './clock.js';
-import type { ShutdownError } from './errors.js';
 import type { Leadership } from './leadership.js';
 import type { PeerWatch } from './peers.js';
 import type { StandbyWatch } from './primary.js';
+import type { Release } from './release.js';
 import type { Session } from './session.js';
 
-/** A voluntary release in progress: who waits for it, and by when it must be over. */
-export interface Release {
-  /** Clock time by which the release must be over, or null for no limit. */
-  deadline: number | null;
-  /** Settled when the releasing phase ends, however it ends. */
-  readonly waiters: Deferred<void>[];
-  /** The deadline passed and the session was closed by force. */
-  expired: ShutdownError | null;
-  /** The deadline's timer, armed while the releasing phase lives. */
-  timer: unknown;
-}
-
-/** A takeover fence in progress: the lock is held, the term opens at `until` (clock time). */
-export interface Fence {
+/**
+ * A takeover delay in progress (`takeoverDelayMs`, docs/safety.md): the lock is held, the
+ * term opens at `until` (clock time).
+ */
+export interface TakeoverDelay {
   readonly until: number;
   readonly delayMs: number;
 }
@@ -50,7 +42,7 @@ export type Phase =
       /** With `next: 'primary'`: the standbys asked whether one was promoted. */
       readonly standbys: StandbyWatch | null;
     }
-  | { readonly kind: 'acquiring'; session: Session | null; fence: Fence | null }
+  | { readonly kind: 'acquiring'; session: Session | null; delayed: TakeoverDelay | null }
   | {
       readonly kind: 'leader';
       readonly session: Session;
@@ -65,7 +57,7 @@ export type Phase =
       readonly deadline: number;
       /** The backend that held the lock before: its close may not have reached the server yet. */
       readonly previousPid: number;
-      fence: Fence | null;
+      delayed: TakeoverDelay | null;
     }
   | {
       readonly kind: 'releasing';

@@ -8,11 +8,19 @@
  * handle's with listeners removed when the run settles (no `AbortSignal.any`, which on
  * Node 20 never frees a combined signal that aborted with a listener attached).
  */
-import type { Callbacks } from './callbacks.js';
 import { PgLeaderLockError } from './errors.js';
 import type { Term } from './term.js';
 
 export type LeaderWork = (term: Term) => void | Promise<void>;
+
+/** What a run needs of a term (a leader's `Term`, a partition's `PartitionTerm`). */
+export interface RunTerm {
+  readonly id: number;
+  readonly signal: AbortSignal;
+}
+
+/** A run that threw or rejected other than by its abort: reported (to onError). */
+export type RunFailed<T> = (term: T, error: unknown) => void;
 
 /** Returned by `runWhileLeader`: stop running the function. */
 export interface LeaderWorkHandle extends AsyncDisposable {
@@ -35,14 +43,20 @@ export class LeaderWorkError extends PgLeaderLockError {
   }
 }
 
-export class Runners {
-  private readonly all = new Set<Runner>();
+/** The runs of one term sequence: a leader's terms, or one partition's terms. */
+export class Runners<T extends RunTerm = Term> {
+  private readonly all = new Set<Runner<T>>();
   /** Runners with a run in progress or queued (stopped handles included until they settle). */
-  private readonly busySet = new Set<Runner>();
+  private readonly busySet = new Set<Runner<T>>();
 
   constructor(
-    private readonly callbacks: Callbacks,
+    private readonly failed: RunFailed<T>,
     private readonly now: () => number,
+    /** The term a run receives: the term with the run's own signal (a copy). */
+    private readonly withSignal: (term: T, signal: AbortSignal) => T = (term, signal) => ({
+      ...term,
+      signal,
+    }),
   ) {}
 
   /**
@@ -61,8 +75,8 @@ export class Runners {
   }
 
   /** Register `fn`; `current` is the open term, if any (the run starts in it at once). */
-  add(fn: LeaderWork, current: Term | null): LeaderWorkHandle {
-    const runner = new Runner(fn, this.callbacks, this.busySet, this.now);
+  add(fn: (term: T) => unknown, current: T | null): LeaderWorkHandle {
+    const runner = new Runner<T>(fn, this.failed, this.busySet, this.now, this.withSignal);
     this.all.add(runner);
     if (current) runner.start(current);
     const stop = async (): Promise<void> => {
@@ -74,7 +88,7 @@ export class Runners {
   }
 
   /** A term opened: every registered function starts a run in it (after its previous run). */
-  start(term: Term): void {
+  start(term: T): void {
     for (const runner of this.all) runner.start(term);
   }
 
@@ -93,7 +107,7 @@ export class Runners {
   }
 }
 
-class Runner {
+class Runner<T extends RunTerm> {
   /** The run in progress: its term, and when that term ended (null while it lasts). */
   current: { termId: number; endedAt: number | null } | null = null;
   private stopped = false;
@@ -102,13 +116,14 @@ class Runner {
   private pending = 0;
 
   constructor(
-    private readonly fn: LeaderWork,
-    private readonly callbacks: Callbacks,
-    private readonly busy: Set<Runner>,
+    private readonly fn: (term: T) => unknown,
+    private readonly failed: RunFailed<T>,
+    private readonly busy: Set<Runner<T>>,
     private readonly now: () => number,
+    private readonly withSignal: (term: T, signal: AbortSignal) => T,
   ) {}
 
-  start(term: Term): void {
+  start(term: T): void {
     if (this.stopped) return;
     this.pending += 1;
     this.busy.add(this);
@@ -131,7 +146,7 @@ class Runner {
     return this.pending === 0 ? Promise.resolve() : this.tail;
   }
 
-  private async run(term: Term): Promise<void> {
+  private async run(term: T): Promise<void> {
     if (this.stopped || term.signal.aborted) return;
     const controller = new AbortController();
     const sources = [term.signal, this.stopping.signal];
@@ -143,13 +158,13 @@ class Runner {
     };
     for (const s of sources) s.addEventListener('abort', onAbort, { once: true });
     try {
-      await this.fn({ ...term, signal: controller.signal });
+      await this.fn(this.withSignal(term, controller.signal));
     } catch (err) {
       // ending by the abort (term over, or handle stopped) is the expected way out
       const byAbort =
         controller.signal.aborted &&
         (err === controller.signal.reason || (err as Error | null)?.name === 'AbortError');
-      if (!byAbort) this.callbacks.emit('error', new LeaderWorkError(term.id, err));
+      if (!byAbort) this.failed(term, err);
     } finally {
       for (const s of sources) s.removeEventListener('abort', onAbort);
       this.current = null;

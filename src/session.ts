@@ -12,9 +12,10 @@ import { ConnectionError, LockError, sqlStateOf } from './errors.js';
 import { bumpSql, createTableSql } from './fencing.js';
 import { type HandoverEvent, HandoverLog, parseEvent, payload } from './handover.js';
 import type { ResolvedOptions } from './options.js';
-import { PoolerGuard, SHARED_BACKEND } from './pooler.js';
+import { type PoolerGuard, SHARED_BACKEND } from './pooler.js';
+import { prepareSession, unsafe } from './prepare.js';
 import type { Surveyed } from './primary.js';
-import { type AppliedSettings, connectSettings, READ_BACK, type Safety, safetyFor } from './safety.js';
+import { type AppliedSettings, type Safety, safetyFor } from './safety.js';
 import {
   CHECK,
   CHECK_PENDING,
@@ -22,8 +23,6 @@ import {
   channelFor,
   FREE_STRANDED,
   LATE_GRANT,
-  PREPARE,
-  READ_SETTINGS,
   releaseSql,
   TRY_LOCK,
   WAIT_LOCK,
@@ -93,8 +92,6 @@ interface CheckRow {
   held: boolean;
   recovery: boolean;
 }
-
-const unsafe = (message: string): LockError => new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE' });
 
 export class Session {
   /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
@@ -184,47 +181,19 @@ export class Session {
   }
 
   private async prepare(connect: ConnectFn): Promise<void> {
-    const [info] = await this.conn.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, [
-      this.token,
-      this.o.applicationName,
-    ]);
-    if (!info) throw new ConnectionError('the server returned nothing for its version');
-    if (info.recovery) {
-      throw unsafe(
-        'the server is in recovery (a hot standby): an advisory lock there excludes nobody on the primary; connect to the primary',
-      );
-    }
-    this.openedPid = info.pid;
-    this.pooler = await PoolerGuard.open(
-      {
-        key1: this.o.key1,
-        key2: this.o.key2,
-        token: this.token,
-        connect,
-        clock: this.o.clock,
-        timeoutMs: this.o.queryTimeoutMs,
-      },
-      info.pid,
-      this.conn.announcedPid,
-    );
-    const wanted = connectSettings(this.o.serverReleaseMs, info.version);
-    if (this.slice !== null) wanted.push(['lock_timeout', String(Math.ceil(this.slice))]);
-    const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
-    await this.conn.query(`/* pgleaderlock:configure */ SELECT ${calls}`, wanted.flat());
-    const rows = await this.conn.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
-    const read = (name: string): number | null => {
-      const row = rows.find((r) => r.name === name);
-      return row ? Number(row.setting) : null;
-    };
-    this.settings = {
-      serverVersion: info.version,
-      idleSessionTimeoutMs: null, // armed once leader
-      tcpKeepalivesIdleS: read('tcp_keepalives_idle') ?? 0,
-      tcpKeepalivesIntervalS: read('tcp_keepalives_interval') ?? 0,
-      tcpKeepalivesCount: read('tcp_keepalives_count') ?? 0,
-      tcpUserTimeoutMs: read('tcp_user_timeout'),
-      clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
-    };
+    const slice = this.slice;
+    const prepared = await prepareSession(this.conn, {
+      token: this.token,
+      applicationName: this.o.applicationName,
+      clock: this.o.clock,
+      queryTimeoutMs: this.o.queryTimeoutMs,
+      serverReleaseMs: this.o.serverReleaseMs,
+      probe: { connect, key1: this.o.key1, key2: this.o.key2 },
+      extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
+    });
+    this.openedPid = prepared.pid;
+    this.pooler = prepared.pooler;
+    this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     const channel = channelFor(this.o.key1, this.o.key2);
     await this.conn.query(`/* pgleaderlock:listen */ LISTEN ${channel}`, []);

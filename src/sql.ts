@@ -139,7 +139,7 @@ export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, $
   pg_is_in_recovery() AS recovery`;
 
 /**
- * The same check while the lock is held under a takeover fence (the term not yet open):
+ * The same check while the lock is held for the takeover delay (the term not yet open):
  * tagged `pending` so that `inspect` (which reads the holder's last statement in
  * pg_stat_activity) can tell a pending holder from a leader.
  */

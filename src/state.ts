@@ -1,4 +1,7 @@
-/** The six states of the lock's lifecycle (spec §3.1). Values are the spec's strings. */
+/**
+ * The lock's states: the specification's six (§3.1), whose values are the spec's strings,
+ * and `pending`, which the public state adds (below).
+ */
 export const LockState = {
   /** Initial and terminal: no lifecycle running, no connection. */
   STOPPED: 'stopped',
@@ -8,7 +11,7 @@ export const LockState = {
   ACQUIRING: 'acquiring',
   /**
    * Not one of the specification's states: the lock is held but the term is not open yet,
-   * because the previous holder may not have stopped its work (the takeover fence,
+   * because the previous holder may not have stopped its work (the takeover delay,
    * `takeoverDelayMs`). Part of ACQUIRING in the transition table; `onStateChange` never
    * reports it (it reports ACQUIRING -> LEADER when the term opens).
    */
@@ -24,5 +27,5 @@ export const LockState = {
 /** One of the {@link LockState} values. */
 export type LockState = (typeof LockState)[keyof typeof LockState];
 
-/** The specification's six states: the ones `onStateChange` reports and the transition table uses. */
+/** The specification's six states (all but `pending`): the ones `onStateChange` reports and the transition table uses. */
 export type SpecState = Exclude<LockState, 'pending'>;

@@ -1,21 +1,20 @@
 /**
  * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
  * the input that ends it. A step may fill in its own phase's session (ACQUIRING and
- * RECONNECTING open one); it never changes the phase itself: `transition()` does.
- * Requests from outside are read from the mailbox; `arm()` gives a signal that aborts
- * on the next wake-up (a request, a dead session, a lapsed lease).
+ * RECONNECTING open one) and takeover delay (takeover.ts); it never changes the phase
+ * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
+ * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
  */
 import { sleep } from './clock.js';
 import { LockError, toError } from './errors.js';
-import type { Input } from './fsm.js';
-import type { Grant } from './leadership.js';
+import { type Input, STOP } from './fsm.js';
 import type { ResolvedOptions } from './options.js';
-import { PEER_BOUND_MS, probePeers } from './peers.js';
-import type { Fence, Mailbox, Phase, PhaseOf } from './phase.js';
+import type { Mailbox, Phase, PhaseOf, TakeoverDelay } from './phase.js';
 import { NoPrimaryError } from './primary.js';
 import type { RetryCycle } from './retry.js';
 import type { Runners } from './runner.js';
-import type { Acquired, Epoch, Session } from './session.js';
+import type { Acquired, Session } from './session.js';
+import { Takeover } from './takeover.js';
 import { MAX_TIMER_MS } from './validate.js';
 
 /** What the steps need from the loop. */
@@ -24,23 +23,25 @@ export interface StepContext {
   arm(): AbortSignal;
   /** Open a session (wired to wake the loop when it dies). */
   open(): Promise<Session>;
-  /** A takeover fence began (the phase carries it). */
-  fenced(fence: Fence): void;
+  /** A takeover delay began (the phase carries it). */
+  delayed(delay: TakeoverDelay): void;
 }
-
-const STOP: Input = { type: 'StopRequested' };
 
 /** A short wait before asking again whether our own previous backend has let go (RECONNECTING). */
 const OWN_BACKEND_POLL_MS = 20;
 
 export class Steps {
+  private readonly takeover: Takeover;
+
   constructor(
     private readonly o: ResolvedOptions,
     private readonly mail: Mailbox,
     private readonly retry: RetryCycle,
     private readonly runners: Runners,
     private readonly ctx: StepContext,
-  ) {}
+  ) {
+    this.takeover = new Takeover(o, mail, ctx);
+  }
 
   step(phase: Phase): Promise<Input> {
     switch (phase.kind) {
@@ -82,14 +83,11 @@ export class Steps {
    * strategy's delay (a primary that restarts, a host that comes back, a strategy that
    * gives up), or as soon as one of the standbys, asked every 100 ms on the connections the
    * survey left open (primary.ts), says it was promoted: a promotion is not paced by the
-   * back-off that paces real errors.
+   * back-off that paces real errors. Leaving FOLLOWER closes those connections (fsm-actions.ts).
    */
   private async awaitPrimary(phase: PhaseOf<'follower'>): Promise<Input> {
     const next = this.retry.next();
-    if ('giveUp' in next) {
-      phase.standbys?.close();
-      return { type: 'RetryExhausted', error: next.giveUp };
-    }
+    if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
     const signal = this.ctx.arm();
     if (this.mail.stop) return STOP;
     const done = new AbortController();
@@ -109,7 +107,6 @@ export class Steps {
     } finally {
       done.abort();
       signal.removeEventListener('abort', onWake);
-      phase.standbys?.close();
     }
   }
 
@@ -150,8 +147,8 @@ export class Steps {
 
   /**
    * ACQUIRING: connect if needed, then one attempt: a `pg_try_advisory_lock` (poll mode) or
-   * one server-side wait of at most a slice followed by an ownership check (wait mode).
-   * With fencing, the epoch is bumped before the term opens.
+   * one server-side wait of at most a slice followed by an ownership check (wait mode),
+   * then what follows a grant (takeover.ts).
    */
   private async acquire(phase: PhaseOf<'acquiring'>): Promise<Input> {
     try {
@@ -183,108 +180,13 @@ export class Steps {
       this.retry.lastError = null;
       return { type: 'AcquireFailed' };
     }
-    const grant = await this.settle(phase, session, acquired);
+    const grant = await this.takeover.complete(phase, session, acquired);
     if ('type' in grant) {
       if (grant.type === 'DbError') this.retry.lastError = grant.error;
       return grant;
     }
     this.retry.lastError = null;
     return { type: 'AcquireSucceeded', grant };
-  }
-
-  /**
-   * After a grant: bump the fencing epoch (with fencing), then, unless the handover is
-   * proven clean (handover.ts; with fencing, also the epoch row), hold the lock under the
-   * takeover fence. Returns the grant the term opens with, or the input that ends the
-   * attempt (a stop, a failed query).
-   */
-  private async settle(
-    phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>,
-    session: Session,
-    acquired: Acquired,
-  ): Promise<Grant | Input> {
-    let epoch: Epoch | null;
-    try {
-      epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
-    } catch (err) {
-      return this.mail.stop ? STOP : { type: 'DbError', error: toError(err) };
-    }
-    if (this.mail.stop) return STOP;
-    const clean = acquired.cleanHandover || epoch?.previousReleased === true;
-    // Several hosts configured: ask the others first, whatever the handover. A clean
-    // handover on an old primary (its last leader stepped down before it saw the promotion)
-    // proves nothing about the promoted server, whose leader may already be working.
-    const peers = await probePeers(
-      session.place.others.map((o) => o.endpoint),
-      this.o.clock,
-    );
-    if (this.mail.stop) return STOP;
-    const { timeline, host } = session.place;
-    const newer = peers.find(
-      // timeline 0: unknown on this server (primary.ts), nothing to compare
-      (p): p is { kind: 'primary'; timeline: number } =>
-        timeline > 0 && p.kind === 'primary' && p.timeline > timeline,
-    );
-    if (newer) {
-      // this server is an old primary still up: leave it; the next survey finds the new one
-      await session.close();
-      phase.session = null;
-      const error = new LockError(
-        `another configured host is a primary on timeline ${newer.timeline}, newer than ${host} (timeline ${timeline}): a standby was promoted; moving to the new primary`,
-        { code: 'ERR_PGLEADERLOCK_UNSAFE' },
-      );
-      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
-    }
-    // Another host is still a primary (an older timeline: the survey moments ago, or the
-    // probe, said so): a leader there may not have seen this server's promotion yet; it
-    // will within PEER_BOUND_MS (peers.ts). That holds whatever the handover on this server
-    // proved (a clean release replicated from the old primary proves nothing about it), and
-    // is not turned off by takeoverDelayMs: 0. A host that does not answer proves nothing
-    // either way (docs/safety.md, "Primary failover", limits).
-    const split =
-      peers.some((p) => p.kind === 'primary') || session.place.others.some((o) => o.state.kind === 'primary');
-    // (A clean handover proves the previous holder on this server stopped; the old leader
-    // on the other primary is another matter: its work gets the full fence after the bound.)
-    const fenceMs = split ? this.o.takeoverDelayMs + PEER_BOUND_MS : clean ? 0 : this.o.takeoverDelayMs;
-    const proven =
-      fenceMs === 0
-        ? { sentAt: acquired.provenAt, safety: acquired.safety }
-        : await this.fence(phase, session, fenceMs);
-    if ('type' in proven) return proven;
-    return { ...proven, epoch: epoch?.epoch ?? null };
-  }
-
-  /**
-   * The takeover fence (docs/safety.md): hold the lock `delayMs` before the term may open,
-   * checking ownership at once and every health interval (tagged `pending`, which `inspect`
-   * shows), then once more: the lease counts from that last check.
-   */
-  private async fence(
-    phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>,
-    session: Session,
-    delayMs: number,
-  ): Promise<Omit<Grant, 'epoch'> | Input> {
-    const { clock } = this.o;
-    const until = clock.now() + delayMs;
-    phase.fence = { until, delayMs };
-    this.ctx.fenced(phase.fence);
-    for (;;) {
-      const signal = this.ctx.arm();
-      if (this.mail.stop) return STOP;
-      const left = until - clock.now();
-      const sentAt = clock.now();
-      let result: Awaited<ReturnType<Session['check']>>;
-      try {
-        result = await session.check(left > 0);
-      } catch (err) {
-        return { type: 'DbError', error: toError(err) };
-      }
-      if (!result.ok) {
-        return { type: 'DbError', error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }) };
-      }
-      if (left <= 0) return { sentAt, safety: result.safety };
-      await sleep(clock, Math.min(this.o.healthIntervalMs, left), signal);
-    }
   }
 
   /**
@@ -367,7 +269,7 @@ export class Steps {
         const acquired = await session.tryLock();
         if (this.mail.stop) return STOP;
         if (acquired) {
-          const grant = await this.settle(phase, session, acquired);
+          const grant = await this.takeover.complete(phase, session, acquired);
           if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
           if (grant.type === 'StopRequested') return grant;
           // a failed attempt within the grace period: below

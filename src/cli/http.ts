@@ -1,11 +1,10 @@
 /**
- * `pgleaderlock run --http HOST:PORT`: `/healthz` (liveness), `/readyz` (readiness) and
- * `/metrics` (Prometheus text format) for one lock. Probes answer 200 or 503 with the
- * `lock.health()` JSON; a follower is ready (docs/observability.md, "Probes").
+ * `pgleaderlock run --http HOST:PORT`: the library's `probes(lock)` (`/healthz`, `/readyz`,
+ * `/metrics`) on a server of its own; a follower is ready (docs/observability.md, "Probes").
  */
 import http from 'node:http';
-import type { LeaderLock } from '../leader-lock.js';
-import { LockMetrics } from '../metrics.js';
+import { LockMetrics, type MetricsTarget } from '../metrics.js';
+import { probes } from '../probes.js';
 import { UsageError } from './args.js';
 
 export interface HttpAddress {
@@ -32,26 +31,9 @@ export interface HealthServer {
 }
 
 /** Listen on `address`; a port in use or a host that cannot be bound is a UsageError (exit 2). */
-export async function serveHealth(lock: LeaderLock, address: HttpAddress): Promise<HealthServer> {
-  const metrics = new LockMetrics(lock);
-  const server = http.createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    const reply = (status: number, type: string, body: string): void => {
-      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
-      res.end(req.method === 'HEAD' ? undefined : body);
-    };
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      reply(405, 'text/plain', 'GET or HEAD only\n');
-    } else if (path === '/healthz' || path === '/readyz') {
-      const health = lock.health();
-      const ok = path === '/healthz' ? health.live : health.ready;
-      reply(ok ? 200 : 503, 'application/json', `${JSON.stringify({ id: lock.id, ...health })}\n`);
-    } else if (path === '/metrics') {
-      reply(200, 'text/plain; version=0.0.4; charset=utf-8', metrics.prometheus());
-    } else {
-      reply(404, 'text/plain', 'not found: try /healthz, /readyz or /metrics\n');
-    }
-  });
+export async function serveHealth(target: MetricsTarget, address: HttpAddress): Promise<HealthServer> {
+  const metrics = new LockMetrics<MetricsTarget>(target);
+  const server = http.createServer(probes(target, { metrics }));
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

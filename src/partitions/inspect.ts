@@ -40,6 +40,7 @@ export async function inspectPartitions(o: PartitionInspectOptions): Promise<Par
       await client.query<{ members: { app: string | null; slot: string; pid: number }[] }>(RECONCILE, [
         keys.members,
         keys.partitions,
+        '', // no marker: not a member session
       ])
     ).rows;
     const members = (row?.members ?? [])

@@ -1,18 +1,18 @@
 /**
- * The ownership protocol of one worker, on its ownership session (owner.ts): membership
+ * The ownership protocol of one worker, on its member session (member-session.ts): membership
  * read from `pg_locks`, the assignment (assign.ts), hand-backs drained before the unlock,
- * takes under the takeover fence unless handed over cleanly (handoffs.ts), fencing epochs
+ * takes under the takeover fence unless handed over cleanly (handovers.ts), fencing epochs
  * (epochs.ts), the lease (lease.ts), and a clean leave. The worker's lifecycle (sessions,
  * retries, the public API) is partitioned.ts.
  */
 import { sqlStateOf } from '../errors.js';
+import type { Lease } from '../lease.js';
 import { assign } from './assign.js';
 import { bumpPartitionsSql, epochsOf } from './epochs.js';
 import { lockTableFull, PartitionMismatchError } from './errors.js';
-import { Handoffs, partitionNotices } from './handoffs.js';
-import type { Lease } from './lease.js';
+import { Handovers, partitionNotices } from './handovers.js';
+import type { MemberSession } from './member-session.js';
 import type { ResolvedPartitionOptions } from './options.js';
-import type { Owner } from './owner.js';
 import {
   GIVE,
   giveScript,
@@ -28,7 +28,7 @@ import type { Terms } from './terms.js';
 export class Ownership {
   /** The members at the last reconcile (this partition count), sorted by id. */
   members: MemberRow[] = [];
-  readonly handoffs = new Handoffs((id) => this.members.some((m) => m.id === id));
+  readonly handovers = new Handovers((id) => this.members.some((m) => m.id === id));
   reconciles = 0;
   /** This worker's share at the last reconcile. */
   private share: ReadonlySet<number> = new Set();
@@ -50,14 +50,17 @@ export class Ownership {
    * partitions that are. `joining`: a mismatched partition count is refused (thrown), not
    * reported. Returns the member to watch (the one after this worker), or null.
    */
-  async reconcile(owner: Owner, joining: boolean): Promise<MemberRow | null> {
-    const sentAt = performance.now();
-    const [row] = await owner.query<{
+  async reconcile(session: MemberSession, joining: boolean): Promise<MemberRow | null> {
+    const sentAt = this.o.clock.now();
+    const [row] = await session.query<{
       members: { app: string | null; slot: string; pid: number }[];
       held: number[];
-    }>(RECONCILE, [this.keys.members, this.keys.partitions]);
+      pid: number;
+      same: boolean;
+    }>(RECONCILE, [this.keys.members, this.keys.partitions, session.token]);
+    await session.verify(row);
     this.reconciles += 1;
-    this.lease.set(sentAt + owner.safety.leaseMs);
+    this.lease.set(sentAt + session.safety.leaseMs);
     const all = (row?.members ?? [])
       .map((m) => parseMember(m.app, Number(m.slot), m.pid))
       .filter((m): m is MemberRow => m !== null);
@@ -81,27 +84,27 @@ export class Ownership {
     const give = [...heldHere].filter((p) => !mine.has(p));
     if (give.length) {
       // drained before the locks go, the lease renewed meanwhile
-      const drained = await this.renewing(owner, this.terms.revoke(give, 'rebalance'));
-      await this.give(owner, give, drained);
+      const drained = await this.renewing(session, this.terms.revoke(give, 'rebalance'));
+      await this.give(session, give, drained);
     }
     this.terms.reopenLapsed(); // still held and still ours, and the lease is current again
     // held here but not opened: taken by a statement that then failed (53200 part-way): run them
     const known = new Set(this.terms.partitions());
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
     if (adopt.length) {
-      const epochs = await this.bump(owner, adopt);
+      const epochs = await this.bump(session, adopt);
       this.terms.open(adopt, this.o.takeoverDelayMs + this.splitFenceMs(), epochs);
     }
     // fencing: held, but their epoch rows were held by an open fenced write (a previous
     // owner's, so fenced as a take-over): try again
     const waiting = this.terms.awaitingEpoch();
     if (waiting.length) {
-      for (const [p, epoch] of (await this.bump(owner, waiting)) ?? []) {
+      for (const [p, epoch] of (await this.bump(session, waiting)) ?? []) {
         this.terms.epochArrived(p, epoch, this.o.takeoverDelayMs + this.splitFenceMs());
       }
     }
     const take = [...mine].filter((p) => !heldHere.has(p));
-    await this.take(owner, take, ids.length);
+    await this.take(session, take, ids.length);
     this.share = mine;
     // watch the member after us
     const me = ids.indexOf(this.o.id);
@@ -113,29 +116,34 @@ export class Ownership {
    * minus the dead), so take this worker's new share at once, one statement; the full
    * reconcile follows (it also hands back what moved between survivors).
    */
-  async takeOver(owner: Owner): Promise<void> {
-    const dead = this.handoffs.takeDeaths();
+  async takeOver(session: MemberSession): Promise<void> {
+    const dead = this.handovers.takeDeaths();
     const ids = this.members.map((m) => m.id).filter((id) => !dead.has(id));
     if (!ids.includes(this.o.id)) return;
     const mine = assign(ids, this.o.partitions).get(this.o.id) ?? [];
     const held = new Set(this.terms.partitions());
     await this.take(
-      owner,
+      session,
       mine.filter((p) => !held.has(p)),
       ids.length,
     );
   }
 
   /** Try-lock `take`; open the terms of those taken (fenced unless handed over cleanly). */
-  private async take(owner: Owner, take: number[], members: number): Promise<void> {
+  private async take(session: MemberSession, take: number[], members: number): Promise<void> {
     if (take.length === 0) return;
     try {
-      const [got] = await owner.query<{ taken: number[] | null }>(TAKE, [this.keys.partitions, take]);
+      const [got] = await session.query<{ taken: number[] | null; pid: number; same: boolean }>(TAKE, [
+        this.keys.partitions,
+        take,
+        session.token,
+      ]);
+      await session.verify(got);
       const taken = got?.taken ?? [];
       if (taken.length === 0) return;
-      const { clean, fenced } = this.handoffs.fenceNeeded(taken);
-      await this.announce(owner, 'took', taken);
-      const epochs = await this.bump(owner, taken);
+      const { clean, fenced } = this.handovers.fenceNeeded(taken);
+      await this.announce(session, 'took', taken);
+      const epochs = await this.bump(session, taken);
       const split = this.splitFenceMs(); // another primary up: nothing heard here proves it stopped
       this.terms.open(clean, split, epochs);
       this.terms.open(fenced, this.o.takeoverDelayMs + split, epochs);
@@ -143,7 +151,7 @@ export class Ownership {
       if (sqlStateOf(err) !== '53200') throw err;
       // the statement failed part-way; the locks it got stay held (session locks ignore the
       // rollback): give them back, or the full table fails every statement after this one
-      await owner.query(GIVE, [this.keys.partitions, take]).catch(() => {});
+      await session.query(GIVE, [this.keys.partitions, take]).catch(() => {});
       this.report(lockTableFull(this.o.partitions, members, err));
     }
   }
@@ -158,15 +166,17 @@ export class Ownership {
   }
 
   /** Wait for a drain, the lease renewed meanwhile while every partition still run is held. */
-  private renewing<T>(owner: Owner, drain: Promise<T>): Promise<T> {
+  private renewing<T>(session: MemberSession, drain: Promise<T>): Promise<T> {
     return this.lease.renewWhile(drain, this.o.healthIntervalMs, async () => {
-      const sentAt = performance.now();
-      const [row] = await owner.query<{ held: number[] }>(RECONCILE, [
+      const sentAt = this.o.clock.now();
+      const [row] = await session.query<{ held: number[]; pid: number; same: boolean }>(RECONCILE, [
         this.keys.members,
         this.keys.partitions,
+        session.token,
       ]);
+      await session.verify(row);
       const held = new Set(row?.held ?? []);
-      return this.terms.partitions().every((p) => held.has(p)) ? sentAt + owner.safety.leaseMs : null;
+      return this.terms.partitions().every((p) => held.has(p)) ? sentAt + session.safety.leaseMs : null;
     });
   }
 
@@ -174,22 +184,22 @@ export class Ownership {
    * With fencing: bump the epochs of partitions just taken (their locks held), before their
    * terms open; a partition whose row a fenced write holds is left out (epochs.ts).
    */
-  private async bump(owner: Owner, partitions: number[]): Promise<Map<number, bigint> | null> {
+  private async bump(session: MemberSession, partitions: number[]): Promise<Map<number, bigint> | null> {
     const table = this.o.fencingTable;
     if (table === null) return null;
-    const rows = await owner.query<{ partition: number; epoch: string }>(bumpPartitionsSql(table), [
+    const rows = await session.query<{ partition: number; epoch: string }>(bumpPartitionsSql(table), [
       this.keys.partitions,
       partitions,
       this.o.id,
-      owner.timeline,
+      session.timeline,
     ]);
     return epochsOf(rows);
   }
 
   /** Tell the others which partitions were handed back cleanly, or taken (NOTIFY payloads stay under 8000 bytes). */
   /** Unlock `give`, announcing `drained` (those whose runs returned) as released first (sql.ts `giveScript`). */
-  private give(owner: Owner, give: readonly number[], drained: readonly number[]): Promise<void> {
-    return owner.script(
+  private give(session: MemberSession, give: readonly number[], drained: readonly number[]): Promise<void> {
+    return session.script(
       giveScript({
         partitionsKey: this.keys.partitions,
         channel: this.keys.channel,
@@ -201,29 +211,34 @@ export class Ownership {
   }
 
   private async announce(
-    owner: Owner,
+    session: MemberSession,
     what: 'released' | 'took',
     partitions: readonly number[],
   ): Promise<void> {
-    for (const notice of partitionNotices(what, this.o.id, partitions)) await owner.notify(notice);
+    for (const notice of partitionNotices(what, this.o.id, partitions)) await session.notify(notice);
   }
 
   /** A clean leave: drain every run, hand every partition back, announce it, give up membership, end the session. */
-  async leave(owner: Owner): Promise<void> {
+  async leave(session: MemberSession): Promise<void> {
     let drained: number[] = [];
     try {
-      drained = await this.renewing(owner, this.terms.revokeAll('shutdown'));
+      drained = await this.renewing(session, this.terms.revokeAll('shutdown'));
       const held =
-        (await owner.query<{ held: number[] }>(RECONCILE, [this.keys.members, this.keys.partitions]))[0]
-          ?.held ?? [];
-      if (held.length) await this.give(owner, held, drained);
+        (
+          await session.query<{ held: number[] }>(RECONCILE, [
+            this.keys.members,
+            this.keys.partitions,
+            session.token,
+          ])
+        )[0]?.held ?? [];
+      if (held.length) await this.give(session, held, drained);
       // announced before the member lock goes: its release is then no death
-      await owner.notify(`left:${this.o.id}`);
-      await owner.query('SELECT pg_advisory_unlock($1, $2)', [this.keys.members, slotOf(this.o.id)]);
+      await session.notify(`left:${this.o.id}`);
+      await session.query('SELECT pg_advisory_unlock($1, $2)', [this.keys.members, slotOf(this.o.id)]);
     } catch (err) {
       this.report(err as Error); // the session's end frees whatever is left
     }
     this.lease.set(null);
-    await owner.end();
+    await session.end();
   }
 }

@@ -2,7 +2,7 @@
  * `PartitionedLeadership`: one owner per partition among many workers, two connections per
  * worker whatever the partition count. Design and safety argument: docs/partitions.md.
  *
- * Each worker holds, on its ownership session (owner.ts), a member lock and the locks of the
+ * Each worker holds, on its member session (member-session.ts), a member lock and the locks of the
  * partitions it owns; membership is read from `pg_locks`. A reconcile (ownership.ts: on
  * start, on every membership notice, and every `healthIntervalMs`) reads the members and
  * this session's locks in one statement, renews the lease, computes the assignment
@@ -12,29 +12,35 @@
  * and reconnecting after a session ends.
  */
 import type pg from 'pg';
-import { type Deferred, deferred, sleep, systemClock } from '../clock.js';
+import { Callbacks, type ListenerOptions } from '../callbacks.js';
+import { type Deferred, deferred, sleep } from '../clock.js';
 import { ConnectionError } from '../errors.js';
 import { FencedError, fencedWrite } from '../fencing.js';
+import { hungCallback, Vitals } from '../health.js';
+import { Lease } from '../lease.js';
 import { PEER_TIMEOUT_MS, type PeerWatch } from '../peers.js';
+import type { LeaderWorkHandle } from '../runner.js';
 import { show } from '../validate.js';
 import { PartitionMismatchError } from './errors.js';
+import { assessPartitionHealth, type PartitionHealth, quietBoundMs, type WorkerPhase } from './health.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
-import { Lease } from './lease.js';
+import { MemberSession } from './member-session.js';
 import {
   type PartitionedLeadershipOptions,
   type ResolvedPartitionOptions,
   resolvePartitionOptions,
 } from './options.js';
-import { Owner } from './owner.js';
 import { Ownership } from './ownership.js';
+import type { PartitionWork } from './runs.js';
 import { keysOf, slotOf } from './sql.js';
-import { type PartitionTerm, type RevokeReason, Terms } from './terms.js';
-import { Watcher } from './watch.js';
+import { type PartitionCallbackMap, type PartitionTerm, type RevokeReason, Terms } from './terms.js';
+import { RingWatch } from './watch.js';
 
 export { PartitionMismatchError } from './errors.js';
+export type { PartitionHealth } from './health.js';
 export type { PartitionInspection, PartitionInspectOptions } from './inspect.js';
+export type { PartitionWork } from './runs.js';
 export type { PartitionTerm, RevokeReason } from './terms.js';
-export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<void> | void;
 
 export interface PartitionStats {
   owned: number;
@@ -42,6 +48,8 @@ export interface PartitionStats {
   acquisitions: number;
   revocations: number;
   losses: number;
+  /** Revocations of open terms by reason (they add up to `revocations`; `lost` is `losses`). */
+  revocationsByReason: Record<RevokeReason, number>;
   reconciles: number;
   /** Statements sent on both sessions. */
   statements: number;
@@ -61,21 +69,22 @@ interface Run {
 
 /** A worker's connections while it is a member: ownership, ring watch, and the peer watch (several hosts). */
 interface Sessions {
-  readonly owner: Owner;
-  readonly watcher: Watcher;
+  readonly member: MemberSession;
+  readonly watch: RingWatch;
   readonly peers: PeerWatch | null;
 }
 
 type Phase =
   | { kind: 'stopped' }
   | { kind: 'connecting' }
-  | { kind: 'running'; owner: Owner; watcher: Watcher; peers: PeerWatch | null }
-  | { kind: 'stopping'; owner: Owner };
+  | { kind: 'running'; member: MemberSession; watch: RingWatch; peers: PeerWatch | null }
+  | { kind: 'stopping'; member: MemberSession };
 
 export class PartitionedLeadership implements AsyncDisposable {
   private readonly o: ResolvedPartitionOptions;
   private readonly keys: ReturnType<typeof keysOf>;
   private readonly terms: Terms;
+  private readonly callbacks: Callbacks<PartitionCallbackMap>;
   private phase: Phase = { kind: 'stopped' };
   private readonly lease: Lease;
   private readonly ownership: Ownership;
@@ -84,20 +93,35 @@ export class PartitionedLeadership implements AsyncDisposable {
   private interrupt = new AbortController();
   private balanceWaiters = new Set<(balanced: boolean) => void>();
   private statements = 0;
+  /** health(): the loop's pulse (one per run), whether start() was called, and why the last session failed. */
+  private vitals: Vitals | null = null;
+  private started = false;
+  private lastFailure: Error | null = null;
 
   constructor(options: PartitionedLeadershipOptions) {
     this.o = resolvePartitionOptions(options);
     this.keys = keysOf(this.o.name);
-    this.terms = new Terms({ name: this.o.name, id: this.o.id }, this.o.drainTimeoutMs, this.o.logger, () =>
-      this.checkBalance(),
+    this.callbacks = new Callbacks<PartitionCallbackMap>(
+      this.o.logger,
+      this.o.clock,
+      this.o.callbackTimeoutMs,
     );
-    this.lease = new Lease(this.terms, () => {
+    this.lease = new Lease(this.o.clock, () => {
       const p = this.phase;
       const lapsed = new ConnectionError(
         'the lease ran out before an ownership check succeeded (a frozen process, or a server that did not answer); every term ends',
       );
-      if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy(lapsed);
+      if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy(lapsed);
     });
+    this.terms = new Terms(
+      { name: this.o.name, id: this.o.id },
+      this.o.drainTimeoutMs,
+      this.o.logger,
+      this.o.clock,
+      this.callbacks,
+      this.lease,
+      () => this.checkBalance(),
+    );
     this.ownership = new Ownership(
       this.o,
       this.keys,
@@ -118,19 +142,24 @@ export class PartitionedLeadership implements AsyncDisposable {
     return this.o.id;
   }
 
+  /** The name the workers share. */
+  get name(): string {
+    return this.o.name;
+  }
+
   /** The partitions this worker owns now (terms open, lease current). */
   get owned(): ReadonlySet<number> {
     return this.terms.owned();
   }
 
   /**
-   * When the lease behind `owned` ends (or ended), on `performance.now()`; null before the
+   * When the lease behind `owned` ends (or ended), on the worker's clock (`performance.now()` by default); null before the
    * first ownership check. Each successful check (every `healthIntervalMs`) pushes it
    * forward; past it `owned` is empty and every term ends. After a lost session or a
    * shutdown it keeps the last lease's end, as `LeaderLock.leaseExpiresAt` does.
    */
   get leaseExpiresAt(): number | null {
-    return this.terms.leaseUntil ?? this.lease.last;
+    return this.lease.until ?? this.lease.last;
   }
 
   /** The member ids seen at the last reconcile, sorted. */
@@ -148,8 +177,45 @@ export class PartitionedLeadership implements AsyncDisposable {
     };
   }
 
-  /** Run `fn` for each partition while owned; its term's signal aborts when the partition is revoked or lost. */
-  runForEach(fn: PartitionWork): { stop(): Promise<void> } {
+  /**
+   * For liveness and readiness probes (docs/observability.md, "Probes"). `live` is false
+   * when the worker is wedged (its loop stopped making progress, a callback has not
+   * returned past `callbackTimeoutMs`, the event loop was blocked for 2 s or more); `ready`
+   * is true for a live worker that is a member on an open ownership session, whether it
+   * owns partitions or not. `reasons` says why either is false.
+   */
+  health(): PartitionHealth {
+    const run = this.run;
+    const p = this.phase;
+    const phase: WorkerPhase = !run
+      ? 'stopped'
+      : run.stopping
+        ? 'stopping'
+        : p.kind === 'running' && !p.member.dead
+          ? 'running'
+          : 'connecting';
+    const hung = this.callbacks.hung();
+    return assessPartitionHealth({
+      started: this.started,
+      phase,
+      lastError: this.lastFailure,
+      hung: hung ? [hungCallback(hung, this.o.callbackTimeoutMs)] : [],
+      loopBlockedMs: this.vitals?.blockedMs ?? null,
+      quietMs: run ? (this.vitals?.quietMs ?? null) : null,
+      quietBoundMs: quietBoundMs(this.o),
+      owned: this.owned.size,
+      members: this.ownership.members.length,
+    });
+  }
+
+  /**
+   * Run `fn` for each partition while owned; its term's signal aborts when the partition is
+   * revoked or lost, or the handle is stopped. One run at a time per partition and
+   * registration: a partition's next run starts only after the previous one has settled.
+   * The handle is `runWhileLeader`'s: `stop()` aborts the current runs and resolves when
+   * they have settled.
+   */
+  runForEach(fn: PartitionWork): LeaderWorkHandle {
     if (typeof fn !== 'function') throw new TypeError(`runForEach needs a function, received ${typeof fn}`);
     return this.terms.addWork(fn);
   }
@@ -183,16 +249,26 @@ export class PartitionedLeadership implements AsyncDisposable {
     return fencedWrite(client, table, { key1: this.keys.partitions, key2: term.partition }, term, fn);
   }
 
-  onAssigned(fn: (partition: number, term: PartitionTerm) => void, options?: { signal?: AbortSignal }): void {
-    this.terms.on('assigned', fn, options?.signal);
+  /**
+   * Called when a partition's term opens. Callbacks run one at a time, in order, each under
+   * `callbackTimeoutMs`: one that has not settled by then is reported to `onError` (and
+   * makes `health()` not live while it hangs); the worker never waits for them.
+   */
+  onAssigned(
+    fn: PartitionCallbackMap['assigned'],
+    options?: ListenerOptions,
+  ): PartitionCallbackMap['assigned'] {
+    return this.callbacks.add('assigned', fn, options);
   }
 
-  onRevoked(fn: (partition: number, reason: RevokeReason) => void, options?: { signal?: AbortSignal }): void {
-    this.terms.on('revoked', fn, options?.signal);
+  /** Called when a partition's term ends (its signal has aborted), with the reason. */
+  onRevoked(fn: PartitionCallbackMap['revoked'], options?: ListenerOptions): PartitionCallbackMap['revoked'] {
+    return this.callbacks.add('revoked', fn, options);
   }
 
-  onError(fn: (error: Error) => void, options?: { signal?: AbortSignal }): void {
-    this.terms.on('error', fn, options?.signal);
+  /** Called with every error the worker meets (it never throws them at you). */
+  onError(fn: PartitionCallbackMap['error'], options?: ListenerOptions): PartitionCallbackMap['error'] {
+    return this.callbacks.add('error', fn, options);
   }
 
   /**
@@ -207,25 +283,34 @@ export class PartitionedLeadership implements AsyncDisposable {
     const joining = deferred<void>();
     const run: Run = { done: Promise.resolve(), joined: joining.promise, joining, stopping: false };
     this.run = run;
-    run.done = this.loop(run);
+    this.started = true;
+    this.lastFailure = null;
+    const vitals = new Vitals(this.o.clock);
+    this.vitals = vitals;
+    vitals.start();
+    run.done = this.loop(run).finally(() => vitals.stop());
     return run.joined;
   }
 
-  /** Resolves true once this worker owns exactly its share for the current membership. */
+  /**
+   * Resolves true once this worker owns exactly its share for the current membership, and
+   * the callbacks of the terms it opened have run (or passed `callbackTimeoutMs`); false
+   * after `timeoutMs`, or when the worker stops.
+   */
   async waitForBalance({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<boolean> {
-    if (this.ownership.balanced(this.owned)) return true;
+    if (this.ownership.balanced(this.owned)) {
+      await this.callbacks.drained();
+      return true;
+    }
     // resolved by checkBalance() after a reconcile or when a fenced term opens
     return new Promise<boolean>((resolve) => {
+      const { clock } = this.o;
       const done = (balanced: boolean): void => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         this.balanceWaiters.delete(done);
         resolve(balanced);
       };
-      const timer = setTimeout(() => {
-        this.balanceWaiters.delete(done);
-        resolve(false);
-      }, timeoutMs);
-      timer.unref();
+      const timer = clock.setTimeout(() => done(false), timeoutMs);
       this.balanceWaiters.add(done);
     });
   }
@@ -238,13 +323,13 @@ export class PartitionedLeadership implements AsyncDisposable {
     this.wake();
     const finished = await Promise.race([
       run.done.then(() => true),
-      sleep(systemClock, timeoutMs).then(() => false),
+      sleep(this.o.clock, timeoutMs).then(() => false),
     ]);
     if (finished) return;
     // past the timeout: close the session, and the server frees what it holds (the others
     // then take it under the fence); runs still winding down are left to finish
     const p = this.phase as Phase;
-    if (p.kind === 'running' || p.kind === 'stopping') p.owner.destroy();
+    if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy();
     for (const w of [...this.balanceWaiters]) w(false);
   }
 
@@ -258,6 +343,7 @@ export class PartitionedLeadership implements AsyncDisposable {
 
   /** A signal the next wake() aborts: check what woke the loop after calling this, then wait on it. */
   private arm(): AbortSignal {
+    this.vitals?.progress();
     if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
     return this.interrupt.signal;
   }
@@ -274,27 +360,29 @@ export class PartitionedLeadership implements AsyncDisposable {
       try {
         session = await this.open();
         delay = 100;
-        await this.serve(session.owner, run);
+        await this.serve(session.member, run);
       } catch (err) {
-        if (err instanceof PartitionMismatchError && run.joining) {
+        if (run.joining && refusesToJoin(err)) {
           run.joining.reject(err);
           run.joining = null;
           run.stopping = true;
         } else {
           // what ended the session (a promotion, a lapsed lease, a timeout), not the
           // "connection terminated" of a statement it cut short
-          this.report(session?.owner.dead ?? (err as Error));
+          const failure = session?.member.dead ?? (err as Error);
+          this.lastFailure = failure;
+          this.report(failure);
         }
       }
       this.lease.set(null);
       await this.terms.revokeAll('lost');
       if (session) {
         session.peers?.stop();
-        session.owner.destroy();
-        await session.watcher.close();
+        session.member.destroy();
+        await session.watch.close();
       }
       if (run.stopping) break;
-      await sleep(systemClock, delay, this.arm());
+      await sleep(this.o.clock, delay, this.arm());
       delay = Math.min(delay * 2, 5000);
     }
     this.phase = { kind: 'stopped' };
@@ -308,57 +396,64 @@ export class PartitionedLeadership implements AsyncDisposable {
     const count = (): void => {
       this.statements += 1;
     };
-    const owner = await Owner.open({
+    const member = await MemberSession.open({
       endpoints: this.o.endpoints,
       membersKey: this.keys.members,
       slot: slotOf(this.o.id),
       channel: this.keys.channel,
       appName: `pgleaderlock:${this.o.id}#p${this.o.partitions}`,
+      clock: this.o.clock,
       serverReleaseMs: this.o.serverReleaseMs,
       healthIntervalMs: this.o.healthIntervalMs,
       queryTimeoutMs: this.o.queryTimeoutMs,
+      closeTimeoutMs: this.o.closeTimeoutMs,
+      unref: this.o.unref,
       fencingTable: this.o.fencingTable,
       onStatement: count,
     });
-    const watcher = new Watcher({
-      // the watch session goes to the same server as the ownership session
-      connect: () => owner.endpoint.connect(),
+    const watch = new RingWatch({
+      // the watch session goes to the same server as the member session
+      connect: () => member.endpoint.connect(),
       appName: `pgleaderlock:${this.o.id}#watch`,
       membersKey: this.keys.members,
       sliceMs: this.o.watchSliceMs,
+      clock: this.o.clock,
       queryTimeoutMs: this.o.queryTimeoutMs,
-      settings: owner.watchSettings,
+      closeTimeoutMs: this.o.closeTimeoutMs,
+      unref: this.o.unref,
+      serverReleaseMs: this.o.serverReleaseMs,
       onDeath: (slot) => {
         const gone = this.ownership.members.find((m) => m.slot === slot);
-        if (gone && this.ownership.handoffs.died(gone.id))
+        if (gone && this.ownership.handovers.died(gone.id))
           this.terms.log('warn', 'member_died', { member: gone.id });
-        void owner.notify(`died:${gone?.id ?? slot}`).catch(() => {});
+        // sent after whatever statement runs now (one statement at a time on a connection)
+        void member.notify(`died:${gone?.id ?? slot}`).catch(() => {});
         this.wake();
       },
       onError: (err) => this.report(err),
       onStatement: count,
     });
-    const peers = owner.watchPeers(this.o.healthIntervalMs);
-    this.phase = { kind: 'running', owner, watcher, peers };
-    owner.onDeath((err) => {
+    const peers = member.watchPeers(this.o.healthIntervalMs);
+    this.phase = { kind: 'running', member, watch, peers };
+    member.onDeath((err) => {
       if (!this.run?.stopping) this.terms.log('warn', 'session_lost', { error: err.message });
       void this.terms.revokeAll('lost'); // at once, before the loop runs
       this.wake();
     });
-    this.ownership.handoffs.reset(); // what earlier sessions heard is no proof for this one
-    owner.onNotify((payload) => {
-      this.ownership.handoffs.hear(payload);
+    this.ownership.handovers.reset(); // what earlier sessions heard is no proof for this one
+    member.onNotify((payload) => {
+      this.ownership.handovers.hear(payload);
       this.wake();
     });
     try {
-      await owner.notify(`joined:${this.o.id}`);
+      await member.notify(`joined:${this.o.id}`);
     } catch (err) {
-      owner.destroy();
-      await watcher.close();
+      member.destroy();
+      await watch.close();
       throw err;
     }
     peers?.start();
-    return { owner, watcher, peers };
+    return { member, watch, peers };
   }
 
   /**
@@ -372,26 +467,40 @@ export class PartitionedLeadership implements AsyncDisposable {
     return p.kind === 'running' && p.peers?.otherPrimary ? this.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
   }
 
-  private async serve(owner: Owner, run: Run): Promise<void> {
+  private async serve(member: MemberSession, run: Run): Promise<void> {
     for (;;) {
-      if (owner.dead) throw owner.dead;
+      if (member.dead) throw member.dead;
       if (run.stopping) {
-        this.phase = { kind: 'stopping', owner };
-        return this.ownership.leave(owner);
+        this.phase = { kind: 'stopping', member };
+        return this.ownership.leave(member);
       }
       const woken = this.arm();
-      if (this.ownership.handoffs.anyDeaths) await this.ownership.takeOver(owner);
-      const next = await this.ownership.reconcile(owner, run.joining !== null);
-      if (this.phase.kind === 'running') this.phase.watcher.watch(next ? next.slot : null);
+      if (this.ownership.handovers.anyDeaths) await this.ownership.takeOver(member);
+      const next = await this.ownership.reconcile(member, run.joining !== null);
+      if (this.phase.kind === 'running') this.phase.watch.watch(next ? next.slot : null);
       this.checkBalance();
       run.joining?.resolve();
       run.joining = null;
       if (woken.aborted) continue;
-      await sleep(systemClock, this.o.healthIntervalMs, woken);
+      await sleep(this.o.clock, this.o.healthIntervalMs, woken);
     }
   }
 
+  /** Balanced: resolve the waiters once the callbacks queued so far have run. */
   private checkBalance(): void {
-    if (this.ownership.balanced(this.owned)) for (const w of [...this.balanceWaiters]) w(true);
+    if (!this.ownership.balanced(this.owned) || this.balanceWaiters.size === 0) return;
+    void this.callbacks.drained().then(() => {
+      if (this.ownership.balanced(this.owned)) for (const w of [...this.balanceWaiters]) w(true);
+    });
   }
+}
+
+/**
+ * Errors that end a join instead of being retried: another partition count, or a refusal
+ * (a pooler that shares backends, a hot standby): `start()` rejects with them.
+ */
+function refusesToJoin(err: unknown): boolean {
+  return (
+    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
+  );
 }

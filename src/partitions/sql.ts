@@ -43,19 +43,35 @@ export function parseMember(app: string | null, slot: number, pid: number): Memb
 const IN_DB = `l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
 
+/** Whether this backend carries the member session's marker ($n; sql.ts of the leader lock). */
+const same = (n: number): string => `coalesce(current_setting('pgleaderlock.session', true) = $${n}, false)`;
+
 /**
  * One round trip per reconcile: the members (holders of member locks, $1) and the
- * partitions ($2) this session holds. Also the ownership check behind the lease.
+ * partitions ($2) this session holds, and the backend and marker ($3) it ran on (a pooler
+ * that moved the session is refused). Also the ownership check behind the lease.
  */
 export const RECONCILE = `/* pgleaderlock:partitions */
   SELECT (SELECT coalesce(json_agg(json_build_object('app', a.application_name, 'slot', l.objid::text::int8, 'pid', l.pid)), '[]')
             FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
            WHERE ${IN_DB} AND l.classid = $1::int4::oid) AS members,
          (SELECT coalesce(array_agg(l.objid::text::int4 ORDER BY l.objid::text::int4), '{}')
-            FROM pg_locks l WHERE ${IN_DB} AND l.classid = $2::int4::oid AND l.pid = pg_backend_pid()) AS held`;
+            FROM pg_locks l WHERE ${IN_DB} AND l.classid = $2::int4::oid AND l.pid = pg_backend_pid()) AS held,
+         pg_backend_pid() AS pid, ${same(3)} AS same`;
 
-/** Take the partitions in $2 that are free; returns those taken. */
-export const TAKE = `/* pgleaderlock:take */ SELECT array_agg(p) AS taken FROM unnest($2::int4[]) p WHERE pg_try_advisory_lock($1, p)`;
+/**
+ * Take the partitions in $2 that are free; returns those taken, and the backend and marker
+ * ($3) it ran on. On a backend without the marker it takes nothing.
+ */
+export const TAKE = `/* pgleaderlock:take */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
+  (SELECT array_agg(p) FROM unnest($2::int4[]) p
+    WHERE CASE WHEN ${same(3)} THEN pg_try_advisory_lock($1, p) ELSE false END) AS taken`;
+
+/**
+ * The member session turned out not to be on its own backend ($1) any more (a pooler moved
+ * it): end that backend, and with it every lock the session took there.
+ */
+export const FREE_MOVED = `/* pgleaderlock:free-stranded */ SELECT pg_terminate_backend($1::int4) AS freed WHERE $1::int4 <> pg_backend_pid()`;
 
 /** Release the partitions in $2 held by this session. */
 export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_advisory_unlock($1, p))::int AS released FROM unnest($2::int4[]) p`;

@@ -4,8 +4,13 @@
  * revocation its signal aborted and its runs drained (up to `drainTimeoutMs`) before the
  * caller releases the lock. The one owner of "which partitions are mine" in a worker.
  */
+import type { Callbacks } from '../callbacks.js';
+import { type Clock, sleep } from '../clock.js';
+import { EventLog } from '../event-log.js';
 import type { Logger } from '../logger.js';
 import { publish } from '../observe.js';
+import type { LeaderWorkHandle } from '../runner.js';
+import { PartitionRuns, type PartitionWork } from './runs.js';
 
 export interface PartitionTerm {
   /** 1, 2, 3, … within this worker, across partitions. */
@@ -18,8 +23,6 @@ export interface PartitionTerm {
   readonly epoch: bigint | null;
 }
 
-type Work = (partition: number, term: PartitionTerm) => Promise<void> | void;
-
 /** Why a partition was revoked. */
 export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 
@@ -28,7 +31,7 @@ type Stage =
   /** Fencing: its epoch row is held by a fenced write still open (a previous owner's); no epoch yet. */
   | { readonly kind: 'awaiting-epoch' }
   /** Under the takeover fence: the term opens when the timer fires. */
-  | { readonly kind: 'fenced'; readonly timer: NodeJS.Timeout }
+  | { readonly kind: 'fenced'; readonly timer: unknown }
   /**
    * Due to open while the lease had run out (a frozen worker woke: its fence timers fire
    * before its lease timer): not opened; the next ownership check that renews the lease
@@ -41,42 +44,59 @@ interface Entry {
   readonly partition: number;
   readonly controller: AbortController;
   stage: Stage;
-  readonly runs: Set<Promise<void>>;
 }
 
-type Handlers = {
+/** The callbacks of a partition worker (`onAssigned`, `onRevoked`, `onError`): each under `callbackTimeoutMs`. */
+export interface PartitionCallbackMap {
+  /** May be async (awaited under the deadline); its return value is ignored. */
   assigned: (partition: number, term: PartitionTerm) => void;
+  /** May be async (awaited under the deadline); its return value is ignored. */
   revoked: (partition: number, reason: RevokeReason) => void;
+  /** May be async; its return value is ignored. */
   error: (error: Error) => void;
-};
+}
+
+export type PartitionEventName = keyof PartitionCallbackMap;
 
 export class Terms {
-  /** The lease behind `owned`, on performance.now(); null: no lease. */
-  leaseUntil: number | null = null;
   private readonly held = new Map<number, Entry>();
-  private readonly works = new Set<Work>();
-  private readonly handlers: { [K in keyof Handlers]: Set<Handlers[K]> } = {
-    assigned: new Set(),
-    revoked: new Set(),
-    error: new Set(),
-  };
+  /** Log lines and errors (event-log.ts). */
+  readonly events: EventLog<PartitionCallbackMap>;
+  /** The runs of `runForEach`, per partition (runs.ts). */
+  private readonly runs: PartitionRuns;
   private nextId = 1;
   /** Every term this worker opened (fenced() accepts only these). */
   private readonly mine = new WeakSet<PartitionTerm>();
   private readonly count = { acquisitions: 0, revocations: 0, losses: 0 };
+  private readonly revokedBy: Record<RevokeReason, number> = { rebalance: 0, lost: 0, shutdown: 0 };
 
   constructor(
     /** The worker's name and id, for diagnostics_channel messages. */
     private readonly who: { name: string; id: string },
     private readonly drainTimeoutMs: number,
-    private readonly logger: Logger,
+    logger: Logger,
+    private readonly clock: Clock,
+    private readonly callbacks: Callbacks<PartitionCallbackMap>,
+    /** The lease behind `owned`: no term opens, and `owned` is empty, while it is not valid. */
+    private readonly lease: { valid(): boolean },
     /** A term opened (after its fence, if any). */
     private readonly opened: () => void = () => {},
-  ) {}
+  ) {
+    this.events = new EventLog(logger, who, callbacks);
+    this.runs = new PartitionRuns(
+      (_term, err) => this.error(err instanceof Error ? err : new Error(String(err))),
+      () => this.clock.now(),
+      (term, signal) => {
+        const run = { ...term, signal };
+        this.mine.add(run);
+        return run;
+      },
+    );
+  }
 
   owned(): Set<number> {
     const out = new Set<number>();
-    if (this.leaseUntil === null || performance.now() >= this.leaseUntil) return out;
+    if (!this.lease.valid()) return out;
     for (const e of this.held.values()) if (e.stage.kind === 'open') out.add(e.partition);
     return out;
   }
@@ -102,54 +122,37 @@ export class Terms {
     return [...this.held.keys()];
   }
 
-  counts(): { acquisitions: number; revocations: number; losses: number } {
-    return { ...this.count };
+  counts(): {
+    acquisitions: number;
+    revocations: number;
+    losses: number;
+    revocationsByReason: Record<RevokeReason, number>;
+  } {
+    return { ...this.count, revocationsByReason: { ...this.revokedBy } };
   }
 
-  on<K extends keyof Handlers>(event: K, fn: Handlers[K], signal?: AbortSignal): void {
-    if (typeof fn !== 'function') throw new TypeError(`on${event} needs a function, received ${typeof fn}`);
-    const set = this.handlers[event] as Set<Handlers[K]>;
-    set.add(fn);
-    signal?.addEventListener('abort', () => set.delete(fn), { once: true });
-  }
-
-  emit<K extends keyof Handlers>(event: K, ...args: Parameters<Handlers[K]>): void {
-    for (const fn of this.handlers[event] as Set<(...a: unknown[]) => unknown>) {
-      try {
-        const r = fn(...args);
-        if (r instanceof Promise) r.catch((err: unknown) => this.callbackFailed(event, err));
-      } catch (err) {
-        this.callbackFailed(event, err);
-      }
-    }
-  }
-
-  /** An error: logged, published to onError. */
+  /** An error: logged, kept as the last error, passed to onError. */
   error(error: Error): void {
-    const code = (error as { code?: unknown }).code;
-    this.logger.error({ event: 'error', ...this.who, code, error: error.message }, 'error');
-    this.emit('error', error);
+    this.events.error(error);
   }
 
   /** A log line of the worker's (membership, its session). */
   log(level: 'info' | 'warn', event: string, fields: Record<string, unknown> = {}): void {
-    this.logger[level]({ event, ...this.who, ...fields }, event);
+    this.events.log(level, event, fields);
   }
 
-  private callbackFailed(event: string, err: unknown): void {
-    if (event === 'error')
-      this.logger.error({ event: 'callback_error', ...this.who, error: String(err) }, 'callback_error');
-    else this.error(err instanceof Error ? err : new Error(String(err)));
+  /**
+   * The run of a revoked term still going the longest past `limitMs` after its term ended:
+   * which partition, for how long (`health()`). Null if none.
+   */
+  stuckRun(limitMs: number): { partition: number; ms: number } | null {
+    const worst = this.runs.overdue();
+    return worst && worst.ms > limitMs ? { partition: worst.partition, ms: worst.ms } : null;
   }
 
-  addWork(fn: Work): { stop(): Promise<void> } {
-    this.works.add(fn);
-    for (const e of this.held.values()) this.startRun(e, fn);
-    return {
-      stop: async () => {
-        this.works.delete(fn);
-      },
-    };
+  /** `runForEach`: run `fn` in every open term of every partition. */
+  addWork(fn: PartitionWork): LeaderWorkHandle {
+    return this.runs.add(fn, (p) => this.termOf(p));
   }
 
   /**
@@ -164,7 +167,6 @@ export class Terms {
         partition,
         controller: new AbortController(),
         stage: { kind: 'awaiting-epoch' },
-        runs: new Set(),
       };
       this.held.set(partition, e);
       const epoch = epochs === null ? null : epochs.get(partition);
@@ -185,7 +187,7 @@ export class Terms {
       this.begin(e, epoch);
       return;
     }
-    const timer = setTimeout(() => {
+    const timer = this.clock.setTimeout(() => {
       if (this.held.get(e.partition) === e && e.stage.kind === 'fenced') this.begin(e, epoch);
     }, fenceMs);
     e.stage = { kind: 'fenced', timer };
@@ -197,7 +199,7 @@ export class Terms {
   }
 
   private begin(e: Entry, epoch: bigint | null): void {
-    if (this.leaseUntil === null || performance.now() >= this.leaseUntil) {
+    if (!this.lease.valid()) {
       e.stage = { kind: 'lapsed', epoch };
       return;
     }
@@ -212,26 +214,9 @@ export class Terms {
     this.mine.add(term);
     this.count.acquisitions += 1;
     publish('partitionAssigned', { ...this.who, partition: e.partition, termId: term.id });
-    this.emit('assigned', e.partition, term);
-    for (const fn of this.works) this.startRun(e, fn);
+    this.callbacks.emit('assigned', e.partition, term);
+    this.runs.start(term);
     this.opened();
-  }
-
-  private startRun(e: Entry, fn: Work): void {
-    if (e.stage.kind !== 'open') return;
-    const term = e.stage.term;
-    if (term.signal.aborted) return;
-    const run = (async () => {
-      try {
-        await fn(e.partition, term);
-      } catch (err) {
-        if (!term.signal.aborted || err !== term.signal.reason) {
-          this.error(err instanceof Error ? err : new Error(String(err)));
-        }
-      }
-    })();
-    e.runs.add(run);
-    void run.finally(() => e.runs.delete(run));
   }
 
   /**
@@ -252,31 +237,22 @@ export class Terms {
       const e = this.held.get(p);
       if (!e) continue;
       this.held.delete(p);
-      if (e.stage.kind === 'fenced') clearTimeout(e.stage.timer);
+      if (e.stage.kind === 'fenced') this.clock.clearTimeout(e.stage.timer);
       e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
       // not open yet (under its fence, or its epoch row held by an open write): the previous
       // owner's work may still run, so handing it on is no clean hand-over (the next owner
       // must fence too)
       if (e.stage.kind !== 'open') continue;
-      if (e.runs.size === 0) {
-        drained.push(p);
-      } else {
-        drains.push(Promise.allSettled([...e.runs]).then(() => drained.push(p)));
-      }
+      if (!this.runs.busy(p)) drained.push(p);
+      else drains.push(this.runs.idle(p).then(() => drained.push(p)));
       this.count.revocations += 1;
+      this.revokedBy[reason] += 1;
       if (reason === 'lost') this.count.losses += 1;
       publish('partitionRevoked', { ...this.who, partition: p, reason });
-      this.emit('revoked', p, reason);
+      this.callbacks.emit('revoked', p, reason);
     }
     if (drains.length === 0) return drained;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(drains),
-      new Promise((r) => {
-        timer = setTimeout(r, this.drainTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    await Promise.race([Promise.all(drains), sleep(this.clock, this.drainTimeoutMs)]);
     return [...drained];
   }
 

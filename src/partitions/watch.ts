@@ -5,14 +5,16 @@
  * frozen worker), so the death is known within milliseconds, with no time-to-live to wait
  * out. The watcher frees the lock again at once and reports the death; the worker then
  * tells everyone (NOTIFY). The wait is in slices (`lock_timeout`): about one statement per
- * slice, and a new target is taken up by cancelling the wait.
+ * slice, and a new target is taken up by cancelling the wait. The session is a
+ * {@link Connection} prepared as every session is (prepare.ts).
  */
-import type pg from 'pg';
+import { randomBytes } from 'node:crypto';
 import { sendCancel } from '../cancel.js';
-import { systemClock } from '../clock.js';
+import { type Clock, sleep } from '../clock.js';
 import type { ConnectFn } from '../connect.js';
-import { destroyClient } from '../connect.js';
+import { Connection } from '../connection.js';
 import { sqlStateOf } from '../errors.js';
+import { prepareSession } from '../prepare.js';
 
 export interface WatchOptions {
   connect: ConnectFn;
@@ -20,9 +22,11 @@ export interface WatchOptions {
   membersKey: number;
   appName: string;
   sliceMs: number;
+  clock: Clock;
   queryTimeoutMs: number;
-  /** Session settings (keepalives, client_connection_check_interval) as on the ownership session. */
-  settings: readonly [name: string, value: string][];
+  closeTimeoutMs: number;
+  unref: boolean;
+  serverReleaseMs: number;
   /** The member in `slot` has gone. */
   onDeath: (slot: number) => void;
   onError: (error: Error) => void;
@@ -30,15 +34,18 @@ export interface WatchOptions {
   onStatement: () => void;
 }
 
-type Target = { slot: number } | null;
+/** How often a cancel meant for a stale wait is sent again until the wait has ended. */
+const RECANCEL_MS = 50;
 
-export class Watcher {
-  private target: Target = null;
-  private client: pg.Client | null = null;
+export class RingWatch {
+  private target: number | null = null;
+  private conn: Connection | null = null;
+  /** The slot the running wait statement queues for (null: no wait running). */
   private waiting: number | null = null;
   private stopped = false;
+  private readonly wakeUp = new AbortController();
   private changed: (() => void) | null = null;
-  private recancel: NodeJS.Timeout | null = null;
+  private recancel: unknown = null;
   private readonly done: Promise<void>;
 
   constructor(private readonly o: WatchOptions) {
@@ -47,8 +54,8 @@ export class Watcher {
 
   /** Watch `slot` (the successor), or nobody (alone). Cancels a wait on another slot. */
   watch(slot: number | null): void {
-    if ((this.target?.slot ?? null) === slot) return;
-    this.target = slot === null ? null : { slot };
+    if (this.target === slot) return;
+    this.target = slot;
     this.changed?.();
     this.retarget();
   }
@@ -58,35 +65,48 @@ export class Watcher {
    * has ended (a cancel that reaches the server before the statement does is lost).
    */
   private retarget(): void {
-    const stale = (): boolean =>
-      this.client !== null && this.waiting !== null && this.waiting !== (this.target?.slot ?? null);
-    if (!stale() || this.recancel) return;
-    const client = this.client as pg.Client;
-    void sendCancel(client, systemClock, this.o.queryTimeoutMs);
-    this.recancel = setInterval(() => {
-      if (!stale() || this.client !== client) {
-        clearInterval(this.recancel ?? undefined);
-        this.recancel = null;
-        return;
-      }
-      void sendCancel(client, systemClock, this.o.queryTimeoutMs);
-    }, 50);
-    this.recancel.unref();
+    const conn = this.conn;
+    if (!conn || this.waiting === null || this.waiting === this.target || this.recancel !== null) return;
+    const { clock } = this.o;
+    const again = (): void => {
+      this.recancel = null;
+      if (this.conn !== conn || this.waiting === null || this.waiting === this.target) return;
+      void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
+      this.recancel = clock.setTimeout(again, RECANCEL_MS);
+    };
+    void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
+    this.recancel = clock.setTimeout(again, RECANCEL_MS);
   }
 
+  /**
+   * Stop, leaving nothing queued on the server: a running wait is cancelled and awaited
+   * (if the cancel gets no answer within `closeTimeoutMs`, the socket is destroyed), then
+   * the session is closed.
+   */
   async close(): Promise<void> {
     this.stopped = true;
-    if (this.recancel) clearInterval(this.recancel);
+    this.wakeUp.abort();
+    if (this.recancel !== null) this.o.clock.clearTimeout(this.recancel);
     this.recancel = null;
     this.changed?.();
-    if (this.client) destroyClient(this.client);
+    const conn = this.conn;
+    if (conn && this.waiting !== null) {
+      void conn.cancel();
+      const ended = await Promise.race([
+        this.done.then(() => true),
+        sleep(this.o.clock, this.o.closeTimeoutMs).then(() => false),
+      ]);
+      if (!ended) conn.destroy();
+    }
+    await conn?.close();
     await this.done;
+    await this.conn?.close(); // opened while closing
   }
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
       const target = this.target;
-      if (!target) {
+      if (target === null) {
         await new Promise<void>((resolve) => {
           this.changed = resolve;
         });
@@ -94,66 +114,68 @@ export class Watcher {
         continue;
       }
       try {
-        const client = await this.session();
-        if (this.target?.slot !== target.slot) continue; // retargeted while connecting
-        this.waiting = target.slot;
+        const conn = await this.session();
+        if (this.stopped) break;
+        if (this.target !== target) continue; // retargeted while connecting
+        this.waiting = target;
         this.o.onStatement();
-        await client.query('/* pgleaderlock:watch */ SELECT pg_advisory_lock($1, $2)', [
-          this.o.membersKey,
-          target.slot,
-        ]);
-        this.waiting = null;
+        try {
+          await conn.query(
+            '/* pgleaderlock:watch */ SELECT pg_advisory_lock($1, $2)',
+            [this.o.membersKey, target],
+            this.o.sliceMs, // the slice (lock_timeout) ends it first
+          );
+        } finally {
+          this.waiting = null;
+        }
         // granted: the member's session has ended. Free its slot again at once (again if a
         // late cancel meant for the wait cancels the unlock)
         for (let freed = false; !freed; ) {
           this.o.onStatement();
-          freed = await client
-            .query('/* pgleaderlock:watch */ SELECT pg_advisory_unlock($1, $2)', [
-              this.o.membersKey,
-              target.slot,
-            ])
+          freed = await conn
+            .query('/* pgleaderlock:watch */ SELECT pg_advisory_unlock($1, $2)', [this.o.membersKey, target])
             .then(
               () => true,
               (err: unknown) => {
-                if (sqlStateOf(err) === '57014') return false;
+                if (sqlStateOf(err) === '57014' && !conn.dead) return false;
                 throw err;
               },
             );
         }
-        if (this.target?.slot === target.slot) this.target = null;
-        this.o.onDeath(target.slot);
+        if (this.target === target) this.target = null;
+        this.o.onDeath(target);
       } catch (err) {
-        this.waiting = null;
         const state = sqlStateOf(err);
-        if (state === '55P03' || state === '57014') continue; // slice over, or cancelled to retarget
         if (this.stopped) break;
-        if (this.client) destroyClient(this.client);
-        this.client = null;
+        if ((state === '55P03' || state === '57014') && !this.conn?.dead) continue; // slice over, or cancelled to retarget
+        this.conn?.destroy();
+        this.conn = null;
         this.o.onError(err as Error);
-        await new Promise((r) => setTimeout(r, 500).unref());
+        await sleep(this.o.clock, 500, this.wakeUp.signal);
       }
     }
   }
 
-  private async session(): Promise<pg.Client> {
-    if (this.client) return this.client;
-    const client = await this.o.connect();
-    client.on('error', () => {
-      if (this.client === client) this.client = null;
-    });
-    const wanted: [string, string][] = [
-      ...this.o.settings,
-      ['application_name', this.o.appName],
-      ['lock_timeout', String(this.o.sliceMs)],
-    ];
-    const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
-    this.o.onStatement();
-    await client.query(`/* pgleaderlock:configure */ SELECT ${calls}`, wanted.flat());
-    if (this.stopped) {
-      destroyClient(client);
-      throw new Error('stopped');
+  private async session(): Promise<Connection> {
+    if (this.conn && !this.conn.dead) return this.conn;
+    const conn = await Connection.open(this.o.connect, this.o);
+    try {
+      await prepareSession(conn, {
+        token: randomBytes(8).toString('hex'),
+        applicationName: this.o.appName,
+        clock: this.o.clock,
+        queryTimeoutMs: this.o.queryTimeoutMs,
+        serverReleaseMs: this.o.serverReleaseMs,
+        probe: null, // the member session, on the same path, was probed
+        extra: () => [['lock_timeout', String(Math.ceil(this.o.sliceMs))]],
+      });
+    } catch (err) {
+      conn.destroy();
+      throw err;
     }
-    this.client = client;
-    return client;
+    this.o.onStatement();
+    this.conn = conn;
+    if (this.stopped) await conn.close();
+    return conn;
   }
 }

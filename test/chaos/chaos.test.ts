@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { formatReport, runChaos } from './chaos.js';
 
 it.each(['wait', 'poll'] as const)(
-  'chaos (%s mode): 5 candidates, random faults of all six kinds, work that takes 100 ms to stop, takeover fence 200 ms: never two leaders nor two runs at once, a leader after each',
+  'chaos (%s mode): 5 candidates, random faults of all six kinds, work that takes 100 ms to stop, takeover delay 200 ms: never two leaders nor two runs at once, a leader after each',
   async (acquireMode) => {
     const report = await runChaos({ candidates: 5, durationMs: 15_000, acquireMode, workStopMs: 100 });
     expect(report.takeoverDelayMs).toBe(200);
@@ -12,7 +12,7 @@ it.each(['wait', 'poll'] as const)(
       `[chaos ${acquireMode}] ${report.faults.length} faults, ${report.intervals.length} intervals\n${formatReport(report)}`,
     );
     expect(report.faults.length).toBeGreaterThanOrEqual(6);
-    // every fault is covered (the lease, or the takeover fence): no overlap at all
+    // every fault is covered (the lease, or the takeover delay): no overlap at all
     for (const o of report.overlaps) expect.soft(o, `overlap after ${o.fault}`).toBeUndefined();
     // runWhileLeader across processes: never two runs at once
     expect(report.runs.length).toBeGreaterThanOrEqual(report.faults.length / 2);

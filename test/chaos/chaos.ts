@@ -8,7 +8,7 @@
  * Faults the safety bound covers (no overlap allowed): kill -9 of the leader process,
  * step-down, blackhole of the leader's connection, freeze of the leader's event loop.
  * Faults where the lock vanishes at once, pg_terminate_backend of the leader's backend and
- * a server restart, are covered by the takeover fence when `takeoverDelayMs` exceeds the
+ * a server restart, are covered by the takeover delay when `takeoverDelayMs` exceeds the
  * work's stop time plus the old leader's detection (then no overlap is allowed either);
  * without it, an overlap up to the detection latency plus the work's stop time.
  */
@@ -22,10 +22,10 @@ import type { CandidateConfig, CandidateMessage, ParentCommand } from './candida
 
 export type FaultKind = 'kill' | 'stepDown' | 'blackhole' | 'freeze' | 'terminate' | 'restart';
 export const COVERED: ReadonlySet<FaultKind> = new Set(['kill', 'stepDown', 'blackhole', 'freeze']);
-/** With the takeover fence on, every fault is covered. */
-export const COVERED_WITH_FENCE: ReadonlySet<FaultKind> = new Set([...COVERED, 'terminate', 'restart']);
+/** With the takeover delay on, every fault is covered. */
+export const COVERED_WITH_DELAY: ReadonlySet<FaultKind> = new Set([...COVERED, 'terminate', 'restart']);
 
-/** The old leader's detection of a vanished session (terminate: ms; restart: ms): the fence adds this to the work's stop time. */
+/** The old leader's detection of a vanished session (terminate: ms; restart: ms): the takeover delay adds this to the work's stop time. */
 export const DETECTION_ALLOWANCE_MS = 100;
 
 export interface ChaosOptions {
@@ -38,7 +38,7 @@ export interface ChaosOptions {
   acquireMode?: 'wait' | 'poll';
   /** The candidates' work stops this long after its term's signal aborts. Default 100. */
   workStopMs?: number;
-  /** The candidates' takeover fence. Default `workStopMs + DETECTION_ALLOWANCE_MS`; 0 turns it off. */
+  /** The candidates' takeover delay. Default `workStopMs + DETECTION_ALLOWANCE_MS`; 0 turns it off. */
   takeoverDelayMs?: number;
   log?: (line: string) => void;
 }
@@ -101,9 +101,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const serverReleaseMs = 2 * (healthIntervalMs + queryTimeoutMs);
   const workStopMs = opts.workStopMs ?? 100;
   const takeoverDelayMs = opts.takeoverDelayMs ?? workStopMs + DETECTION_ALLOWANCE_MS;
-  const covered = takeoverDelayMs >= workStopMs + DETECTION_ALLOWANCE_MS ? COVERED_WITH_FENCE : COVERED;
+  const covered = takeoverDelayMs >= workStopMs + DETECTION_ALLOWANCE_MS ? COVERED_WITH_DELAY : COVERED;
   const kinds = opts.faults ?? ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'];
-  // an unclean handover waits for the fence; a step-down for the work to stop
+  // an unclean handover waits for the takeover delay; a step-down for the work to stop
   const gapBoundMs: Record<FaultKind, number> = {
     kill: 1000 + takeoverDelayMs,
     stepDown: 1000 + workStopMs,
@@ -307,7 +307,7 @@ export function formatReport(r: ChaosReport): string {
     const os = r.overlaps.filter((o) => o.fault === k);
     const gaps = fs.map((f) => f.gapMs ?? Number.POSITIVE_INFINITY);
     lines.push(
-      `| ${k}${r.covered.has(k) ? '' : ' (not covered: no takeover fence)'} | ${fs.length} | ${os.length} | ${
+      `| ${k}${r.covered.has(k) ? '' : ' (not covered: no takeover delay)'} | ${fs.length} | ${os.length} | ${
         os.length ? Math.max(...os.map((o) => o.ms)).toFixed(1) : '0'
       } | ${r.runOverlaps.filter((o) => o.fault === k).length} | ${gaps.length ? Math.max(...gaps).toFixed(0) : '-'} | ${r.gapBoundMs[k]} |`,
     );

@@ -21,7 +21,7 @@ const report = await runChaos({
   log: (l) => process.stderr.write(`${l}\n`),
 });
 console.log(
-  `Chaos: ${candidates} candidates, ${acquireMode} mode, ${seconds} s, ${report.faults.length} faults, ${report.intervals.length} leadership intervals, ${report.runs.length} runs, server release bound ${report.serverReleaseMs} ms, work stops ${report.workStopMs} ms after its abort, takeover fence ${report.takeoverDelayMs} ms\n`,
+  `Chaos: ${candidates} candidates, ${acquireMode} mode, ${seconds} s, ${report.faults.length} faults, ${report.intervals.length} leadership intervals, ${report.runs.length} runs, server release bound ${report.serverReleaseMs} ms, work stops ${report.workStopMs} ms after its abort, takeover delay ${report.takeoverDelayMs} ms\n`,
 );
 console.log(formatReport(report));
 console.log(`\nclean exits: ${report.cleanExits}/${candidates}`);

@@ -37,7 +37,21 @@ export interface FaultProxy {
   close(): Promise<void>;
 }
 
-export async function startFaultProxy(initial: { host: string; port: number }): Promise<FaultProxy> {
+export interface FaultProxyOptions {
+  /**
+   * While blackholed, also swallow FINs: a client that half-closes (pg's `end()` sends
+   * Terminate, then FIN, and waits for the server's FIN) hears nothing back, as behind a
+   * real blackhole. Default false: the proxy's own socket answers a FIN at once, in every
+   * mode, so `end()` returns even while blackholed.
+   */
+  silentFin?: boolean;
+}
+
+export async function startFaultProxy(
+  initial: { host: string; port: number },
+  options: FaultProxyOptions = {},
+): Promise<FaultProxy> {
+  const halfOpen = options.silentFin === true;
   let target = initial;
   const pairs = new Set<Pair>();
   let mode: ProxyMode = 'pass';
@@ -55,12 +69,21 @@ export async function startFaultProxy(initial: { host: string; port: number }): 
     });
   };
 
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target.port, target.host);
+  const server = net.createServer({ allowHalfOpen: halfOpen }, (client) => {
+    const upstream = net.connect({ port: target.port, host: target.host, allowHalfOpen: halfOpen });
     const pair = { client, upstream };
     pairs.add(pair);
     forward(client, upstream);
     forward(upstream, client);
+    if (halfOpen) {
+      // a FIN is passed on like the bytes before it, and swallowed while blackholed
+      client.on('end', () => {
+        if (mode !== 'blackhole') upstream.end();
+      });
+      upstream.on('end', () => {
+        if (mode !== 'blackhole') client.end();
+      });
+    }
     const teardown = (): void => {
       pairs.delete(pair);
       if (!client.destroyed) client.destroy();
@@ -128,7 +151,7 @@ export async function startFaultProxy(initial: { host: string; port: number }): 
 }
 
 /** A fault proxy in front of the server at `url` (host and port taken from it). */
-export function proxyTo(url: string): Promise<FaultProxy> {
+export function proxyTo(url: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   const target = new URL(url);
-  return startFaultProxy({ host: target.hostname, port: Number(target.port) });
+  return startFaultProxy({ host: target.hostname, port: Number(target.port) }, options);
 }

@@ -42,7 +42,7 @@ export function lockFactory(url: () => string = databaseUrl): LockFactory {
         retryStrategy: new FixedInterval({ intervalMs: 25 }),
         waitSliceMs: 200, // so onAcquireFailed fires quickly in wait mode (the default is 30 s)
         queryTimeoutMs: 2000,
-        takeoverDelayMs: 0, // the takeover fence has tests of its own
+        takeoverDelayMs: 0, // the takeover delay has tests of its own
         ...options,
       });
       made.push(lock);

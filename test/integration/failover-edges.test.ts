@@ -81,9 +81,9 @@ describe.each([false, true])('a candidate that starts right after a promotion (f
 
     const promotedAt = await promoteNow(s);
     const fresh = candidate(runs, options);
-    const fences: number[] = [];
+    const delays: number[] = [];
     fresh.onTakeoverFence(({ delayMs }) => {
-      fences.push(delayMs);
+      delays.push(delayMs);
     });
     // a timeout says why (the fresh candidate's state and errors)
     await eventually(() => runs.some((r) => r.id === fresh.id), {
@@ -93,7 +93,7 @@ describe.each([false, true])('a candidate that starts right after a promotion (f
     const next = runs.find((r) => r.id === fresh.id) as Run;
     const oldRun = runs.find((r) => r.id === old.id) as Run;
     expect(next.host).toBe(hostOf(s));
-    expect(fences).toEqual([250 + 350]);
+    expect(delays).toEqual([250 + 350]);
     expect(oldRun.end).not.toBeNull();
     expect(next.start).toBeGreaterThan(oldRun.end as number);
     console.log(

@@ -64,6 +64,7 @@ describe('PartitionedLeadership fencing', () => {
     const aTerms = termsOf(a);
     await a.start();
     expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    await eventually(() => aTerms.size === 8, { what: 'the onAssigned callbacks' });
     const first = new Map([...aTerms].map(([p, t]) => [p, t.epoch]));
     expect(first.size).toBe(8);
     expect(await epochRows(name)).toEqual(first); // the terms carry the table's epochs
@@ -201,6 +202,7 @@ describe('PartitionedLeadership fencing', () => {
     const terms = termsOf(w);
     await w.start();
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    await eventually(() => terms.size === 2, { what: 'the onAssigned callbacks' });
     expect([...terms.values()].map((t) => t.epoch)).toEqual([null, null]);
     const client = await writer();
     await expect(w.fenced(client, terms.get(0) as PartitionTerm, async () => 1)).rejects.toMatchObject({

@@ -299,6 +299,8 @@ describe('PartitionedLeadership', () => {
     expect(w.memberIds).toEqual([w.id]);
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
     expect(w.owned.size).toBe(4);
+    // callbacks run on their own queue, in order, just after the transitions that caused them
+    await eventually(() => events.length === 12, { what: 'the twelve callbacks' });
     // every partition was handed back before any was taken again
     expect(events).toEqual([
       ...Array(4).fill('assigned'),

@@ -57,7 +57,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     expect(a.map((r) => r.query_start.getTime())).toEqual(b.map((r) => r.query_start.getTime()));
   });
 
-  it('graceful handoff: a waiting follower leads within milliseconds of stepDown', async () => {
+  it('graceful handover: a waiting follower leads within milliseconds of stepDown', async () => {
     const keys = randomKeys();
     const a = make(keys);
     await a.start();
@@ -70,7 +70,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     const t0 = performance.now();
     await a.stepDown();
     const took = (await acquired.promise) - t0;
-    console.log(`[wait] handoff after stepDown: ${took.toFixed(1)} ms`);
+    console.log(`[wait] handover after stepDown: ${took.toFixed(1)} ms`);
     expect(took).toBeLessThan(100);
   });
 

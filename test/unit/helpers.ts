@@ -28,7 +28,7 @@ export function makeLock(
     healthIntervalMs: 1000,
     queryTimeoutMs: 500,
     closeTimeoutMs: 100,
-    takeoverDelayMs: 0, // the takeover fence has tests of its own
+    takeoverDelayMs: 0, // the takeover delay has tests of its own
     ...rest,
   });
   const events: string[] = [];

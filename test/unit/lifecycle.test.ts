@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FixedInterval, LeaderLock, LockState, ShutdownError } from '../../src/index.js';
+import { Leadership } from '../../src/leadership.js';
 import { FakeClock, FakeDb, flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 
@@ -226,6 +227,34 @@ describe('start and shutdown races', () => {
     await flush();
     expect(h.lock.state).toBe(LockState.STOPPED);
     expect(h.db.clients).toHaveLength(0);
+  });
+});
+
+describe('an internal error (a bug, not a database condition)', () => {
+  it('ends the leadership as leaving LEADER always does, destroys the session and stops: onError, onStopped', async () => {
+    const h = makeLock();
+    await startLeader(h);
+    const term = h.lock.term;
+    const renew = vi.spyOn(Leadership.prototype, 'renew').mockImplementation(() => {
+      throw new Error('boom');
+    });
+    try {
+      await h.clock.advance(1000); // the health check's renewal throws
+    } finally {
+      renew.mockRestore();
+    }
+    expect(h.lock.state).toBe(LockState.STOPPED);
+    expect(h.take()).toEqual(['error:PgLeaderLockError', 'leader->stopped', 'stopped']);
+    expect(h.errors[0]?.message).toBe('internal error: boom');
+    expect(term?.signal.aborted).toBe(true);
+    expect(h.db.open).toHaveLength(0);
+    // the leadership's figures are kept and its time stops counting, as after any other end
+    expect(h.lock.safety).not.toBeNull();
+    expect(h.lock.leaseExpiresAt).not.toBeNull();
+    const leaderMs = h.lock.stats().leaderMs;
+    await h.clock.advance(5000);
+    expect(h.lock.stats().leaderMs).toBe(leaderMs);
+    expect(h.clock.pending).toBe(0);
   });
 });
 

@@ -1,8 +1,8 @@
-/** The partition assignment (src/partitions/assign.ts): balanced, deterministic, stable; and the hand-over bookkeeping (handoffs.ts, epochs.ts). */
+/** The partition assignment (src/partitions/assign.ts): balanced, deterministic, stable; and the hand-over bookkeeping (handovers.ts, epochs.ts). */
 import { describe, expect, it } from 'vitest';
 import { assign } from '../../src/partitions/assign.js';
 import { epochsOf } from '../../src/partitions/epochs.js';
-import { Handoffs, partitionNotices } from '../../src/partitions/handoffs.js';
+import { Handovers, partitionNotices } from '../../src/partitions/handovers.js';
 
 const ids = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i) => `worker-${from + i}`);
 const owners = (a: Map<string, number[]>): Map<number, string> => {
@@ -59,9 +59,9 @@ describe('assign', () => {
   });
 });
 
-describe('Handoffs (what a worker hears on its channel)', () => {
+describe('Handovers (what a worker hears on its channel)', () => {
   const members = new Set(['a', 'b', 'c']);
-  const make = () => new Handoffs((id) => members.has(id));
+  const make = () => new Handovers((id) => members.has(id));
 
   it('a released partition is clean until someone announces taking it; a took that came first cancels the mark', () => {
     const h = make();

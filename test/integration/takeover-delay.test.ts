@@ -1,5 +1,5 @@
 /**
- * The takeover fence against real PostgreSQL, candidates in processes of their own: after an
+ * The takeover delay against real PostgreSQL, candidates in processes of their own: after an
  * unclean handover (the leader's backend terminated) the next leader's work starts only
  * after the old leader's work stopped; a clean handover (stepDown) is not delayed.
  */
@@ -11,7 +11,7 @@ import { useChildren } from '../harness/children.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
-const FIXTURE = path.join(import.meta.dirname, '../fixtures/fence-candidate.fixture.ts');
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
 const STOP_MS = 200; // the candidates' work takes this long to stop after its term's signal aborts
 
 interface Report {
@@ -59,7 +59,7 @@ function candidates(
   return { keys, reports, procs, runs };
 }
 
-describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two processes (%s mode)', (mode) => {
+describe.each(['wait', 'poll'] as const)('takeover delay, candidates in two processes (%s mode)', (mode) => {
   it(`after pg_terminate_backend of a leader whose work takes ${STOP_MS} ms to stop, the next leader's work (another process) starts only after it stopped (3 rounds)`, async () => {
     const c = candidates(mode, STOP_MS + 200, 4); // a loser stays out: each round hands over to another process
     await using admin = await adminClient(databaseUrl());
@@ -80,13 +80,13 @@ describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two proc
       expect(oldEnd, 'the old leader reported its work stopped before the next started').toBeDefined();
       expect(next.at).toBeGreaterThan(oldEnd?.at ?? Number.POSITIVE_INFINITY);
       console.log(
-        `[fence ${mode}] round ${round + 1}: the next leader's work started ${(next.at - (oldEnd?.at ?? 0)).toFixed(0)} ms after the old leader's had stopped`,
+        `[takeover delay ${mode}] round ${round + 1}: the next leader's work started ${(next.at - (oldEnd?.at ?? 0)).toFixed(0)} ms after the old leader's had stopped`,
       );
     }
-    expect(c.reports.filter((r) => r.ev === 'fence').length).toBeGreaterThanOrEqual(3);
+    expect(c.reports.filter((r) => r.ev === 'delayed').length).toBeGreaterThanOrEqual(3);
   });
 
-  it('without the fence (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
+  it('without the delay (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
     // work that takes 2 s to stop: the overlap shows even on a loaded machine
     const c = candidates(mode, 0, 2, false, 2000);
     await using admin = await adminClient(databaseUrl());
@@ -102,9 +102,9 @@ describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two proc
     expect(next.at).toBeLessThan(oldEnd.at); // overlap
   });
 
-  it('a clean handover (stepDown) is not fenced: the next leader leads milliseconds after the old work stopped', async () => {
+  it('a clean handover (stepDown) is not delayed: the next leader leads milliseconds after the old work stopped', async () => {
     const c = candidates(mode, 1500);
-    await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: fenced 1.5 s
+    await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: delayed 1.5 s
     await eventually(() => c.reports.filter((r) => r.ev === 'ready').length === 2);
     const leader = c.reports.find((r) => r.ev === 'acquired') as Report;
     const other = [...c.procs.keys()].find((id) => id !== leader.id) as string;
@@ -119,17 +119,17 @@ describe.each(['wait', 'poll'] as const)('takeover fence, candidates in two proc
     await eventually(() => c.reports.some((r) => r.ev === 'acquired' && r.id === other), { intervalMs: 2 });
     const next = c.reports.find((r) => r.ev === 'acquired' && r.id === other) as Report;
     const stopped = c.reports.find((r) => r.ev === 'run-end' && r.id === leader.id) as Report;
-    expect(c.reports.filter((r) => r.ev === 'fence').map((f) => f.id)).toEqual([leader.id]); // the first start only
+    expect(c.reports.filter((r) => r.ev === 'delayed').map((f) => f.id)).toEqual([leader.id]); // the first start only
     const tookMs = next.at - stopped.at;
     console.log(
-      `[fence ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (fence 1.5 s)`,
+      `[takeover delay ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (delay 1.5 s)`,
     );
     expect(tookMs).toBeLessThan(mode === 'wait' ? 50 : 150); // poll: a 20 ms interval
   });
 });
 
 describe('inspect and a pending holder', () => {
-  it('shows the holder as pending while its takeover fence runs, then as leader', async () => {
+  it('shows the holder as pending while its takeover delay runs, then as leader', async () => {
     const keys = randomKeys();
     const lock = locks.make({ ...keys, takeoverDelayMs: 1500, healthIntervalMs: 100 });
     await lock.start();

@@ -1,5 +1,5 @@
 /**
- * The takeover fence (`takeoverDelayMs`): a grant that cannot prove the previous holder
+ * The takeover delay (`takeoverDelayMs`): a grant that cannot prove the previous holder
  * released cleanly holds the lock (state `pending`, checking ownership) before its term
  * opens; a proven clean handover does not wait. Fake connection and manual clock.
  */
@@ -8,14 +8,14 @@ import { FixedInterval, LockState } from '../../src/index.js';
 import { FakeDb, flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 
-const FENCE = { takeoverDelayMs: 1000 };
+const DELAY = { takeoverDelayMs: 1000 };
 
-describe('takeover fence', () => {
+describe('takeover delay', () => {
   it('with nothing to prove a clean handover (a first start), the term opens only after takeoverDelayMs', async () => {
-    const h = makeLock(FENCE);
-    const fences: number[] = [];
+    const h = makeLock(DELAY);
+    const delays: number[] = [];
     h.lock.onTakeoverFence((f) => {
-      fences.push(f.delayMs);
+      delays.push(f.delayMs);
     });
     await h.lock.start();
     await flush();
@@ -31,13 +31,13 @@ describe('takeover fence', () => {
     expect(h.lock.isLeader).toBe(true);
     // onStateChange reports ACQUIRING -> LEADER when the term opens; `pending` is never reported
     expect(h.take()).toEqual(['acquiring->leader', 'acquired']);
-    expect(fences).toEqual([1000]);
+    expect(delays).toEqual([1000]);
     expect(h.lock.stats().takeoverFences).toBe(1);
     await h.lock.shutdown();
   });
 
   it('keeps verifying ownership while pending: a lock lost meanwhile is never leadership', async () => {
-    const h = makeLock({ ...FENCE, autoReacquire: false });
+    const h = makeLock({ ...DELAY, autoReacquire: false });
     await h.lock.start();
     await flush();
     expect(h.lock.state).toBe(LockState.PENDING);
@@ -49,7 +49,7 @@ describe('takeover fence', () => {
   });
 
   it('a stop while pending releases the lock and never opens a term', async () => {
-    const h = makeLock(FENCE);
+    const h = makeLock(DELAY);
     await h.lock.start();
     await flush();
     expect(h.lock.state).toBe(LockState.PENDING);
@@ -60,13 +60,13 @@ describe('takeover fence', () => {
   });
 
   it.each(['stepDown', 'shutdown'] as const)(
-    'a clean handover (%s) is proven to the next holder: no fence',
+    'a clean handover (%s) is proven to the next holder: no delay',
     async (how) => {
       const db = new FakeDb();
-      const a = makeLock({ ...FENCE, acquireMode: 'wait', waitSliceMs: 60_000, db });
-      const b = makeLock({ ...FENCE, acquireMode: 'wait', waitSliceMs: 60_000, db, clock: a.clock });
+      const a = makeLock({ ...DELAY, acquireMode: 'wait', waitSliceMs: 60_000, db });
+      const b = makeLock({ ...DELAY, acquireMode: 'wait', waitSliceMs: 60_000, db, clock: a.clock });
       await a.lock.start();
-      await a.clock.advance(1000); // a's own cold start is fenced
+      await a.clock.advance(1000); // a's own cold start is delayed
       expect(a.lock.isLeader).toBe(true);
       await b.lock.start();
       await flush();
@@ -80,10 +80,10 @@ describe('takeover fence', () => {
     },
   );
 
-  it('an unclean handover (the holder\u2019s session died) is fenced', async () => {
+  it('an unclean handover (the holder\u2019s session died) is delayed', async () => {
     const db = new FakeDb();
-    const a = makeLock({ ...FENCE, acquireMode: 'wait', waitSliceMs: 60_000, db });
-    const b = makeLock({ ...FENCE, acquireMode: 'wait', waitSliceMs: 60_000, db, clock: a.clock });
+    const a = makeLock({ ...DELAY, acquireMode: 'wait', waitSliceMs: 60_000, db });
+    const b = makeLock({ ...DELAY, acquireMode: 'wait', waitSliceMs: 60_000, db, clock: a.clock });
     await a.lock.start();
     await a.clock.advance(1000);
     await b.lock.start();
@@ -99,12 +99,12 @@ describe('takeover fence', () => {
 
   it('with fencing, the epoch row proves a clean release to a session that saw no event (connected later)', async () => {
     const db = new FakeDb();
-    const a = makeLock({ ...FENCE, fencing: true, db });
+    const a = makeLock({ ...DELAY, fencing: true, db });
     await a.lock.start();
-    await a.clock.advance(1000); // first ever: fenced
+    await a.clock.advance(1000); // first ever: delayed
     expect(a.lock.term?.epoch).toBe(1n);
     await a.lock.shutdown(); // marks epoch 1 released, then unlocks
-    const b = makeLock({ ...FENCE, fencing: true, db, clock: a.clock }); // connects after the release
+    const b = makeLock({ ...DELAY, fencing: true, db, clock: a.clock }); // connects after the release
     await b.lock.start();
     await flush();
     expect(b.lock.isLeader).toBe(true);
@@ -113,9 +113,9 @@ describe('takeover fence', () => {
     await b.lock.shutdown();
   });
 
-  it('a recovered leadership (RECONNECTING) that cannot prove nobody led meanwhile is fenced too', async () => {
+  it('a recovered leadership (RECONNECTING) that cannot prove nobody led meanwhile is delayed too', async () => {
     const h = makeLock({
-      ...FENCE,
+      ...DELAY,
       reconnectGraceMs: 3000,
       retryStrategy: new FixedInterval({ intervalMs: 10 }),
     });
@@ -125,14 +125,14 @@ describe('takeover fence', () => {
     h.take();
     h.db.last.kill();
     await flush();
-    expect(h.lock.state).toBe(LockState.PENDING); // re-acquired on a new session, fenced
+    expect(h.lock.state).toBe(LockState.PENDING); // re-acquired on a new session, delayed
     await h.clock.advance(1000);
     expect(h.lock.isLeader).toBe(true);
     expect(h.take()).toEqual(['leader->reconnecting', 'reconnecting->leader']);
     await h.lock.shutdown();
   });
 
-  it('takeoverDelayMs: 0 turns the fence off', async () => {
+  it('takeoverDelayMs: 0 turns the delay off', async () => {
     const h = makeLock({ takeoverDelayMs: 0 });
     await startLeader(h);
     expect(h.lock.stats().takeoverFences).toBe(0);

@@ -23,7 +23,7 @@ export function partitionNotices(
   return out;
 }
 
-export class Handoffs {
+export class Handovers {
   /** Partitions handed back cleanly by their previous owner. */
   private readonly clean = new Set<number>();
   /** Who last announced taking each partition (to order `released` against `took`). */

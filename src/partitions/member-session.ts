@@ -1,0 +1,215 @@
+/**
+ * A worker's member session: one {@link Connection} to the primary that holds the worker's
+ * member lock and its partitions' locks, listens for membership news, and bounds every
+ * statement by `queryTimeoutMs`. It is prepared as a leader's session is (prepare.ts: the
+ * session marker, a hot standby refused, a pooler that shares backends refused, the
+ * settings that bound how long the server keeps a frozen worker's locks, read back). The
+ * server releases everything the session holds the moment it ends; the lease behind
+ * `owned` comes from what the server applied (docs/safety.md).
+ */
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { Clock } from '../clock.js';
+import type { ConnectFn } from '../connect.js';
+import { Connection } from '../connection.js';
+import { ConnectionError, LockError, sqlStateOf } from '../errors.js';
+import { createTableSql } from '../fencing.js';
+import { PeerWatch } from '../peers.js';
+import type { PoolerGuard } from '../pooler.js';
+import { SHARED_BACKEND } from '../pooler.js';
+import { prepareSession, unsafe } from '../prepare.js';
+import { type Endpoint, findPrimary, type Surveyed } from '../primary.js';
+import { type Safety, safetyFor } from '../safety.js';
+import { FREE_MOVED } from './sql.js';
+
+export interface MemberSessionOptions {
+  endpoints: readonly Endpoint[];
+  membersKey: number;
+  slot: number;
+  channel: string;
+  /** application_name: how other workers read this one's id and partition count. */
+  appName: string;
+  clock: Clock;
+  serverReleaseMs: number;
+  healthIntervalMs: number;
+  queryTimeoutMs: number;
+  closeTimeoutMs: number;
+  unref: boolean;
+  /** With fencing: the epoch table, created at connect if missing. */
+  fencingTable: string | null;
+  onStatement: () => void;
+}
+
+export class MemberSession {
+  private constructor(
+    private readonly conn: Connection,
+    private readonly o: MemberSessionOptions,
+    /** The session marker (sql.ts): each reconcile and take checks it. */
+    readonly token: string,
+    /** The backend this session was prepared on: each reconcile and take checks it. */
+    readonly pid: number,
+    readonly safety: Safety,
+    private readonly pooler: PoolerGuard | null,
+    /** The primary this session is on; the ring watch connects there too. */
+    readonly endpoint: Endpoint,
+    /** The server's timeline (0: unknown): the floor of fencing epochs, and what peers are compared with. */
+    readonly timeline: number,
+    /** What the other configured hosts said when this session connected (the peers to watch). */
+    readonly others: readonly Surveyed[],
+  ) {}
+
+  /** Connect to the primary, prepare the session, listen, take the member lock. */
+  static async open(o: MemberSessionOptions): Promise<MemberSession> {
+    const found = await findPrimary(o.endpoints, { clock: o.clock, queryTimeoutMs: o.queryTimeoutMs });
+    let first: pg.Client | null = found.client;
+    const take: ConnectFn = async () => {
+      const c = first ?? (await found.endpoint.connect());
+      first = null;
+      return c;
+    };
+    const conn = await Connection.open(take, o);
+    let pooler: PoolerGuard | null = null;
+    try {
+      const token = randomBytes(8).toString('hex');
+      const prepared = await prepareSession(conn, {
+        token,
+        applicationName: o.appName,
+        clock: o.clock,
+        queryTimeoutMs: o.queryTimeoutMs,
+        serverReleaseMs: o.serverReleaseMs,
+        probe: { connect: found.endpoint.connect, key1: o.membersKey, key2: o.slot },
+        extra: (version) =>
+          version >= 140000 ? [['idle_session_timeout', String(Math.ceil(o.serverReleaseMs))]] : [],
+      });
+      pooler = prepared.pooler;
+      const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
+      if (o.fencingTable !== null) await createFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
+      await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
+      const [member] = await conn.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', [
+        o.membersKey,
+        o.slot,
+      ]);
+      if (!member?.got) {
+        throw new LockError(
+          `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
+        );
+      }
+      return new MemberSession(
+        conn,
+        o,
+        token,
+        prepared.pid,
+        safety,
+        pooler,
+        found.endpoint,
+        found.timeline,
+        found.others,
+      );
+    } catch (err) {
+      pooler?.close();
+      conn.destroy();
+      throw err;
+    }
+  }
+
+  /**
+   * Several hosts: a watch of the others for a promotion beside this (old) primary
+   * (peers.ts), every `intervalMs`. A promotion closes this session: every term ends at
+   * once; the worker's loop reports the error, and its next session finds the new primary.
+   * Null with one host, or when this server hides its timeline.
+   */
+  watchPeers(intervalMs: number): PeerWatch | null {
+    if (this.others.length === 0 || this.timeline === 0) return null;
+    return new PeerWatch(
+      this.others.map((o) => o.endpoint),
+      { label: this.endpoint.label, timeline: this.timeline },
+      this.o.clock,
+      (error) => this.destroy(error),
+      intervalMs,
+      this.others.some((o) => o.state.kind === 'primary'),
+    );
+  }
+
+  /** Why the session ended, once it has. */
+  get dead(): Error | null {
+    return this.conn.cause;
+  }
+
+  onDeath(fn: (err: Error) => void): () => void {
+    return this.conn.onDeath(fn);
+  }
+
+  onNotify(fn: (payload: string) => void): void {
+    this.conn.onNotification(this.o.channel, fn);
+  }
+
+  /** One statement, bounded by queryTimeoutMs: past it the session is destroyed (a death). */
+  query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    this.o.onStatement();
+    return this.conn.query<R>(text, values);
+  }
+
+  /** Several statements in one round trip (no parameters), bounded as `query`. */
+  async script(text: string): Promise<void> {
+    this.o.onStatement();
+    await this.conn.simple(text);
+  }
+
+  notify(payload: string): Promise<unknown> {
+    return this.query('SELECT pg_notify($1, $2)', [this.o.channel, payload]);
+  }
+
+  /**
+   * A statement of this session's reported the backend that ran it (`pid`) and whether it
+   * carried the session marker (`same`). Another backend, or no marker, means a pooler
+   * moved the session: free what the session's own backend holds (terminate it), close
+   * the session, and refuse. Behind a pooler, also probe that no other connection reaches
+   * the session's backend (pooler.ts).
+   */
+  async verify(row: { pid: number; same: boolean } | undefined): Promise<void> {
+    if (!row?.same || row.pid !== this.pid) {
+      await this.query(FREE_MOVED, [this.pid]).catch(() => {});
+      const err = unsafe(
+        `a statement of the member session ran on backend ${row?.pid ?? 'unknown'}, not its own (${this.pid}): ${SHARED_BACKEND}`,
+      );
+      this.destroy(err);
+      throw err;
+    }
+    if (!this.pooler) return;
+    try {
+      await this.pooler.verifyHolding();
+    } catch (err) {
+      await this.query(FREE_MOVED, [this.pid]).catch(() => {});
+      this.destroy(err as Error);
+      throw err;
+    }
+  }
+
+  destroy(err: Error = new ConnectionError('member session closed')): void {
+    this.pooler?.close();
+    this.conn.destroy(err);
+  }
+
+  /** A clean end within `closeTimeoutMs`: the server frees whatever is still held. */
+  end(): Promise<void> {
+    this.pooler?.close();
+    return this.conn.close();
+  }
+}
+
+/**
+ * Create the epoch table if missing, within `timeoutMs`: on a table of an older version the
+ * column added waits for open fenced writes, and new fenced writes would queue behind it.
+ */
+async function createFencingTable(conn: Connection, table: string, timeoutMs: number): Promise<void> {
+  const ms = `'${Math.ceil(timeoutMs)}ms'`;
+  try {
+    await conn.simple(
+      `BEGIN; SET LOCAL lock_timeout = ${ms}; SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`,
+    );
+  } catch (err) {
+    await conn.simple('ROLLBACK').catch(() => {}); // the failed statement left the transaction open
+    // two sessions creating it at once: one wins, the other sees a duplicate
+    if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * PartitionedLeadership's promises about its own process and sessions, against PostgreSQL:
+ * never two runs of one partition at once in one process, never a statement sent on a
+ * connection that is busy, and nothing left queued on the server once `shutdown()` resolves.
+ */
+import pg from 'pg';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
+import { keysOf } from '../../src/partitions/sql.js';
+import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
+
+const uniq = () => `psafe-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
+
+function worker(name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) {
+  const w = new PartitionedLeadership({
+    name,
+    partitions,
+    ...(extra.connect ? {} : { connectionString: databaseUrl() }),
+    healthIntervalMs: 500,
+    queryTimeoutMs: 1000,
+    takeoverDelayMs: 0,
+    ...extra,
+  });
+  onTestFinished(() => w.shutdown());
+  return w;
+}
+
+/** Rows of pg_locks for this name's member locks that are still waiting (not granted). */
+async function queuedMemberLocks(name: string): Promise<{ pid: number }[]> {
+  return adminQuery(
+    databaseUrl(),
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2
+        AND classid = $1::int4::oid`,
+    [keysOf(name).members],
+  );
+}
+
+describe('PartitionedLeadership in one process', () => {
+  it('never two runs of one partition at once: after its member session is terminated, a rejoin starts a partition’s new run only once the old one (ignoring its abort for 1.5 s) has returned', async () => {
+    const name = uniq();
+    const w = worker(name, 4, { id: 'solo' });
+    const running = new Map<number, number>();
+    let overlaps = 0;
+    let runs = 0;
+    const oldEnded: number[] = [];
+    const newStarted: number[] = [];
+    let terminatedAt = 0;
+    w.runForEach(async (partition, term) => {
+      runs += 1;
+      if (terminatedAt > 0) newStarted.push(performance.now());
+      const now = (running.get(partition) ?? 0) + 1;
+      running.set(partition, now);
+      if (now > 1) overlaps += 1;
+      try {
+        await new Promise<void>((resolve) => term.signal.addEventListener('abort', () => resolve()));
+        if (terminatedAt > 0 && newStarted.length === 0) {
+          await new Promise((r) => setTimeout(r, 1500)); // ignores its abort for 1.5 s
+          oldEnded.push(performance.now());
+        }
+      } finally {
+        running.set(partition, (running.get(partition) ?? 1) - 1);
+      }
+    });
+    await w.start();
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    expect(runs).toBe(4);
+    const [member] = await sessionsLike(databaseUrl(), 'pgleaderlock:solo#p4');
+    terminatedAt = performance.now();
+    await terminate(databaseUrl(), member?.pid as number);
+    // the worker rejoins within about 100 ms and takes the partitions back; their runs wait
+    await eventually(() => newStarted.length === 4, { timeoutMs: 10_000, what: 'the four new runs' });
+    expect(overlaps).toBe(0);
+    expect(oldEnded).toHaveLength(4);
+    expect(Math.min(...newStarted)).toBeGreaterThanOrEqual(Math.max(...oldEnded) - 1);
+  });
+
+  it('never a statement on a busy connection: over three deaths seen by the ring watch, no client is asked for a query while one runs', async () => {
+    const name = uniq();
+    let overlapping = 0;
+    let queries = 0;
+    /** A connect hook that counts queries sent while another is still running on that client. */
+    const connect = async (): Promise<pg.Client> => {
+      const client = new pg.Client({ connectionString: databaseUrl() });
+      client.on('error', () => {});
+      await client.connect();
+      let active = 0;
+      const query = client.query.bind(client) as (...a: unknown[]) => Promise<unknown>;
+      (client as unknown as { query: (...a: unknown[]) => Promise<unknown> }).query = (...args) => {
+        queries += 1;
+        if (active > 0) overlapping += 1;
+        active += 1;
+        const settle = () => {
+          active -= 1;
+        };
+        const p = query(...args);
+        p.then(settle, settle);
+        return p;
+      };
+      return client;
+    };
+    const watcher = worker(name, 8, { id: 'w0', connect });
+    await watcher.start();
+    for (let i = 1; i <= 3; i++) {
+      const id = `w${i}`;
+      const other = worker(name, 8, { id });
+      await other.start();
+      await eventually(() => watcher.memberIds.length === 2, { what: `${id} to be seen` });
+      const [session] = await sessionsLike(databaseUrl(), `pgleaderlock:${id}#p8`);
+      await terminate(databaseUrl(), session?.pid as number);
+      await eventually(() => watcher.memberIds.length === 1 && watcher.owned.size === 8, {
+        what: `${id}'s death to be seen and its partitions taken`,
+      });
+      await other.shutdown();
+    }
+    expect(queries).toBeGreaterThan(20);
+    expect(overlapping).toBe(0);
+  });
+
+  it('nothing left queued: once shutdown() resolves, no backend of the worker waits for a lock, over ten joins and leaves', async () => {
+    const name = uniq();
+    const stay = worker(name, 8, { id: 'stay' });
+    await stay.start();
+    for (let i = 0; i < 10; i++) {
+      const w = worker(name, 8, { id: `leaver${i}` });
+      await w.start();
+      // the leaver's ring watch queues for the member after it
+      await eventually(async () => (await queuedMemberLocks(name)).length >= 2, {
+        what: 'both ring watches to queue',
+      });
+      const watchPids = (await sessionsLike(databaseUrl(), `pgleaderlock:leaver${i}#watch`)).map(
+        (s) => s.pid,
+      );
+      expect(watchPids).toHaveLength(1);
+      await w.shutdown();
+      const queued = (await queuedMemberLocks(name)).map((r) => r.pid);
+      expect(queued.filter((pid) => watchPids.includes(pid))).toEqual([]);
+    }
+  });
+});
+
+describe('PartitionedLeadership callbacks', () => {
+  it('a hung onAssigned is reported after callbackTimeoutMs and delays neither a rebalance, nor the lease, nor shutdown({ timeoutMs })', async () => {
+    const name = uniq();
+    const a = worker(name, 8, { id: 'a', callbackTimeoutMs: 300 });
+    const errors: { code?: unknown; at: number }[] = [];
+    a.onError((e) => errors.push({ code: (e as { code?: unknown }).code, at: performance.now() }));
+    a.onAssigned(() => new Promise<void>(() => {})); // never settles
+    const startedAt = performance.now();
+    await a.start();
+    await eventually(() => a.owned.size === 8, { what: 'a to own all 8' });
+    // the first hung callback is reported after its deadline
+    await eventually(() => errors.some((e) => e.code === 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT'), {
+      what: 'the callback timeout to be reported',
+    });
+    const reported = errors.find((e) => e.code === 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT')?.at ?? 0;
+    expect(reported - startedAt).toBeGreaterThanOrEqual(300);
+    expect(reported - startedAt).toBeLessThan(300 + 1000);
+    // a joiner gets its share while a's callbacks (8 × 300 ms) are still queued
+    const b = worker(name, 8, { id: 'b' });
+    const joinAt = performance.now();
+    await b.start();
+    await eventually(() => b.owned.size === 4 && a.owned.size === 4, { what: 'the 4/4 split' });
+    expect(performance.now() - joinAt).toBeLessThan(1000);
+    // the lease is renewed meanwhile
+    expect((a.leaseExpiresAt as number) - performance.now()).toBeGreaterThan(0);
+    const stopAt = performance.now();
+    await a.shutdown({ timeoutMs: 2000 });
+    expect(performance.now() - stopAt).toBeLessThan(1000);
+    await eventually(() => b.owned.size === 8, { what: 'b to take a’s share' });
+  });
+});
