@@ -8,7 +8,7 @@ import { startPgServer, stopServersOnSignals } from '../test/harness/pg-server.j
 
 stopServersOnSignals();
 
-import { CHECK } from '../src/sql.js';
+import { CHECK } from '../src/leader/sql.js';
 
 async function time(client: pg.Client, text: string, values: unknown[], n: number): Promise<number[]> {
   const out: number[] = [];

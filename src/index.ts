@@ -2,18 +2,18 @@
  * pgleaderlock: leader election on PostgreSQL session advisory locks.
  * @packageDocumentation
  */
-export type {
-  AcquiredCallback,
-  Callback,
-  ErrorCallback,
-  EventName,
-  ListenerOptions,
-  NewLeaderCallback,
-  StateChangeCallback,
-  TakeoverFence,
-  TakeoverFenceCallback,
-} from './callbacks.js';
-export type { Clock } from './clock.js';
+export type { ListenerOptions } from './core/callbacks.js';
+export {
+  type AcquiredMessage,
+  CHANNELS,
+  type ChannelBase,
+  type ErrorMessage,
+  type LostMessage,
+  type PartitionAssignedMessage,
+  type PartitionRevokedMessage,
+  type StateMessage,
+} from './core/channels.js';
+export type { Clock } from './core/clock.js';
 export {
   CallbackError,
   ConnectionError,
@@ -21,31 +21,44 @@ export {
   LockError,
   PgLeaderLockError,
   ShutdownError,
-} from './errors.js';
-export { FencedError } from './fencing.js';
-export type { Health, LockHealth } from './health.js';
-export type { Candidate, InspectOptions, LockInspection } from './inspect.js';
-export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader-lock.js';
-export type { LogFields, LogFn, Logger } from './logger.js';
+} from './core/errors.js';
+export { FencedError } from './core/fencing.js';
+export type { LogFields, LogFn, Logger } from './core/logger.js';
+export type { AppliedSettings, Safety } from './core/safety.js';
+export type { Health } from './core/vitals.js';
+export type { LockHealth } from './leader/health.js';
+export type { Candidate, InspectOptions, LockInspection } from './leader/inspect.js';
+export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader/leader-lock.js';
+export type {
+  AcquiredCallback,
+  Callback,
+  ErrorCallback,
+  EventName,
+  NewLeaderCallback,
+  StateChangeCallback,
+  TakeoverFence,
+  TakeoverFenceCallback,
+} from './leader/lock-callbacks.js';
+export type { LeaderLockOptions } from './leader/options.js';
+export {
+  DecorrelatedJitter,
+  ExponentialBackoff,
+  FixedInterval,
+  type RetryContext,
+  type RetryStrategy,
+} from './leader/retry.js';
+export { LockState, type SpecState } from './leader/state.js';
+export type { LockStats } from './leader/stats.js';
+export { type Term, TermEndedError } from './leader/term.js';
+export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './leader/work.js';
 export {
   LockMetrics,
   type LockMetricsSnapshot,
   type MetricsSnapshotOf,
   type MetricsTarget,
   type PartitionMetricsSnapshot,
-} from './metrics.js';
-export {
-  type AcquiredMessage,
-  CHANNELS,
-  type ChannelBase,
-  type ErrorMessage,
-  type LockStats,
-  type LostMessage,
-  type PartitionAssignedMessage,
-  type PartitionRevokedMessage,
-  type StateMessage,
-} from './observe.js';
-export type { LeaderLockOptions } from './options.js';
+} from './ops/metrics.js';
+export { type ProbesListener, type ProbesOptions, probes } from './ops/probes.js';
 export { MAX_PARTITIONS, type PartitionedLeadershipOptions } from './partitions/options.js';
 export {
   PartitionedLeadership,
@@ -58,15 +71,3 @@ export {
   type PartitionWork,
   type RevokeReason,
 } from './partitions/partitioned.js';
-export { type ProbesListener, type ProbesOptions, probes } from './probes.js';
-export {
-  DecorrelatedJitter,
-  ExponentialBackoff,
-  FixedInterval,
-  type RetryContext,
-  type RetryStrategy,
-} from './retry.js';
-export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './runner.js';
-export type { AppliedSettings, Safety } from './safety.js';
-export { LockState, type SpecState } from './state.js';
-export { type Term, TermEndedError } from './term.js';

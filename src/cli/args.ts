@@ -5,10 +5,10 @@
  */
 
 import { parseArgs } from 'node:util';
-import { passwordsIn, redactConnectionString } from '../hosts.js';
-import { keysFromName } from '../keys.js';
+import { passwordsIn, redactConnectionString } from '../core/hosts.js';
+import { keysFromName } from '../core/keys.js';
+import { checkKey } from '../core/validate.js';
 import { MAX_PARTITIONS } from '../partitions/options.js';
-import { checkKey } from '../validate.js';
 
 /** Bad input on the command line or in the environment: exit code 2, one line, no stack. */
 export class UsageError extends Error {

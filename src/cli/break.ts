@@ -4,8 +4,8 @@
  * backend that still holds the key at the moment of termination (one statement).
  */
 import type pg from 'pg';
-import { sqlStateOf } from '../errors.js';
-import { KEY_LOCKS } from '../sql.js';
+import { sqlStateOf } from '../core/errors.js';
+import { KEY_LOCKS } from '../core/statements.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
 import { CliExit, connectOrExit, EXIT, explain, humanMs } from './common.js';
 

@@ -1,9 +1,9 @@
 /** What the `pgleaderlock` commands share: exit codes, common options, connecting, output. */
 import type pg from 'pg';
-import { systemClock } from '../clock.js';
-import { destroyClient } from '../connect.js';
-import { ConnectionError, sqlStateOf } from '../errors.js';
-import { type Endpoint, endpointsOf, type Found, findPrimary, NoPrimaryError } from '../primary.js';
+import { systemClock } from '../core/clock.js';
+import { destroyClient } from '../core/connect.js';
+import { ConnectionError, sqlStateOf } from '../core/errors.js';
+import { type Endpoint, endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
 import { type Dsn, type OptionSpec, redact, scrub, UsageError } from './args.js';
 
 /** Exit codes. Documented in docs/cli.md; tests pin them. */

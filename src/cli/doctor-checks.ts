@@ -5,13 +5,13 @@
  * scratch key: what the doctor reports is what the library does, not a re-implementation.
  */
 import type pg from 'pg';
-import { systemClock } from '../clock.js';
-import { destroyClient } from '../connect.js';
-import { sqlStateOf } from '../errors.js';
-import { LeaderLock } from '../leader-lock.js';
-import type { LeaderLockOptions } from '../options.js';
-import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../primary.js';
-import { connectSettings, type Safety } from '../safety.js';
+import { systemClock } from '../core/clock.js';
+import { destroyClient } from '../core/connect.js';
+import { sqlStateOf } from '../core/errors.js';
+import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
+import { connectSettings, type Safety } from '../core/safety.js';
+import { LeaderLock } from '../leader/leader-lock.js';
+import type { LeaderLockOptions } from '../leader/options.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
 import { defaultsCheck, holderCheck, latencyCheck, permissionChecks } from './doctor-queries.js';

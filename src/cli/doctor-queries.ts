@@ -3,9 +3,9 @@
  * latency, permissions and the key's holder (doctor-checks.ts runs them).
  */
 import type pg from 'pg';
-import { DEFAULT_FENCING_TABLE } from '../fencing.js';
-import type { LeaderLockOptions } from '../options.js';
-import { KEY_LOCKS } from '../sql.js';
+import { DEFAULT_FENCING_TABLE } from '../core/fencing.js';
+import { KEY_LOCKS } from '../core/statements.js';
+import type { LeaderLockOptions } from '../leader/options.js';
 import type { Keys } from './args.js';
 import { humanMs } from './common.js';
 import type { Check } from './doctor-checks.js';

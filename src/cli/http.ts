@@ -3,8 +3,8 @@
  * `/metrics`) on a server of its own; a follower is ready (docs/observability.md, "Probes").
  */
 import http from 'node:http';
-import { LockMetrics, type MetricsTarget } from '../metrics.js';
-import { probes } from '../probes.js';
+import { LockMetrics, type MetricsTarget } from '../ops/metrics.js';
+import { probes } from '../ops/probes.js';
 import { UsageError } from './args.js';
 
 export interface HttpAddress {

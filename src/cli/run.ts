@@ -1,8 +1,9 @@
 /** `pgleaderlock run`: join the election and log every transition until SIGINT/SIGTERM. */
-import { LeaderLock } from '../leader-lock.js';
-import type { LogFn, Logger } from '../logger.js';
-import type { LeaderLockOptions } from '../options.js';
-import { ExponentialBackoff } from '../retry.js';
+
+import type { LogFn, Logger } from '../core/logger.js';
+import { LeaderLock } from '../leader/leader-lock.js';
+import type { LeaderLockOptions } from '../leader/options.js';
+import { ExponentialBackoff } from '../leader/retry.js';
 import {
   type Dsn,
   type Keys,

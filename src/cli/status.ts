@@ -1,9 +1,9 @@
 /** `pgleaderlock status`: who holds the key and who waits, from pg_locks. Informational. */
 
-import { destroyClient } from '../connect.js';
-import { type Candidate, inspect } from '../inspect.js';
+import { destroyClient } from '../core/connect.js';
+import type { Found } from '../core/primary.js';
+import { type Candidate, inspect } from '../leader/inspect.js';
 import { PartitionedLeadership } from '../partitions/partitioned.js';
-import type { Found } from '../primary.js';
 import {
   type Dsn,
   type Keys,

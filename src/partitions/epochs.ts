@@ -1,4 +1,4 @@
-import { epochFloor } from '../fencing.js';
+import { epochFloor } from '../core/fencing.js';
 
 /**
  * Fencing epochs per partition (`fencing: true`): the table of LeaderLock's fencing

@@ -1,5 +1,5 @@
 /** Errors of partitioned leadership. */
-import { PgLeaderLockError } from '../errors.js';
+import { PgLeaderLockError } from '../core/errors.js';
 
 /** Workers of one name were started with different partition counts. */
 export class PartitionMismatchError extends PgLeaderLockError {

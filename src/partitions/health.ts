@@ -4,7 +4,7 @@
  * function of a snapshot, so the worker's sessions, its callbacks and its loop each
  * contribute their part without knowing about probes.
  */
-import { type Health, loopBlocked } from '../health.js';
+import { type Health, loopBlocked } from '../core/vitals.js';
 
 /** The answer of `workers.health()`. */
 export interface PartitionHealth extends Health {

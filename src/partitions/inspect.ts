@@ -3,9 +3,9 @@
  * partition, from `pg_locks` on the primary, without joining. A snapshot (informational).
  */
 import type pg from 'pg';
-import { systemClock } from '../clock.js';
-import { type ConnectFn, destroyClient } from '../connect.js';
-import { type Endpoint, endpointsOf, findPrimary } from '../primary.js';
+import { systemClock } from '../core/clock.js';
+import { type ConnectFn, destroyClient } from '../core/connect.js';
+import { type Endpoint, endpointsOf, findPrimary } from '../core/primary.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
 export interface PartitionInspectOptions {

@@ -9,17 +9,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Clock } from '../clock.js';
-import type { ConnectFn } from '../connect.js';
-import { Connection } from '../connection.js';
-import { ConnectionError, LockError, sqlStateOf } from '../errors.js';
-import { createTableSql } from '../fencing.js';
-import { PeerWatch } from '../peers.js';
-import type { PoolerGuard } from '../pooler.js';
-import { SHARED_BACKEND } from '../pooler.js';
-import { prepareSession, unsafe } from '../prepare.js';
-import { type Endpoint, findPrimary, type Surveyed } from '../primary.js';
-import { type Safety, safetyFor } from '../safety.js';
+import type { Clock } from '../core/clock.js';
+import type { ConnectFn } from '../core/connect.js';
+import { Connection } from '../core/connection.js';
+import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
+import { createTableSql } from '../core/fencing.js';
+import { PeerWatch } from '../core/peers.js';
+import type { PoolerGuard } from '../core/pooler.js';
+import { SHARED_BACKEND } from '../core/pooler.js';
+import { prepareSession, unsafe } from '../core/prepare.js';
+import { type Endpoint, findPrimary, type Surveyed } from '../core/primary.js';
+import { type Safety, safetyFor } from '../core/safety.js';
 import { FREE_MOVED } from './sql.js';
 
 export interface MemberSessionOptions {

@@ -1,16 +1,16 @@
 /** Options of `PartitionedLeadership`, validated up front (the same rules as LeaderLock's). */
 
 import os from 'node:os';
-import { applicationName } from '../connect.js';
-import { fencingTableOf } from '../fencing.js';
+import { applicationName } from '../core/connect.js';
+import { fencingTableOf } from '../core/fencing.js';
 import {
   checkKnownKeys,
   type ResolvedShared,
   resolveShared,
   SHARED_KEYS,
   type SharedOptions,
-} from '../shared-options.js';
-import { checkDuration, checkPositiveDuration, show } from '../validate.js';
+} from '../core/shared-options.js';
+import { checkDuration, checkPositiveDuration, show } from '../core/validate.js';
 
 /** The most partitions one name may have (the assignment is computed on every change). */
 export const MAX_PARTITIONS = 4096;

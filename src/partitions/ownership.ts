@@ -5,8 +5,8 @@
  * (epochs.ts), the lease (lease.ts), and a clean leave. The worker's lifecycle (sessions,
  * retries, the public API) is partitioned.ts.
  */
-import { sqlStateOf } from '../errors.js';
-import type { Lease } from '../lease.js';
+import { sqlStateOf } from '../core/errors.js';
+import type { Lease } from '../core/lease.js';
 import { assign } from './assign.js';
 import { bumpPartitionsSql, epochsOf } from './epochs.js';
 import { lockTableFull, PartitionMismatchError } from './errors.js';

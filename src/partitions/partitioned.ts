@@ -12,15 +12,15 @@
  * and reconnecting after a session ends.
  */
 import type pg from 'pg';
-import { Callbacks, type ListenerOptions } from '../callbacks.js';
-import { type Deferred, deferred, sleep } from '../clock.js';
-import { ConnectionError } from '../errors.js';
-import { FencedError, fencedWrite } from '../fencing.js';
-import { hungCallback, Vitals } from '../health.js';
-import { Lease } from '../lease.js';
-import { PEER_TIMEOUT_MS, type PeerWatch } from '../peers.js';
-import type { LeaderWorkHandle } from '../runner.js';
-import { show } from '../validate.js';
+import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
+import { type Deferred, deferred, sleep } from '../core/clock.js';
+import { ConnectionError } from '../core/errors.js';
+import { FencedError, fencedWrite } from '../core/fencing.js';
+import { Lease } from '../core/lease.js';
+import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
+import type { LeaderWorkHandle } from '../core/runner.js';
+import { show } from '../core/validate.js';
+import { hungCallback, Vitals } from '../core/vitals.js';
 import { PartitionMismatchError } from './errors.js';
 import { assessPartitionHealth, type PartitionHealth, quietBoundMs, type WorkerPhase } from './health.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';

@@ -6,8 +6,8 @@
  * partition are never alive at once in this process, even when a lost partition is taken
  * again while its old run still ignores its abort.
  */
-import type { LeaderWorkHandle } from '../runner.js';
-import { Runners } from '../runner.js';
+import type { LeaderWorkHandle } from '../core/runner.js';
+import { Runners } from '../core/runner.js';
 import type { PartitionTerm } from './terms.js';
 
 export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<void> | void;

@@ -6,7 +6,7 @@
  * whose session ended is no member, with no time-to-live to wait out).
  */
 import pg from 'pg';
-import { keysFromName } from '../keys.js';
+import { keysFromName } from '../core/keys.js';
 import { hash32 } from './assign.js';
 
 /** The two key namespaces of a name, and its NOTIFY channel. */

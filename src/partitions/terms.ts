@@ -4,12 +4,12 @@
  * revocation its signal aborted and its runs drained (up to `drainTimeoutMs`) before the
  * caller releases the lock. The one owner of "which partitions are mine" in a worker.
  */
-import type { Callbacks } from '../callbacks.js';
-import { type Clock, sleep } from '../clock.js';
-import { EventLog } from '../event-log.js';
-import type { Logger } from '../logger.js';
-import { publish } from '../observe.js';
-import type { LeaderWorkHandle } from '../runner.js';
+import type { Callbacks } from '../core/callbacks.js';
+import { publish } from '../core/channels.js';
+import { type Clock, sleep } from '../core/clock.js';
+import { EventLog } from '../core/event-log.js';
+import type { Logger } from '../core/logger.js';
+import type { LeaderWorkHandle } from '../core/runner.js';
 import { PartitionRuns, type PartitionWork } from './runs.js';
 
 export interface PartitionTerm {

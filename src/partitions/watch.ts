@@ -9,12 +9,12 @@
  * {@link Connection} prepared as every session is (prepare.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { sendCancel } from '../cancel.js';
-import { type Clock, sleep } from '../clock.js';
-import type { ConnectFn } from '../connect.js';
-import { Connection } from '../connection.js';
-import { sqlStateOf } from '../errors.js';
-import { prepareSession } from '../prepare.js';
+import { sendCancel } from '../core/cancel.js';
+import { type Clock, sleep } from '../core/clock.js';
+import type { ConnectFn } from '../core/connect.js';
+import { Connection } from '../core/connection.js';
+import { sqlStateOf } from '../core/errors.js';
+import { prepareSession } from '../core/prepare.js';
 
 export interface WatchOptions {
   connect: ConnectFn;

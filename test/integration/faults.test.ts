@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import { FixedInterval, LockState } from '../../src/index.js';
 import {
   adminClient,

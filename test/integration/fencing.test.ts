@@ -1,7 +1,7 @@
 /** Fencing tokens against PostgreSQL. */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import { FencedError, LeaderLock, LockState } from '../../src/index.js';
 import {
   adminQuery,

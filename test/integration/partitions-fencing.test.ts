@@ -1,7 +1,7 @@
 /** Fencing epochs per partition (PartitionedLeadership `fencing: true`) against PostgreSQL. */
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import {
   FencedError,
   PartitionedLeadership,

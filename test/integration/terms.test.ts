@@ -1,7 +1,7 @@
 /** Terms against PostgreSQL: the signal aborts within 50 ms of each way a term ends; inspect. */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import { FixedInterval, LeaderLock, LockState } from '../../src/index.js';
 import {
   adminClient,

@@ -1,6 +1,6 @@
 /** What only wait mode has: server-side waiters, prompt cancellation, no inheritance by a dead waiter. */
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import { LockState } from '../../src/index.js';
 import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';

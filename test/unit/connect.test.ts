@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applicationName } from '../../src/connect.js';
+import { applicationName } from '../../src/core/connect.js';
 
 describe('applicationName', () => {
   it('prefixes pgleaderlock: and keeps within 63 bytes on a character boundary', () => {

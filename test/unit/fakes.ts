@@ -4,7 +4,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 
 export type Behaviour = 'normal' | 'error' | 'hang';
 

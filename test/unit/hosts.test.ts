@@ -11,7 +11,7 @@ import {
   parseTargets,
   redactConnectionString,
   type TargetsInput,
-} from '../../src/hosts.js';
+} from '../../src/core/hosts.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pgleaderlock-hosts-'));
 const caFile = join(dir, 'root.crt');

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { FixedInterval, LeaderLock, LockState, ShutdownError } from '../../src/index.js';
-import { Leadership } from '../../src/leadership.js';
+import { Leadership } from '../../src/leader/leadership.js';
 import { FakeClock, FakeDb, flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { parseSettingMs } from '../../src/connect.js';
+import { parseSettingMs } from '../../src/core/connect.js';
+import {
+  type AppliedSettings,
+  connectSettings,
+  safetyFor,
+  serverReleaseBound,
+} from '../../src/core/safety.js';
 import { FixedInterval, LeaderLock, LockState } from '../../src/index.js';
-import { type AppliedSettings, connectSettings, safetyFor, serverReleaseBound } from '../../src/safety.js';
 import { flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 

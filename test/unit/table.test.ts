@@ -5,9 +5,9 @@
  * row through the public API is in transitions.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { type Effect, type Flags, INPUT_TYPES, type InputType, transition } from '../../src/fsm.js';
 import { LockState } from '../../src/index.js';
-import type { SpecState } from '../../src/state.js';
+import { type Effect, type Flags, INPUT_TYPES, type InputType, transition } from '../../src/leader/fsm.js';
+import type { SpecState } from '../../src/leader/state.js';
 
 const DEFAULT: Flags = { autoReacquire: true, graceEnabled: false, releaseThen: 'stop', waitMode: false };
 

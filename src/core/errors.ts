@@ -1,0 +1,123 @@
+/**
+ * Error classes. Every error has a stable `code` to branch on (never match message text);
+ * causes are chained through the standard `cause` property.
+ */
+
+/** Stable codes carried by {@link PgLeaderLockError.code}. */
+export type ErrorCode =
+  | 'ERR_PGLEADERLOCK'
+  | 'ERR_PGLEADERLOCK_CONNECTION'
+  | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT'
+  | 'ERR_PGLEADERLOCK_LOCK'
+  | 'ERR_PGLEADERLOCK_RELEASE'
+  | 'ERR_PGLEADERLOCK_LOST'
+  | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
+  | 'ERR_PGLEADERLOCK_UNSAFE'
+  | 'ERR_PGLEADERLOCK_NO_PRIMARY'
+  | 'ERR_PGLEADERLOCK_SHUTDOWN'
+  | 'ERR_PGLEADERLOCK_CALLBACK'
+  | 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT'
+  | 'ERR_PGLEADERLOCK_TERM_ENDED'
+  | 'ERR_PGLEADERLOCK_RUN'
+  | 'ERR_PGLEADERLOCK_FENCED'
+  | 'ERR_PGLEADERLOCK_PARTITION_MISMATCH'
+  | 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL';
+
+/** Base class of every error this library produces. */
+export class PgLeaderLockError extends Error {
+  override name = 'PgLeaderLockError';
+  readonly code: ErrorCode;
+
+  constructor(message: string, options?: { cause?: unknown; code?: ErrorCode }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options?.code ?? 'ERR_PGLEADERLOCK';
+  }
+
+  /** SQLSTATE of the PostgreSQL error in the cause chain, if any (read from the driver error). */
+  get sqlState(): string | undefined {
+    return sqlStateOf(this.cause);
+  }
+}
+
+/** Failed to establish or keep a database connection (also: a query that missed its deadline). */
+export class ConnectionError extends PgLeaderLockError {
+  override name = 'ConnectionError';
+  constructor(
+    message: string,
+    options?: { cause?: unknown; code?: 'ERR_PGLEADERLOCK_CONNECTION' | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT' },
+  ) {
+    super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_CONNECTION' });
+  }
+}
+
+/** Failed to acquire, verify or release the advisory lock, or the lock was lost. */
+export class LockError extends PgLeaderLockError {
+  override name = 'LockError';
+  constructor(
+    message: string,
+    options?: {
+      cause?: unknown;
+      code?:
+        | 'ERR_PGLEADERLOCK_LOCK'
+        | 'ERR_PGLEADERLOCK_RELEASE'
+        | 'ERR_PGLEADERLOCK_LOST'
+        | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
+        | 'ERR_PGLEADERLOCK_UNSAFE'
+        | 'ERR_PGLEADERLOCK_NO_PRIMARY';
+    },
+  ) {
+    super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_LOCK' });
+  }
+}
+
+/** Error during shutdown or step-down, e.g. its timeout elapsed and the session was closed by force. */
+export class ShutdownError extends PgLeaderLockError {
+  override name = 'ShutdownError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { cause: options?.cause, code: 'ERR_PGLEADERLOCK_SHUTDOWN' });
+  }
+}
+
+/**
+ * A user callback threw or rejected (`cause` is what it threw; code
+ * `ERR_PGLEADERLOCK_CALLBACK`), or did not settle within `callbackTimeoutMs` (code
+ * `ERR_PGLEADERLOCK_CALLBACK_TIMEOUT`; the queue moved on without it). Passed to `onError`.
+ */
+export class CallbackError extends PgLeaderLockError {
+  override name = 'CallbackError';
+  /** The event whose callback failed, e.g. `'acquired'`. */
+  readonly event: string;
+  constructor(event: string, cause: unknown, timeoutMs?: number) {
+    super(
+      timeoutMs === undefined
+        ? `${event} callback failed: ${describe(cause)}`
+        : `${event} callback did not settle within ${timeoutMs} ms; later callbacks run without waiting for it`,
+      {
+        cause: timeoutMs === undefined ? cause : undefined,
+        code: timeoutMs === undefined ? 'ERR_PGLEADERLOCK_CALLBACK' : 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT',
+      },
+    );
+    this.event = event;
+  }
+}
+
+/** SQLSTATE of the first PostgreSQL error in a cause chain (driver errors carry it in `code`). */
+export function sqlStateOf(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** A short one-line description of anything thrown. */
+export function describe(err: unknown): string {
+  if (err instanceof Error) return err.message || err.name;
+  return String(err);
+}
+
+/** Normalise anything thrown into an Error. */
+export function toError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(describe(err), { cause: err });
+}

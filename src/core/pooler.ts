@@ -1,0 +1,166 @@
+/**
+ * Detecting a connection pooler that shares backends between clients (PgBouncer, and
+ * others, in transaction or statement mode). Session advisory locks belong to a backend,
+ * so behind such a pooler two clients can both "hold" one lock, and a lock can stay
+ * behind on a pooled backend after its client has gone (docs/safety.md, "Poolers").
+ *
+ * What the protocol and the server show, and what this module does with it:
+ *  - the pid announced at connect (BackendKeyData, `client.processID`) is the backend's
+ *    own pid on a direct connection. A pooler answers the startup itself and announces a
+ *    number of its own (PgBouncer does in every mode): a pooler is in the path when the
+ *    two differ. A direct connection needs nothing more.
+ *  - behind a pooler, a second connection (the probe) is opened through the same path. A
+ *    pooler that shares backends hands it an idle backend, the most recently used first
+ *    (PgBouncer's default), which is the lock session's own: the probe then finds the
+ *    lock session's marker there, or the lock held there. In session mode the lock
+ *    session's backend is pinned to it, and a backend handed to a new client has been
+ *    reset (DISCARD ALL), so the probe finds neither. The probe runs at connect (fresh
+ *    connection, closed after), after every grant and with every ownership check while
+ *    leader (on one probe connection kept while the lock is held). A probe that cannot
+ *    get an answer is a refusal, never a pass.
+ *  - every statement of the lock session itself checks its marker, and an acquisition
+ *    checks that the backend did not hold the key already (sql.ts).
+ */
+import type pg from 'pg';
+import type { Clock } from './clock.js';
+import type { ConnectFn } from './connect.js';
+import { destroyClient } from './connect.js';
+import { describe, LockError } from './errors.js';
+import { PROBE } from './statements.js';
+
+const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
+
+export const SHARED_BACKEND =
+  'a connection pooler in transaction or statement mode is in the path: session advisory locks ' +
+  `would not exclude other clients sharing the backend; ${ADVICE}`;
+
+export interface GuardOptions {
+  key1: number;
+  key2: number;
+  /** The lock session's marker token (sql.ts). */
+  token: string;
+  /** Opens another connection through the same path. */
+  connect: ConnectFn;
+  clock: Clock;
+  /** Deadline for each probe (connecting included). */
+  timeoutMs: number;
+}
+
+interface ProbeRow {
+  pid: number;
+  marker: string | null;
+  held: boolean;
+}
+
+function unsafe(why: string, cause?: unknown): LockError {
+  return new LockError(`${SHARED_BACKEND} (${why})`, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause });
+}
+
+/**
+ * Watches one lock session that runs behind a pooler. `PoolerGuard.open` returns null for
+ * a direct connection.
+ */
+export class PoolerGuard {
+  /** The probe connection kept while the lock is held. */
+  private held: pg.Client | null = null;
+
+  private constructor(
+    private readonly o: GuardOptions,
+    /** The lock session's backend. */
+    private readonly backendPid: number,
+  ) {}
+
+  /**
+   * At connect: null when the connection is direct; otherwise probe once on a fresh
+   * connection and refuse (throw) if backends are shared.
+   */
+  static async open(
+    o: GuardOptions,
+    backendPid: number,
+    announcedPid: number | null,
+  ): Promise<PoolerGuard | null> {
+    if (announcedPid === backendPid) return null;
+    const guard = new PoolerGuard(o, backendPid);
+    const client = await guard.connectProbe();
+    try {
+      await guard.verify(client);
+    } finally {
+      destroyClient(client);
+    }
+    return guard;
+  }
+
+  /**
+   * While the lock is held (after the grant, and with each ownership check): probe on the
+   * connection kept for that, opening it the first time. Throws if the probe shows the
+   * lock session's backend, its marker or the lock from another connection.
+   */
+  async verifyHolding(): Promise<void> {
+    try {
+      this.held ??= await this.connectProbe();
+      await this.verify(this.held);
+    } catch (err) {
+      this.close();
+      throw err;
+    }
+  }
+
+  /** Close the probe connection kept while leading, if any. */
+  close(): void {
+    if (this.held) destroyClient(this.held);
+    this.held = null;
+  }
+
+  private async verify(client: pg.Client): Promise<void> {
+    const row = await this.bounded('probe', async () => {
+      const { rows } = await client.query<ProbeRow>(PROBE, [this.o.key1, this.o.key2]);
+      if (!rows[0]) throw new Error('the probe returned no row');
+      return rows[0];
+    });
+    if (row.pid === this.backendPid || row.marker === this.o.token) {
+      throw unsafe(`a second connection was served by this session's backend, pid ${this.backendPid}`);
+    }
+    if (row.held) {
+      throw unsafe(`a second connection was served by backend ${row.pid}, which holds the lock`);
+    }
+    if (row.marker !== null) {
+      throw unsafe(
+        `a second connection was served by backend ${row.pid}, which carries another lock session's state: ` +
+          'the pooler shares backends, or does not reset them between clients (server_reset_query)',
+      );
+    }
+  }
+
+  private async connectProbe(): Promise<pg.Client> {
+    const attempt = this.o.connect();
+    try {
+      return await this.bounded('connecting the probe', () => attempt);
+    } catch (err) {
+      attempt.then(destroyClient, () => {}); // connected after the deadline
+      throw err;
+    }
+  }
+
+  /** Run `work` within the probe deadline; a miss (or any failure) is a refusal. */
+  private async bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
+    const { clock, timeoutMs } = this.o;
+    let timer: unknown;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = clock.setTimeout(
+        () => reject(new Error(`no answer within ${timeoutMs} ms (is the pool full?)`)),
+        timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([work(), deadline]);
+    } catch (err) {
+      throw new LockError(
+        'a connection pooler is in the path (the backend pid differs from the pid its connection announced) ' +
+          `and whether it shares backends could not be checked: ${what} failed: ${describe(err)}; ${ADVICE}`,
+        { code: 'ERR_PGLEADERLOCK_UNSAFE', cause: err },
+      );
+    } finally {
+      clock.clearTimeout(timer);
+    }
+  }
+}

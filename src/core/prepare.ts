@@ -1,0 +1,96 @@
+/**
+ * Preparing a session, the same for every session either election opens: mark the backend
+ * (sql.ts `PREPARE`), refuse a hot standby, refuse a pooler that shares backends
+ * (pooler.ts), set the settings that bound how long the server keeps a dead client's
+ * locks (safety.ts) and read back what the server applied.
+ */
+import type { Clock } from './clock.js';
+import { type ConnectFn, parseSettingMs } from './connect.js';
+import type { Connection } from './connection.js';
+import { ConnectionError, LockError } from './errors.js';
+import { PoolerGuard } from './pooler.js';
+import { type AppliedSettings, connectSettings, READ_BACK } from './safety.js';
+import { PREPARE, READ_SETTINGS } from './statements.js';
+
+export interface PrepareOptions {
+  /** The session marker (sql.ts), checked by the pooler probe and by the session's statements. */
+  token: string;
+  applicationName: string;
+  clock: Clock;
+  queryTimeoutMs: number;
+  /** The bound the settings aim at (safety.ts `connectSettings`). */
+  serverReleaseMs: number;
+  /**
+   * The pooler probe: another connection through the same path, and the key it checks is
+   * not held by the backend that serves it. Null: no probe (a second session of a worker
+   * whose first session already passed it).
+   */
+  probe: { connect: ConnectFn; key1: number; key2: number } | null;
+  /** Settings of this session's own, beside the common ones (lock_timeout, idle_session_timeout), by server version. */
+  extra?: (serverVersion: number) => readonly [name: string, value: string][];
+}
+
+/** What preparing found. */
+export interface Prepared {
+  /** This session's backend pid. */
+  readonly pid: number;
+  readonly settings: AppliedSettings;
+  /** Set when a pooler is in the path (it was probed and found not to share backends). */
+  readonly pooler: PoolerGuard | null;
+}
+
+/** The error of a refused session: `ERR_PGLEADERLOCK_UNSAFE`. */
+export function unsafe(message: string, cause?: unknown): LockError {
+  return new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause });
+}
+
+export async function prepareSession(conn: Connection, o: PrepareOptions): Promise<Prepared> {
+  const [info] = await conn.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, [
+    o.token,
+    o.applicationName,
+  ]);
+  if (!info) throw new ConnectionError('the server returned nothing for its version');
+  if (info.recovery) {
+    throw unsafe(
+      'the server is in recovery (a hot standby): an advisory lock there excludes nobody on the primary; connect to the primary',
+    );
+  }
+  const pooler = o.probe
+    ? await PoolerGuard.open(
+        {
+          key1: o.probe.key1,
+          key2: o.probe.key2,
+          token: o.token,
+          connect: o.probe.connect,
+          clock: o.clock,
+          timeoutMs: o.queryTimeoutMs,
+        },
+        info.pid,
+        conn.announcedPid,
+      )
+    : null;
+  try {
+    const wanted = [...connectSettings(o.serverReleaseMs, info.version), ...(o.extra?.(info.version) ?? [])];
+    const calls = wanted.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, false)`).join(', ');
+    await conn.query(`/* pgleaderlock:configure */ SELECT ${calls}`, wanted.flat());
+    const rows = await conn.query<{ name: string; setting: string }>(READ_SETTINGS, [[...READ_BACK]]);
+    const read = (name: string): number | null => {
+      const row = rows.find((r) => r.name === name);
+      return row ? Number(row.setting) : null;
+    };
+    const idle = rows.find((r) => r.name === 'idle_session_timeout');
+    const settings: AppliedSettings = {
+      serverVersion: info.version,
+      idleSessionTimeoutMs: idle ? parseSettingMs(`${idle.setting}ms`) : null,
+      tcpKeepalivesIdleS: read('tcp_keepalives_idle') ?? 0,
+      tcpKeepalivesIntervalS: read('tcp_keepalives_interval') ?? 0,
+      tcpKeepalivesCount: read('tcp_keepalives_count') ?? 0,
+      tcpUserTimeoutMs: read('tcp_user_timeout'),
+      clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
+    };
+    return { pid: info.pid, settings, pooler };
+  } catch (err) {
+    pooler?.close();
+    throw err;
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Who holds a key and who waits for it, from pg_locks joined with pg_stat_activity, on a
+ * short-lived connection of its own to the primary (the lock's hosts are surveyed as the
+ * lock does, primary.ts). Never takes the lock. Informational: by the time you read it, it
+ * may have changed.
+ */
+import type pg from 'pg';
+import { systemClock } from '../core/clock.js';
+import { destroyClient } from '../core/connect.js';
+import { ConnectionError, describe } from '../core/errors.js';
+import { keysFromName } from '../core/keys.js';
+import { type Endpoint, endpointsOf, findPrimary, NoPrimaryError } from '../core/primary.js';
+import { KEY_LOCKS } from '../core/statements.js';
+import { checkKey, checkPositiveDuration } from '../core/validate.js';
+
+export interface InspectOptions {
+  /** As for LeaderLock, several hosts included (the primary among them is inspected). */
+  connectionString?: string;
+  /** Opens a connected client; inspect closes it. */
+  connect?: () => Promise<pg.Client>;
+  key1?: number;
+  key2?: number;
+  /** Instead of key1/key2. */
+  name?: string;
+  /** Deadline for connecting and the query. Default 5000. */
+  timeoutMs?: number;
+}
+
+export interface Candidate {
+  /** The candidate's id (`pgleaderlock:<id>` application_name), or the raw application_name of another client. */
+  id: string;
+  /** Backend pid. */
+  pid: number;
+  /** Client address (null on Unix sockets). */
+  clientAddr: string | null;
+  /**
+   * Leader: when its session started (the lock was taken at or after it; PostgreSQL does
+   * not record when). Waiter: when it started waiting (PG14+), else when its statement began.
+   */
+  since: Date | null;
+}
+
+export interface LockInspection {
+  /** The server inspected: `host:port` of the primary, or `connect()`. */
+  host: string;
+  leader: Candidate | null;
+  /**
+   * The holder holds the lock for the takeover delay: its term has not opened yet (read
+   * from its last statement; right after a grant, for one round trip, not yet shown).
+   */
+  pending: boolean;
+  /** In the order PostgreSQL queued them (oldest wait first). */
+  waiters: Candidate[];
+}
+
+const INSPECT = `SELECT l.pid, l.granted, a.application_name, host(a.client_addr) AS client_addr,
+    a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start,
+    a.query LIKE '/* pgleaderlock:pending */%' AS pending
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE ${KEY_LOCKS}
+  ORDER BY l.granted DESC, waitstart NULLS LAST, a.query_start`;
+
+interface Row {
+  pid: number;
+  granted: boolean;
+  application_name: string | null;
+  client_addr: string | null;
+  backend_start: Date | null;
+  waitstart: Date | null;
+  query_start: Date | null;
+  pending: boolean;
+}
+
+function candidate(r: Row, since: Date | null): Candidate {
+  const app = r.application_name ?? '';
+  return {
+    id: app.startsWith('pgleaderlock:') ? app.slice('pgleaderlock:'.length) : app,
+    pid: r.pid,
+    clientAddr: r.client_addr,
+    since,
+  };
+}
+
+export async function inspect(options: InspectOptions): Promise<LockInspection> {
+  let key1: number;
+  let key2: number;
+  if (options.name !== undefined) [key1, key2] = keysFromName(options.name);
+  else {
+    key1 = checkKey('key1', options.key1);
+    key2 = checkKey('key2', options.key2);
+  }
+  const timeoutMs =
+    options.timeoutMs === undefined ? 5000 : checkPositiveDuration('timeoutMs', options.timeoutMs);
+  const endpoints: Endpoint[] = options.connect
+    ? [{ label: 'connect()', connect: options.connect }]
+    : endpointsOf(
+        options.connectionString === undefined ? {} : { connectionString: options.connectionString },
+        'pgleaderlock-inspect',
+        timeoutMs,
+      );
+  let client: pg.Client;
+  let host: string;
+  try {
+    const found = await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
+    client = found.client;
+    host = found.endpoint.label;
+  } catch (err) {
+    if (err instanceof NoPrimaryError) err.standbys.close();
+    throw new ConnectionError(`inspect could not connect: ${describe(err)}`, { cause: err });
+  }
+  client.on('error', () => {});
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    destroyClient(client); // the query fails at once
+  }, timeoutMs);
+  try {
+    const { rows } = await client.query<Row>(INSPECT, [key1, key2]).catch((err: unknown) => {
+      if (late)
+        throw new ConnectionError(`inspect got no answer from ${host} within ${timeoutMs} ms`, {
+          cause: err,
+        });
+      throw err;
+    });
+    const held = rows.find((r) => r.granted);
+    return {
+      host,
+      leader: held ? candidate(held, held.backend_start) : null,
+      pending: held?.pending === true,
+      waiters: rows.filter((r) => !r.granted).map((r) => candidate(r, r.waitstart ?? r.query_start)),
+    };
+  } finally {
+    clearTimeout(timer);
+    destroyClient(client);
+  }
+}

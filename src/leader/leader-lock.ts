@@ -1,0 +1,371 @@
+/** The public class: configuration, callbacks, and the lifecycle's start/stop orchestration. */
+
+import type pg from 'pg';
+import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
+import { publish } from '../core/channels.js';
+import { FencedError, fencedWrite } from '../core/fencing.js';
+import { keysFromName } from '../core/keys.js';
+import { type LeaderWorkHandle, Runners } from '../core/runner.js';
+import type { Safety } from '../core/safety.js';
+import { checkDuration, show } from '../core/validate.js';
+import { Control } from './control.js';
+import type { InputType } from './fsm.js';
+import { assessHealth, type LockHealth } from './health.js';
+import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
+import { TermIds } from './leadership.js';
+import type {
+  AcquiredCallback,
+  Callback,
+  CallbackMap,
+  ErrorCallback,
+  LockCallbacks,
+  NewLeaderCallback,
+  StateChangeCallback,
+  TakeoverFenceCallback,
+} from './lock-callbacks.js';
+import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { LockState, type SpecState } from './state.js';
+import { Counters, type LockStats } from './stats.js';
+import type { Term } from './term.js';
+import { type LeaderWork, LeaderWorkError } from './work.js';
+
+/** Options of {@link LeaderLock.shutdown} and {@link LeaderLock.stepDown}. */
+export interface TimeoutOptions {
+  /**
+   * How long to wait. When it elapses the lock's session is closed by force (the server
+   * releases the lock when it sees the socket close). Default: no limit; every query is
+   * still bounded by `queryTimeoutMs`.
+   */
+  timeoutMs?: number;
+}
+
+/** Options of {@link LeaderLock.waitForLeadership}. */
+export interface WaitOptions {
+  /** Resolve `false` after this long. Default: no limit. */
+  timeoutMs?: number;
+  /** Abort the wait: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Leader election on a PostgreSQL session advisory lock `(key1, key2)`.
+ *
+ * ```ts
+ * await using lock = new LeaderLock({ connectionString, key1: 1, key2: 100 });
+ * lock.onAcquired(() => startWork());
+ * lock.onLost(() => stopWork());
+ * await lock.start();
+ * ```
+ *
+ * One lifecycle runs per `start()`; it owns a dedicated connection and moves through the
+ * states of {@link LockState} following the spec's transition table (docs/state-machine.md).
+ * Callbacks never throw into the lifecycle: errors reach `onError` callbacks.
+ */
+export class LeaderLock implements AsyncDisposable {
+  private readonly o: ResolvedOptions;
+  private readonly callbacks: LockCallbacks;
+  private readonly counters = new Counters();
+  private readonly runners: Runners<Term>;
+  private readonly control: Control;
+
+  /**
+   * Lock keys for a name: the first 8 bytes of SHA-256 of `"pgleaderlock:" + name` (UTF-8),
+   * as two big-endian signed 32-bit integers. Stable across versions and platforms.
+   */
+  static keysFromName(name: string): [key1: number, key2: number] {
+    return keysFromName(name);
+  }
+
+  /**
+   * Who holds `(key1, key2)` (or `name`) and who waits for it, from `pg_locks` and
+   * `pg_stat_activity`, on a connection of its own. Never takes the lock. Waiters appear in
+   * wait mode; polling followers are between attempts and do not.
+   */
+  static inspect(options: InspectOptions): Promise<LockInspection> {
+    return inspect(options);
+  }
+
+  constructor(options: LeaderLockOptions) {
+    this.o = resolveOptions(options);
+    this.callbacks = new Callbacks<CallbackMap>(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
+    this.runners = new Runners<Term>(
+      (term, err) => this.callbacks.emit('error', new LeaderWorkError(term.id, err)),
+      () => this.o.clock.now(),
+    );
+    this.control = new Control({
+      o: this.o,
+      callbacks: this.callbacks,
+      runners: this.runners,
+      termIds: new TermIds(),
+      counters: this.counters,
+      changed: (from, to, input) => this.changed(from, to, input),
+    });
+  }
+
+  /** The lock keys. */
+  get key1(): number {
+    return this.o.key1;
+  }
+  get key2(): number {
+    return this.o.key2;
+  }
+
+  /** How followers wait for the lock (the `acquireMode` option, resolved). */
+  get acquireMode(): 'wait' | 'poll' {
+    return this.o.acquireMode;
+  }
+
+  /** This candidate's id (also in `pg_stat_activity.application_name`). */
+  get id(): string {
+    return this.o.id;
+  }
+
+  /** Current state (read-only). */
+  get state(): LockState {
+    return this.control.lifecycle?.state ?? LockState.STOPPED;
+  }
+
+  /**
+   * True while this process may act as leader: the state is LEADER **and** the lease is
+   * current (`now < t0 + safety.leaseMs`, t0 being when the last successful check was
+   * sent), and its connection has not failed. A process whose event loop was blocked past
+   * the lease reads false the moment it wakes, before any timer runs; the next check then
+   * re-verifies. False in every other state, RECONNECTING and RELEASING included.
+   */
+  get isLeader(): boolean {
+    return this.control.lifecycle?.isLeader ?? false;
+  }
+
+  /**
+   * When the lease behind `isLeader` ends (or ended), on the lock's clock
+   * (`performance.now()` unless a `clock` was given); null before the first acquisition.
+   * Leader work that needs time can check `leaseExpiresAt - performance.now()`; each
+   * successful health check pushes it forward.
+   */
+  get leaseExpiresAt(): number | null {
+    return this.control.leaseExpiresAt;
+  }
+
+  /**
+   * The figures behind `isLeader`, from the server settings applied on the session that
+   * last acquired the lock: `{ leaseMs, serverReleaseMs, marginMs, detectionMs, settings }`.
+   * Null until the lock has been acquired once. See docs/safety.md.
+   */
+  get safety(): Safety | null {
+    return this.control.safety;
+  }
+
+  /** The current leadership term, or null when not leader. Its `signal` aborts when the term ends. */
+  get term(): Term | null {
+    return this.control.lifecycle?.term ?? null;
+  }
+
+  /** Counters and the current state and term (a snapshot). */
+  stats(): LockStats {
+    const c = this.counters;
+    const since = c.leaderSince;
+    return {
+      state: this.state,
+      term: this.term,
+      acquisitions: c.acquisitions,
+      losses: c.losses,
+      releases: c.releases,
+      failedAttempts: c.failedAttempts,
+      takeoverFences: c.takeoverDelays,
+      reconnects: c.reconnects,
+      recoveries: c.recoveries,
+      leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
+      lastError: c.lastError,
+    };
+  }
+
+  /**
+   * For liveness and readiness probes (docs/observability.md, "Probes"). `live` is false
+   * when the lock is wedged and restarting the process would help: its loop stopped making
+   * progress, a callback or leader work ignores its deadline, the event loop was blocked
+   * for 2 s or more, or the lock stopped on its own. `ready` is true for a live lock that
+   * leads or follows normally, followers included. `reasons` says why either is false.
+   */
+  health(): LockHealth {
+    const lifecycle = this.control.lifecycle;
+    return assessHealth({
+      state: this.state,
+      isLeader: this.isLeader,
+      running: lifecycle !== null,
+      stopping: lifecycle?.stopping ?? false,
+      stoppedOnItsOwn: this.control.stoppedOnItsOwn,
+      quietMs: lifecycle?.vitals.quietMs ?? null,
+      quietBoundMs: lifecycle?.quietBoundMs ?? 0,
+      blockedMs: lifecycle?.vitals.blockedMs ?? null,
+      hungCallback: this.callbacks.hung(),
+      overdueRun: this.runners.overdue(),
+      callbackTimeoutMs: this.o.callbackTimeoutMs,
+      failing: lifecycle?.failing ?? null,
+    });
+  }
+
+  /**
+   * Run `fn` in every leadership term, starting now if already leader. `fn` gets the term;
+   * its `signal` aborts the moment the term ends (loss, release, step-down, shutdown,
+   * RECONNECTING), and `fn` should return promptly then. The next term's run starts only
+   * after the previous run settled. Errors (other than the term's abort) go to `onError`.
+   * `stepDown()` and `shutdown()` end the term and wait for every run to settle (within
+   * their `timeoutMs`) before unlocking, so the work never outlives the lock voluntarily;
+   * `shutdown()` also waits for runs of earlier terms that are still winding down.
+   */
+  runWhileLeader(fn: LeaderWork): LeaderWorkHandle {
+    if (typeof fn !== 'function')
+      throw new TypeError(`runWhileLeader expects a function, received ${show(fn)}`);
+    return this.runners.add(fn, this.term);
+  }
+
+  /**
+   * Fencing (`fencing: true`): run `fn(client)` in a transaction on `client` (a connection
+   * of yours to the same database, not inside a transaction already) that commits only if
+   * this process's current term still holds the current epoch. The epoch row stays
+   * share-locked until commit, so a newer leader's increment waits for the write; a write
+   * from a superseded term is refused with a `FencedError`. See docs/safety.md.
+   */
+  fenced<T>(client: pg.ClientBase, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+    const table = this.o.fencingTable;
+    if (table === null) return Promise.reject(new FencedError('fencing is not enabled: pass fencing: true'));
+    const term = this.term;
+    if (!term || !this.isLeader) {
+      return Promise.reject(new FencedError('fenced write refused: this process is not the leader'));
+    }
+    return fencedWrite(client, table, { key1: this.o.key1, key2: this.o.key2 }, term, fn);
+  }
+
+  /** Register a callback for when leadership is acquired; it receives the new term. Returns `fn`. */
+  onAcquired<F extends AcquiredCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('acquired', fn, options);
+  }
+  /** Register a callback for a voluntary release (`stepDown()` or `shutdown()` while leader). Returns `fn`. */
+  onReleased<F extends Callback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('released', fn, options);
+  }
+  /** Register a callback for an involuntary loss: stop leader-only work at once. Returns `fn`. */
+  onLost<F extends Callback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('lost', fn, options);
+  }
+  /** Register a callback for each attempt that found the lock held by another session. Returns `fn`. */
+  onAcquireFailed<F extends Callback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('acquireFailed', fn, options);
+  }
+  /** Register a callback for entering STOPPED. Returns `fn`. */
+  onStopped<F extends Callback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('stopped', fn, options);
+  }
+  /**
+   * Register a callback for a grant that could not be proven clean: the lock is held, and
+   * the term opens only after `takeoverDelayMs` (`state` reads `'pending'` meanwhile). It
+   * receives `{ delayMs }`. Returns `fn`.
+   */
+  onTakeoverFence<F extends TakeoverFenceCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('takeoverFence', fn, options);
+  }
+  /**
+   * Register a callback for another candidate becoming leader; it receives that candidate's
+   * id. Learned from the holder at connect and from the new leader's NOTIFY on the key's
+   * channel: promptly while this lock's session is idle (poll mode, LEADER), at the end of
+   * the current wait slice in wait mode (a session waiting in pg_advisory_lock receives
+   * notifications only between statements). Returns `fn`.
+   */
+  onNewLeader<F extends NewLeaderCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('newLeader', fn, options);
+  }
+  /** Register a callback for every state change `(from, to)`. Returns `fn`. */
+  onStateChange<F extends StateChangeCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('stateChange', fn, options);
+  }
+  /** Register a callback for errors: database errors, failed releases, callbacks that threw. Returns `fn`. */
+  onError<F extends ErrorCallback>(fn: F, options?: ListenerOptions): F {
+    return this.callbacks.add('error', fn, options);
+  }
+
+  /**
+   * Start the lifecycle: STOPPED -> FOLLOWER, then acquisition attempts. Resolves once
+   * started (it does not wait for leadership: see {@link waitForLeadership}). Idempotent;
+   * called during a shutdown it starts again after that shutdown. Does nothing if the
+   * `signal` option is already aborted. A started lock keeps the process alive until it
+   * stops (see the `unref` option).
+   */
+  start(): Promise<void> {
+    return this.control.start();
+  }
+
+  /**
+   * Release the lock if held and stop (StopRequested). Resolves when the lifecycle has
+   * ended and the connection is closed, no `runWhileLeader` run of any term is still
+   * running, and every callback queued so far has run (not waited for when called from
+   * inside one of this lock's callbacks). Concurrent calls share the stop.
+   *
+   * With `timeoutMs`, it resolves within that time: a release still going on is cut by
+   * closing the session by force (the server frees the lock when the socket closes), and
+   * a {@link ShutdownError} goes to `onError` for that, or for leader work still running.
+   */
+  shutdown(options: TimeoutOptions = {}): Promise<void> {
+    return rejecting(() => this.control.shutdown(timeoutOf('shutdown', options)));
+  }
+
+  /**
+   * Give up leadership voluntarily (ReleaseRequested): the term ends, `runWhileLeader` runs
+   * are waited for, then `pg_advisory_unlock`; then FOLLOWER with `autoReacquire` (after
+   * one back-off delay, so other candidates can take over), or STOPPED without. Does
+   * nothing unless leader. With `timeoutMs`: if the release is not over by then, its
+   * session is closed by force (the server frees the lock), a {@link ShutdownError} goes
+   * to `onError`, and per the transition table the lock goes to STOPPED. The timeout acts
+   * on this release only: once it is over, nothing is closed.
+   */
+  stepDown(options: TimeoutOptions = {}): Promise<void> {
+    return rejecting(() => this.control.stepDown(timeoutOf('stepDown', options)));
+  }
+
+  /**
+   * Wait until this lock leads. Resolves `true` when a term opens (at once if already
+   * leader), `false` after `timeoutMs`, when the lock stops, or at once if it is not
+   * started (call `start()` first; a `start()` still waiting for an earlier shutdown
+   * counts as started); rejects with the signal's reason if `signal` aborts.
+   */
+  waitForLeadership(options: WaitOptions = {}): Promise<boolean> {
+    return rejecting(() => {
+      const timeoutMs = timeoutOf('waitForLeadership', options);
+      if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+        throw new TypeError(
+          `waitForLeadership signal must be an AbortSignal, received ${show(options.signal)}`,
+        );
+      }
+      return this.control.waitForLeadership(timeoutMs, options.signal);
+    });
+  }
+
+  /** `await using lock = new LeaderLock(…)`: shuts down at scope exit. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+
+  private changed(from: SpecState, to: SpecState, input: InputType): void {
+    const { key1, key2, id } = this.o;
+    this.o.logger.info({ event: 'state_change', from, to, input, key1, key2 }, 'state_change');
+    this.callbacks.emit('stateChange', from, to);
+    publish('state', { id, key1, key2, from, to, input });
+  }
+}
+
+/** `fn()`, a synchronous throw (a bad argument) turned into a rejection: the methods above never throw. */
+function rejecting<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return fn();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/** `options.timeoutMs` of shutdown/stepDown/waitForLeadership, checked. */
+function timeoutOf(method: string, options: unknown): number | undefined {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`${method} options must be an object, received ${show(options)}`);
+  }
+  const { timeoutMs } = options as { timeoutMs?: unknown };
+  return timeoutMs === undefined ? undefined : checkDuration('timeoutMs', timeoutMs);
+}

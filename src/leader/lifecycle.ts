@@ -1,0 +1,288 @@
+/**
+ * The lifecycle task (spec §5.1): one async loop per `start()` that owns the phase (the
+ * state and its data, phase.ts), the sessions, the retry cycle and the leadership. Each
+ * phase has a step (steps.ts) that does that state's work and returns the next input;
+ * `transition()` (fsm.ts) turns it into the next state and its effects, and `apply`
+ * carries the transition out with the actions beside the table (fsm-actions.ts). Outside
+ * calls (`stop`, `stepDown`) only leave a request in the mailbox and wake the loop; they
+ * never touch a session. The loop never rejects: an internal failure runs the exit actions
+ * of the state it was in, destroys the session and stops (onError, onStopped).
+ */
+import type pg from 'pg';
+import { deferred } from '../core/clock.js';
+import type { ConnectFn } from '../core/connect.js';
+import { PgLeaderLockError, toError } from '../core/errors.js';
+import { PEER_BOUND_MS } from '../core/peers.js';
+import { findPrimary } from '../core/primary.js';
+import type { Runners } from '../core/runner.js';
+import type { Safety } from '../core/safety.js';
+import { Vitals } from '../core/vitals.js';
+import { type Input, transition } from './fsm.js';
+import { Actions } from './fsm-actions.js';
+import type { TermIds } from './leadership.js';
+import type { LockCallbacks } from './lock-callbacks.js';
+import type { ResolvedOptions } from './options.js';
+import { Mailbox, type Phase } from './phase.js';
+import { earlier, newRelease, Releases } from './release.js';
+import { Reporter } from './report.js';
+import { RetryCycle } from './retry.js';
+import { Session } from './session.js';
+import { LockState, type SpecState } from './state.js';
+import type { Counters } from './stats.js';
+import { Steps } from './steps.js';
+import type { Term } from './term.js';
+
+/** Told about every state change, before the change's effects run. */
+export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;
+
+/** What the lifecycle reports to the lock that runs it. */
+export interface LifecycleHooks {
+  changed: TransitionListener;
+  /** A term opened (first of a leadership, or reopened after a lapse). */
+  termOpened(term: Term): void;
+  /** The lease was renewed. */
+  renewed(): void;
+}
+
+export class Lifecycle {
+  private phase: Phase = { kind: 'stopped' };
+  private readonly mail = new Mailbox();
+  private interrupt = new AbortController();
+  private readonly retry: RetryCycle;
+  private readonly steps: Steps;
+  private readonly report: Reporter;
+  private readonly releases: Releases;
+  private readonly actions: Actions;
+  private running: Promise<void> | null = null;
+  /** The loop's pulse, for `lock.health()`. */
+  readonly vitals: Vitals;
+
+  constructor(
+    private readonly o: ResolvedOptions,
+    callbacks: LockCallbacks,
+    private readonly hooks: LifecycleHooks,
+    runners: Runners<Term>,
+    termIds: TermIds,
+    counters: Counters,
+  ) {
+    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    this.vitals = new Vitals(o.clock);
+    this.report = new Reporter(o, callbacks, counters);
+    const phase = (): Phase => this.phase;
+    const wake = (): void => this.wake();
+    this.releases = new Releases(o, phase, wake);
+    this.actions = new Actions({
+      o,
+      mail: this.mail,
+      retry: this.retry,
+      report: this.report,
+      releases: this.releases,
+      counters,
+      hooks,
+      termIds,
+      phase,
+      wake,
+    });
+    this.steps = new Steps(o, this.mail, this.retry, runners, {
+      arm: () => this.arm(),
+      open: () => this.open(),
+      delayed: (delay) => this.report.takeoverDelayed(delay.delayMs),
+    });
+  }
+
+  /** The phase's state; `pending` while an attempt holds the lock for the takeover delay. */
+  get state(): LockState {
+    const p = this.phase;
+    if ((p.kind === 'acquiring' || p.kind === 'reconnecting') && p.delayed) return LockState.PENDING;
+    return p.kind;
+  }
+
+  /** LEADER with an open term, a live session and a current lease (read from the clock at each call). */
+  get isLeader(): boolean {
+    const p = this.phase;
+    return p.kind === 'leader' && p.leadership.valid && !p.session.dead;
+  }
+
+  get term(): Term | null {
+    return this.phase.kind === 'leader' ? this.phase.leadership.term : null;
+  }
+
+  /** When the current (or last) lease ends, on the lock's clock; null before the first acquisition. */
+  get leaseExpiresAt(): number | null {
+    return this.phase.kind === 'leader' ? this.phase.leadership.leaseExpiresAt : this.actions.lastLeaseEnd;
+  }
+
+  get safety(): Safety | null {
+    return this.phase.kind === 'leader' ? this.phase.leadership.safety : this.actions.lastSafety;
+  }
+
+  /** The longest any step may go without re-arming the loop (a generous bound: health()). */
+  get quietBoundMs(): number {
+    const o = this.o;
+    return (
+      Math.max(
+        o.acquireMode === 'wait' ? (o.waitSliceMs ?? 0) : 0,
+        o.healthIntervalMs,
+        this.retry.lastDelayMs ?? 0,
+        o.reconnectGraceMs ?? 0,
+        o.takeoverDelayMs + PEER_BOUND_MS,
+        o.closeTimeoutMs,
+      ) +
+      // an acquisition is a chain of round trips (survey, configure, settings, LISTEN,
+      // holder, lock, epoch, peers), each bounded by queryTimeoutMs
+      10 * o.queryTimeoutMs +
+      1000
+    );
+  }
+
+  /**
+   * Following, and the last attempt failed: why. Null once an attempt is under way on a
+   * live session again (a waiter queued after an outage is following normally).
+   */
+  get failing(): Error | null {
+    const p = this.phase;
+    if (p.kind === 'acquiring' && p.session && !p.session.dead) return null;
+    return p.kind === 'follower' || p.kind === 'acquiring' ? this.retry.lastError : null;
+  }
+
+  /** Run the loop until STOPPED. Returns the loop's promise (never rejects). */
+  run(): Promise<void> {
+    this.running ??= this.loop();
+    return this.running;
+  }
+
+  /**
+   * StopRequested (shutdown): the loop leaves at its next step, releasing first if leader.
+   * `deadline` (clock time) bounds a release: past it the releasing session is closed by force.
+   */
+  stop(deadline: number | null): void {
+    this.mail.stop = { deadline: earlier(this.mail.stop?.deadline ?? null, deadline) };
+    const p = this.phase;
+    // leader work stops now, not at the loop's next step; nothing can reopen the term
+    if (p.kind === 'leader') p.leadership.end('shutdown');
+    if (p.kind === 'releasing') {
+      p.after = 'stop';
+      this.releases.bound(p.release, earlier(p.release.deadline, deadline));
+    }
+    this.wake();
+  }
+
+  /** A stop has been asked for: the run is ending. */
+  get stopping(): boolean {
+    return this.mail.stop !== null;
+  }
+
+  /** Close the current session by force (a shutdown past its deadline); the loop then ends promptly. */
+  forceClose(): void {
+    const p = this.phase;
+    if (p.kind !== 'stopped') p.session?.destroy();
+    this.wake();
+  }
+
+  /** ReleaseRequested (stepDown): resolves when the release is over; at once when not leader. */
+  stepDown(deadline: number | null): Promise<void> {
+    const p = this.phase;
+    if (p.kind === 'releasing') {
+      const d = deferred<void>();
+      p.release.waiters.push(d);
+      if (deadline !== null) this.releases.bound(p.release, earlier(p.release.deadline, deadline));
+      return d.promise;
+    }
+    if (p.kind !== 'leader') return Promise.resolve();
+    p.leadership.end('step-down');
+    this.mail.stepDown ??= newRelease(deadline);
+    const release = this.mail.stepDown;
+    release.deadline = earlier(release.deadline, deadline);
+    const d = deferred<void>();
+    release.waiters.push(d);
+    this.wake();
+    return d.promise;
+  }
+
+  private wake(): void {
+    this.interrupt.abort();
+  }
+
+  /** A signal that the next wake() aborts. Check the mailbox after calling this, then wait on it. */
+  private arm(): AbortSignal {
+    this.vitals.progress();
+    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
+    return this.interrupt.signal;
+  }
+
+  private async loop(): Promise<void> {
+    // a started lock keeps the process alive until it stops (unless `unref`)
+    const keepAlive = this.o.unref ? null : setInterval(() => {}, 1 << 30);
+    this.vitals.start();
+    try {
+      await this.apply({ type: 'Start' });
+      while (this.phase.kind !== 'stopped') await this.apply(await this.steps.step(this.phase));
+    } catch (err) {
+      this.crash(err);
+    } finally {
+      this.releases.settle(this.mail.stepDown);
+      this.mail.stepDown = null;
+      if (keepAlive) clearInterval(keepAlive);
+      this.vitals.stop();
+    }
+  }
+
+  /**
+   * A bug, not a database condition: stop at once, leaving no session, term or waiter
+   * behind: the exit actions of the state left run as on any transition.
+   */
+  private crash(err: unknown): void {
+    const error = toError(err);
+    this.o.logger.error({ event: 'lifecycle_failed', error: error.message }, 'lifecycle_failed');
+    const p = this.phase;
+    this.phase = { kind: 'stopped' };
+    this.actions.exit(p, 'stopped', 'internal error');
+    if (p.kind !== 'stopped') p.session?.destroy(error);
+    this.report.error(new PgLeaderLockError(`internal error: ${error.message}`, { cause: error }));
+    if (p.kind !== 'stopped') this.hooks.changed(p.kind, 'stopped', 'StopRequested');
+    this.report.stopped();
+  }
+
+  /** The table's transition for `input`, carried out (fsm-actions.ts gives the order). */
+  private async apply(input: Input): Promise<void> {
+    const prev = this.phase;
+    const t = transition(prev.kind, input.type, {
+      autoReacquire: this.o.autoReacquire,
+      graceEnabled: this.o.reconnectGraceMs !== null,
+      releaseThen: prev.kind === 'releasing' ? prev.after : 'stop',
+      waitMode: this.o.acquireMode === 'wait',
+    });
+    if (!t) {
+      // a step returned an input its state ignores: a bug; stop rather than spin
+      if (input.type !== 'HealthOk')
+        throw new Error(`input ${input.type} is not valid in state ${prev.kind}`);
+      return;
+    }
+    const next = this.actions.build(prev, t.to, input, t.effects);
+    this.phase = next;
+    this.actions.change(prev, next, input);
+    for (const effect of t.effects) await this.actions.perform(effect, input, prev);
+  }
+
+  /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
+  private async open(): Promise<Session> {
+    const found = await findPrimary(this.o.endpoints, this.o);
+    let first: pg.Client | null = found.client;
+    const take: ConnectFn = async () => {
+      const c = first ?? (await found.endpoint.connect());
+      first = null;
+      return c;
+    };
+    const session = await Session.open(take, found.endpoint.connect, this.o, {
+      host: found.endpoint.label,
+      timeline: found.timeline,
+      others: found.others,
+    });
+    session.onDeath(() => this.wake());
+    if (session.holderAtConnect) this.report.leaderSeen(session.holderAtConnect);
+    session.onEvent((event) => {
+      if (event.kind === 'acquired') this.report.leaderSeen(event.id);
+    });
+    return session;
+  }
+}

@@ -1,0 +1,242 @@
+/** The constructor's options, their defaults, and their validation. */
+import type pg from 'pg';
+import type { Clock } from '../core/clock.js';
+import { applicationName, defaultId } from '../core/connect.js';
+import { fencingTableOf } from '../core/fencing.js';
+import { keysFromName } from '../core/keys.js';
+import type { Logger } from '../core/logger.js';
+import type { Endpoint } from '../core/primary.js';
+import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
+import { checkBoolean, checkKey, checkPositiveDuration, show } from '../core/validate.js';
+import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
+
+/** Options of {@link LeaderLock}. Durations are milliseconds. */
+export interface LeaderLockOptions {
+  /**
+   * PostgreSQL connection string. Several hosts may be listed, as libpq takes them
+   * (`postgres://u:p@h1:5432,h2:5433/db`, `host=h1,h2 port=5432,5433`): every connection
+   * attempt asks all of them and connects only to a primary (the newest timeline first),
+   * and a leader ends its term when another listed host is promoted (docs/safety.md,
+   * "Primary failover"). `target_session_attrs` may only be `any`, `read-write` or
+   * `primary`. Alternatives: `connect`, or neither (the `PG*` environment variables;
+   * `PGHOST`/`PGPORT` may list several hosts). Never logged.
+   */
+  connectionString?: string;
+  /**
+   * Extra `pg.Client` settings for the default connection (host, ssl, password, …);
+   * `host` and `port` may be comma-separated lists, as in a connection string.
+   * `application_name` and keepalive are set by the lock.
+   */
+  clientConfig?: Omit<pg.ClientConfig, 'application_name' | 'connectionString'>;
+  /**
+   * Opens a connected `pg.Client` (spec's `connect_fn`). Called once per connection
+   * attempt; the lock owns the client it returns and closes it. Overrides
+   * `connectionString`. Attach your own `'error'` listener inside if the client may
+   * fail before it is returned.
+   */
+  connect?: () => Promise<pg.Client>;
+  /** First advisory lock key: a 32-bit signed integer. Give `key1` and `key2`, or `name`. */
+  key1?: number;
+  /** Second advisory lock key: a 32-bit signed integer. */
+  key2?: number;
+  /** A name to derive the keys from (`LeaderLock.keysFromName`), instead of `key1`/`key2`. */
+  name?: string;
+  /**
+   * This candidate's id, shown in `pg_stat_activity.application_name` as
+   * `pgleaderlock:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
+   */
+  id?: string;
+  /** Back-off for acquisition retries and reconnection. Default `new ExponentialBackoff()`. */
+  retryStrategy?: RetryStrategy;
+  /** Time between health checks while leader. Default 5000. */
+  healthIntervalMs?: number;
+  /**
+   * Flap damping: how long to try to reconnect and re-acquire after a failed health check
+   * before `onLost`. `null` (default) disables it: a failed check is a loss at once.
+   */
+  reconnectGraceMs?: number | null;
+  /** Return to FOLLOWER after a loss or `stepDown()` (true, default) or stop (false). */
+  autoReacquire?: boolean;
+  /** Aborting it shuts the lock down (spec's `shutdown_event`). */
+  signal?: AbortSignal;
+  /**
+   * How a follower tries to acquire. `'wait'` (default): it queues server-side in
+   * `pg_advisory_lock`, in slices of `waitSliceMs` (`lock_timeout`), and is granted the
+   * lock milliseconds after the leader lets go, at no query cost while it waits.
+   * `'poll'`: the specification's `pg_try_advisory_lock` every `retryStrategy` delay.
+   * The retry strategy governs connection failures in both modes.
+   */
+  acquireMode?: 'wait' | 'poll';
+  /**
+   * Wait mode: the longest single server-side wait (`lock_timeout`). Each slice that ends
+   * with the lock still held elsewhere fires `onAcquireFailed` and re-queues at once; it
+   * also bounds how long a follower can sit on a connection that died silently. Each
+   * waiting follower runs one statement per slice. Each session uses this ±10 % so that
+   * followers started together do not re-queue in step. Default 30000.
+   */
+  waitSliceMs?: number;
+  /** Deadline for connecting and for every query. Default 5000. */
+  queryTimeoutMs?: number;
+  /**
+   * Target for how long after its last check the server may keep a dead or frozen
+   * leader's lock: sets `idle_session_timeout` (once leader), TCP keepalives and
+   * `tcp_user_timeout` on the lock's session. The lease behind `isLeader` is derived from
+   * what the server applied (docs/safety.md). Default `2 * (healthIntervalMs + queryTimeoutMs)`;
+   * must leave a lease longer than `healthIntervalMs + queryTimeoutMs`.
+   */
+  serverReleaseMs?: number;
+  /** How long a graceful close may take before the socket is destroyed. Default 1000. */
+  closeTimeoutMs?: number;
+  /**
+   * Fencing tokens: on each acquisition increment a per-key epoch in a table the lock
+   * creates if missing (default `pgleaderlock_epochs`); `term.epoch` carries it and
+   * `lock.fenced(client, fn)` commits writes only while it is current. Default off.
+   */
+  fencing?: boolean | { table?: string };
+  /**
+   * The takeover fence: when this lock is granted but cannot prove that the previous holder
+   * released cleanly (its leader work had stopped), it holds the lock this long, verifying
+   * ownership, before its term opens (`state` reads `'pending'` meanwhile). Set it to how
+   * long your leader work takes to stop after its term's signal aborts, plus the detection
+   * of a dead session (milliseconds). A clean handover (`stepDown()`, `shutdown()`) skips
+   * it. 0 turns the fence off. Default 250 (docs/safety.md, "Takeover fence").
+   */
+  takeoverDelayMs?: number;
+  /**
+   * How long one callback may run before it is reported to `onError` (a `CallbackError`
+   * with code `ERR_PGLEADERLOCK_CALLBACK_TIMEOUT`) and the callbacks queued after it run
+   * without waiting for it. Default 10000.
+   */
+  callbackTimeoutMs?: number;
+  /**
+   * A started lock keeps the Node process alive until `shutdown()` (default `false`), as a
+   * server socket would, so a worker whose only job is leading does not exit during a
+   * database outage. `true`: the lock's timers and sockets do not keep the process alive.
+   */
+  unref?: boolean;
+  /** A pino-compatible logger; a method that throws is ignored. Default: silent unless `NODE_DEBUG=pgleaderlock`. */
+  logger?: Logger;
+  /** Time source (tests). Default: `performance.now()` and the global timers. */
+  clock?: Clock;
+}
+
+export { DEFAULT_TAKEOVER_DELAY_MS } from '../core/shared-options.js';
+
+/** Options after validation, with defaults applied. */
+export interface ResolvedOptions {
+  key1: number;
+  key2: number;
+  id: string;
+  applicationName: string;
+  /** The configured hosts (one for a `connect` hook), tried at every connection attempt. */
+  endpoints: readonly Endpoint[];
+  retryStrategy: RetryStrategy;
+  healthIntervalMs: number;
+  reconnectGraceMs: number | null;
+  autoReacquire: boolean;
+  signal: AbortSignal | undefined;
+  queryTimeoutMs: number;
+  acquireMode: 'wait' | 'poll';
+  /** null in poll mode. */
+  waitSliceMs: number | null;
+  serverReleaseMs: number;
+  closeTimeoutMs: number;
+  callbackTimeoutMs: number;
+  takeoverDelayMs: number;
+  unref: boolean;
+  /** Quoted table name when fencing is on, else null. */
+  fencingTable: string | null;
+  logger: Logger;
+  clock: Clock;
+}
+
+const KNOWN = new Set<string>([
+  'connectionString',
+  'clientConfig',
+  'connect',
+  'key1',
+  'key2',
+  'name',
+  'id',
+  'retryStrategy',
+  'healthIntervalMs',
+  'reconnectGraceMs',
+  'autoReacquire',
+  'signal',
+  'queryTimeoutMs',
+  'acquireMode',
+  'waitSliceMs',
+  'serverReleaseMs',
+  'closeTimeoutMs',
+  'fencing',
+  'callbackTimeoutMs',
+  'takeoverDelayMs',
+  'unref',
+  'logger',
+  'clock',
+]);
+
+/** Validate eagerly; errors name the option and echo the value received. */
+export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`LeaderLock options must be an object, received ${show(options)}`);
+  }
+  checkKnownKeys('LeaderLock', options, KNOWN);
+  let key1: number;
+  let key2: number;
+  if (options.name !== undefined) {
+    if (options.key1 !== undefined || options.key2 !== undefined) {
+      throw new TypeError('pass either name or key1 and key2, not both');
+    }
+    [key1, key2] = keysFromName(options.name);
+  } else {
+    key1 = checkKey('key1', options.key1);
+    key2 = checkKey('key2', options.key2);
+  }
+
+  const id = options.id ?? defaultId();
+  if (typeof id !== 'string' || id.length === 0) {
+    throw new TypeError(`id must be a non-empty string, received ${show(options.id)}`);
+  }
+  if ([...id].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) {
+    // PostgreSQL rejects a NUL in application_name, and control characters garble logs
+    throw new TypeError(`id must not contain control characters (such as NUL), received ${show(id)}`);
+  }
+
+  const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
+  if (!isRetryStrategy(retryStrategy)) {
+    throw new TypeError(
+      `retryStrategy must have a nextDelayMs(ctx) method, received ${show(options.retryStrategy)}`,
+    );
+  }
+
+  const appName = applicationName(id);
+  const shared = resolveShared(options, appName);
+  const reconnectGraceMs =
+    options.reconnectGraceMs === undefined || options.reconnectGraceMs === null
+      ? null
+      : checkPositiveDuration('reconnectGraceMs', options.reconnectGraceMs);
+  const autoReacquire = checkBoolean('autoReacquire', options.autoReacquire ?? true);
+  const acquireMode = options.acquireMode ?? 'wait';
+  if (acquireMode !== 'wait' && acquireMode !== 'poll') {
+    throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
+  }
+  const slice = checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000);
+  const waitSliceMs = acquireMode === 'wait' ? slice : null;
+
+  const fencingTable = fencingTableOf(options.fencing);
+
+  return {
+    ...shared,
+    key1,
+    key2,
+    id,
+    applicationName: appName,
+    retryStrategy,
+    reconnectGraceMs,
+    autoReacquire,
+    acquireMode,
+    waitSliceMs,
+    fencingTable,
+  };
+}

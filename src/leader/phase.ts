@@ -1,0 +1,81 @@
+/**
+ * The lifecycle's state as data: each phase carries what that state owns, so that no
+ * combination the table does not allow can be represented. The public `LockState` is a
+ * phase's `kind`.
+ *
+ *  - `follower`: an idle session may be kept for the next attempt; `next` says when that
+ *    attempt is due: at once, after the retry strategy's delay, or at once if the
+ *    strategy does not give up (wait mode, after a slice ended).
+ *  - `acquiring`: one attempt; its session is opened by the attempt if needed. When the
+ *    lock is granted but the handover is not proven clean, the attempt holds it for the
+ *    takeover delay (`delayed`, public state `pending`) before it ends. RECONNECTING likewise.
+ *  - `leader`: the session that holds the lock and the {@link Leadership} (term, lease,
+ *    epoch) that only exists here.
+ *  - `reconnecting`: flap damping; the lock is not held; re-acquire before `deadline`.
+ *  - `releasing`: the voluntary end of leadership. The term has ended; `draining` waits
+ *    for `runWhileLeader` runs, then `unlocking` unlocks; `after` says what follows. Its
+ *    {@link Release} (release.ts) carries the deadline, whose timer acts on this phase only.
+ *
+ * What entering and leaving each phase does is in fsm-actions.ts.
+ */
+
+import type { PeerWatch } from '../core/peers.js';
+import type { StandbyWatch } from '../core/primary.js';
+import type { Leadership } from './leadership.js';
+import type { Release } from './release.js';
+import type { Session } from './session.js';
+
+/**
+ * A takeover delay in progress (`takeoverDelayMs`, docs/safety.md): the lock is held, the
+ * term opens at `until` (clock time).
+ */
+export interface TakeoverDelay {
+  readonly until: number;
+  readonly delayMs: number;
+}
+
+export type Phase =
+  | { readonly kind: 'stopped' }
+  | {
+      readonly kind: 'follower';
+      session: Session | null;
+      readonly next: 'now' | 'backoff' | 'requeue' | 'primary';
+      /** With `next: 'primary'`: the standbys asked whether one was promoted. */
+      readonly standbys: StandbyWatch | null;
+    }
+  | { readonly kind: 'acquiring'; session: Session | null; delayed: TakeoverDelay | null }
+  | {
+      readonly kind: 'leader';
+      readonly session: Session;
+      readonly leadership: Leadership;
+      /** With several hosts: the watch for a promotion of another one (peers.ts), and what it saw. */
+      readonly peers: PeerWatch | null;
+      promotion: Error | null;
+    }
+  | {
+      readonly kind: 'reconnecting';
+      session: Session | null;
+      readonly deadline: number;
+      /** The backend that held the lock before: its close may not have reached the server yet. */
+      readonly previousPid: number;
+      delayed: TakeoverDelay | null;
+    }
+  | {
+      readonly kind: 'releasing';
+      readonly session: Session;
+      readonly step: 'draining' | 'unlocking';
+      after: 'follow' | 'stop';
+      readonly release: Release;
+      /** Fencing: the epoch of the leadership being released (marked released with it). */
+      readonly epoch: bigint | null;
+    };
+
+export type PhaseOf<K extends Phase['kind']> = Extract<Phase, { kind: K }>;
+
+/** Requests from outside the loop (`shutdown()`, `stepDown()`), taken by the phase that can act on them. */
+export class Mailbox {
+  /** A stop was asked for, with the earliest deadline given (null: none). */
+  stop: { deadline: number | null } | null = null;
+  /** A step-down was asked for while leader; the releasing phase takes it. */
+  stepDown: Release | null = null;
+}

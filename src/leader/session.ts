@@ -1,0 +1,404 @@
+/**
+ * The lock's session: one {@link Connection} and the statements the lock runs on it
+ * (sql.ts). On open it refuses a server in recovery and a pooler that shares backends
+ * (pooler.ts), marks the session, sets the settings that bound how long the server keeps
+ * a dead client's lock and reads back what was applied, listens for leadership
+ * announcements, and reads who holds the lock now.
+ */
+import { randomBytes } from 'node:crypto';
+import { type ConnectFn, parseSettingMs } from '../core/connect.js';
+import { Connection } from '../core/connection.js';
+import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
+import { bumpSql, createTableSql } from '../core/fencing.js';
+import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
+import { prepareSession, unsafe } from '../core/prepare.js';
+import type { Surveyed } from '../core/primary.js';
+import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
+import { MAX_TIMER_MS } from '../core/validate.js';
+import { type HandoverEvent, HandoverLog, parseEvent, payload } from './handover.js';
+import type { ResolvedOptions } from './options.js';
+import {
+  CHECK,
+  CHECK_PENDING,
+  CURRENT_HOLDER,
+  channelFor,
+  FREE_STRANDED,
+  LATE_GRANT,
+  releaseSql,
+  TRY_LOCK,
+  WAIT_LOCK,
+} from './sql.js';
+
+/** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
+const SLICE_ENDED = '55P03';
+
+/** What a session needs of the lock's options (see LeaderLockOptions for each). */
+export type SessionOptions = Pick<
+  ResolvedOptions,
+  | 'key1'
+  | 'key2'
+  | 'id'
+  | 'applicationName'
+  | 'clock'
+  | 'serverReleaseMs'
+  | 'healthIntervalMs'
+  | 'waitSliceMs'
+  | 'queryTimeoutMs'
+  | 'closeTimeoutMs'
+  | 'unref'
+>;
+
+/** Where a session runs: its host, that server's timeline, and the other configured hosts. */
+export interface SessionPlace {
+  readonly host: string;
+  readonly timeline: number;
+  readonly others: readonly Surveyed[];
+}
+
+/** A granted acquisition, with the figures its lease is computed from. */
+export interface Acquired {
+  readonly safety: Safety;
+  /**
+   * A clock time no later than the grant: the statement's send time plus how long the
+   * server saw it wait. The server's activity on the session (and so its release bound)
+   * starts no earlier than this; the lease counts from it.
+   */
+  readonly provenAt: number;
+  /** The previous holder is proven to have released cleanly (handover.ts). */
+  readonly cleanHandover: boolean;
+}
+
+/** A fencing epoch, and whether the previous epoch's holder released it cleanly (null: unknown). */
+export interface Epoch {
+  readonly epoch: bigint;
+  readonly previousReleased: boolean | null;
+}
+
+/** Result of an ownership check. */
+export type CheckResult = { ok: true; safety: Safety } | { ok: false; reason: string };
+
+interface AcquireRow {
+  pid: number;
+  same: boolean;
+  held_before: boolean;
+  ok: boolean;
+  idle: string | null;
+  waited_ms: number | null;
+}
+
+interface CheckRow {
+  pid: number;
+  same: boolean;
+  held: boolean;
+  recovery: boolean;
+}
+
+export class Session {
+  /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
+  private readonly token = randomBytes(8).toString('hex');
+  /** Set when a pooler is in the path (null: a direct connection). */
+  private pooler: PoolerGuard | null = null;
+  /** Backend pid when the session was opened, and once the lock was granted. */
+  private openedPid = 0;
+  private lockedPid: number | null = null;
+  private settings: AppliedSettings | null = null;
+  private safety: Safety | null = null;
+  private fencingReady = false;
+  /** The id of the lock's holder when this session connected (null if none, or not one of ours). */
+  holderAtConnect: string | null = null;
+  /** The events seen on the key's channel, for the proof of a clean handover. */
+  private readonly handover: HandoverLog;
+
+  /**
+   * Wait mode: this session's slice, `waitSliceMs` ± 10 %: followers started together must
+   * not re-queue (and, 1 s later, all run PostgreSQL's deadlock check) in step every slice.
+   */
+  private readonly slice: number | null;
+
+  private constructor(
+    private readonly conn: Connection,
+    private readonly o: SessionOptions,
+    /** Which host this session is on, its timeline, and what the other hosts said. */
+    readonly place: SessionPlace,
+  ) {
+    this.handover = new HandoverLog(this.token);
+    const w = o.waitSliceMs;
+    this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
+  }
+
+  /** Open and prepare a session; on any failure the connection is closed and the error thrown. */
+  /**
+   * Open and prepare a session on `where` (the surveyed primary, primary.ts): `first` is the
+   * client the survey connected, `connect` opens more on that host (the pooler probe).
+   */
+  static async open(
+    first: ConnectFn,
+    connect: ConnectFn,
+    o: SessionOptions,
+    where: SessionPlace = { host: 'connect()', timeline: 1, others: [] },
+  ): Promise<Session> {
+    const conn = await Connection.open(first, o);
+    const session = new Session(conn, o, where);
+    try {
+      await session.prepare(connect);
+    } catch (err) {
+      session.destroy();
+      throw err;
+    }
+    return session;
+  }
+
+  /** Backend pid of this session (`pg_backend_pid()` at connect). */
+  get pid(): number {
+    return this.openedPid;
+  }
+
+  get dead(): boolean {
+    return this.conn.dead;
+  }
+
+  get cause(): Error | null {
+    return this.conn.cause;
+  }
+
+  /** The server's version number (server_version_num), once prepared. */
+  get serverVersion(): number {
+    return this.settings?.serverVersion ?? 0;
+  }
+
+  onDeath(fn: (err: Error) => void): () => void {
+    return this.conn.onDeath(fn);
+  }
+
+  /** Called with each event on the key's channel (after it is recorded for the handover proof). */
+  onEvent(fn: (event: HandoverEvent) => void): void {
+    this.conn.onNotification(channelFor(this.o.key1, this.o.key2), (text) => {
+      const event = parseEvent(text);
+      if (!event) return;
+      this.handover.see(event);
+      fn(event);
+    });
+  }
+
+  private async prepare(connect: ConnectFn): Promise<void> {
+    const slice = this.slice;
+    const prepared = await prepareSession(this.conn, {
+      token: this.token,
+      applicationName: this.o.applicationName,
+      clock: this.o.clock,
+      queryTimeoutMs: this.o.queryTimeoutMs,
+      serverReleaseMs: this.o.serverReleaseMs,
+      probe: { connect, key1: this.o.key1, key2: this.o.key2 },
+      extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
+    });
+    this.openedPid = prepared.pid;
+    this.pooler = prepared.pooler;
+    this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
+    // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
+    const channel = channelFor(this.o.key1, this.o.key2);
+    await this.conn.query(`/* pgleaderlock:listen */ LISTEN ${channel}`, []);
+    const [holder] = await this.conn.query<{ application_name: string | null }>(CURRENT_HOLDER, this.keys());
+    this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
+  }
+
+  private keys(): [number, number] {
+    return [this.o.key1, this.o.key2];
+  }
+
+  /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
+  async tryLock(): Promise<Acquired | null> {
+    const sentAt = this.o.clock.now();
+    const [row] = await this.conn.query<AcquireRow>(TRY_LOCK, this.acquireParams());
+    return this.acquired(row, sentAt);
+  }
+
+  /**
+   * Wait mode: queue server-side in `pg_advisory_lock` for one slice (lock_timeout). Null
+   * when the slice ended with the lock still held elsewhere. The deadline is the slice
+   * plus `queryTimeoutMs`; `cancel()` ends the wait early (an error).
+   */
+  async waitLock(): Promise<Acquired | null> {
+    const slice = this.slice;
+    if (slice === null) throw new ConnectionError('session not prepared for waiting');
+    let sentAt = this.o.clock.now();
+    let rows: AcquireRow[];
+    try {
+      rows = await this.conn.query<AcquireRow>(WAIT_LOCK, this.acquireParams(), slice);
+    } catch (err) {
+      if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
+      // the slice ended; but a grant that raced the timeout leaves the lock held anyway
+      sentAt = this.o.clock.now();
+      rows = await this.conn.query<AcquireRow>(LATE_GRANT, this.acquireParams());
+    }
+    return this.acquired(rows[0], sentAt);
+  }
+
+  /** Keys, marker, and the idle_session_timeout to arm with the grant (PG14+). */
+  private acquireParams(): unknown[] {
+    const version = this.settings?.serverVersion ?? 0;
+    const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
+    const acquired = payload('acquired', this.o.id, this.token);
+    return [this.o.key1, this.o.key2, this.token, arm, acquired, channelFor(this.o.key1, this.o.key2)];
+  }
+
+  /** Read an acquisition row: refuse a shared or moved backend; on a grant, compute the lease figures. */
+  private async acquired(row: AcquireRow | undefined, sentAt: number): Promise<Acquired | null> {
+    if (!row) throw new LockError('the acquisition returned no row');
+    if (!row.same) {
+      throw unsafe(
+        `this session's statement ran on a backend without its marker (backend pid ${row.pid}): ${SHARED_BACKEND}`,
+      );
+    }
+    if (row.held_before) {
+      throw unsafe(
+        `the lock was already held by this session's backend (pid ${row.pid}) before it asked: another client shares the backend; ${SHARED_BACKEND}`,
+      );
+    }
+    if (!row.ok) return null;
+    if (row.pid !== this.openedPid) {
+      await this.freeStranded(row.pid);
+      throw unsafe(
+        `the backend pid changed from ${this.openedPid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
+      );
+    }
+    this.lockedPid = row.pid;
+    await this.verifyNotShared();
+    const settings = this.settings as AppliedSettings;
+    const armed = settings.serverVersion >= 140000;
+    const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle) : null };
+    this.safety = safetyFor(applied, this.o.healthIntervalMs, this.o.queryTimeoutMs);
+    return {
+      safety: this.safety,
+      provenAt: sentAt + Math.max(0, row.waited_ms ?? 0),
+      cleanHandover: this.handover.takeProof(),
+    };
+  }
+
+  /**
+   * End the running statement (a wait) within milliseconds: a CancelRequest, or if it
+   * cannot be sent, destroying the socket (the server then drops the waiter within
+   * client_connection_check_interval).
+   */
+  cancel(): Promise<void> {
+    return this.conn.cancel();
+  }
+
+  /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
+  async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
+    if (!this.fencingReady) {
+      try {
+        await this.conn.simple(createTableSql(table));
+      } catch (err) {
+        // two sessions creating it at once: one wins, the other sees a duplicate
+        if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
+      }
+      this.fencingReady = true;
+    }
+    const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(bumpSql(table), [
+      ...this.keys(),
+      leaderId,
+      this.place.timeline,
+    ]);
+    if (!row) throw new LockError('the fencing epoch was not returned');
+    return { epoch: BigInt(row.epoch), previousReleased: row.prev_released };
+  }
+
+  /**
+   * A clean release: mark the fencing epoch released and send the `released` event, then
+   * unlock, in one round trip (sql.ts `releaseSql`). True if the lock was held and is now
+   * released.
+   */
+  async release(fencing: { table: string; epoch: bigint } | null): Promise<boolean> {
+    const sql = releaseSql({
+      key1: this.o.key1,
+      key2: this.o.key2,
+      token: this.token,
+      channel: channelFor(this.o.key1, this.o.key2),
+      payload: payload('released', this.o.id, this.token),
+      fencing,
+    });
+    const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(sql);
+    if (row && !row.same) {
+      await this.freeStranded(this.lockedPid);
+      throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+    }
+    if (row?.ok) this.lockedPid = null;
+    return row?.ok === true;
+  }
+
+  /**
+   * Ownership check: the session answers, is the same backend, still holds the lock, and
+   * (behind a pooler) the probe does not reach it. `pending`: the lock is held under a
+   * takeover fence (the statement is tagged so that `inspect` can tell).
+   */
+  async check(pending = false): Promise<CheckResult> {
+    const [row] = await this.conn.query<CheckRow>(pending ? CHECK_PENDING : CHECK, [
+      ...this.keys(),
+      this.token,
+    ]);
+    if (!row) return { ok: false, reason: 'the ownership check returned no row' };
+    if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
+      await this.freeStranded(this.lockedPid);
+      return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
+    }
+    if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
+    if (row.recovery) {
+      return {
+        ok: false,
+        reason: `the server (${this.place.host}) is in recovery now: it is no longer the primary`,
+      };
+    }
+    await this.verifyNotShared();
+    if (!this.safety) return { ok: false, reason: 'the session has not acquired the lock' };
+    return { ok: true, safety: this.safety };
+  }
+
+  /** Behind a pooler, while the lock is held: the probe must not reach our backend (pooler.ts); else free it and refuse. */
+  private async verifyNotShared(): Promise<void> {
+    if (!this.pooler) return;
+    try {
+      await this.pooler.verifyHolding();
+    } catch (err) {
+      await this.freeStranded(this.lockedPid);
+      throw err;
+    }
+  }
+
+  /**
+   * This session proved not to be pinned to its backend (a pooler moved it) while the lock
+   * may be held on backend `pid`: free it there (unlock if this statement lands on it, else
+   * terminate that backend), so the key is not left held on a pooled backend. Best effort:
+   * the role may lack the right to terminate (docs/safety.md).
+   */
+  private async freeStranded(pid: number | null): Promise<void> {
+    if (pid === null) return;
+    try {
+      await this.conn.query(FREE_STRANDED, [...this.keys(), pid]);
+    } catch {
+      // reported by the caller's error; nothing more to do here
+    }
+  }
+
+  /** The backend pid holding the lock now, or null if nobody does. */
+  async holderPid(): Promise<number | null> {
+    const [row] = await this.conn.query<{ pid: number }>(CURRENT_HOLDER, this.keys());
+    return row?.pid ?? null;
+  }
+
+  /** Close at once: the server releases the lock when it sees EOF. */
+  destroy(reason?: Error): void {
+    this.pooler?.close();
+    this.conn.destroy(reason);
+  }
+
+  /** Close gracefully within `closeTimeoutMs`. Idempotent. */
+  close(): Promise<void> {
+    this.pooler?.close();
+    return this.conn.close();
+  }
+}
+
+/** The candidate id in a `pgleaderlock:<id>` application_name, else null. */
+export function idFromApplicationName(name: string | null): string | null {
+  return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
+}

@@ -1,0 +1,122 @@
+/**
+ * The SQL the lock session runs. Keys are always bound as $1::int4, $2::int4. Each
+ * statement starts with a `/* pgleaderlock:<name> *\/` comment: it names the statement in
+ * `pg_stat_activity.query` (and lets the unit tests' fake server tell them apart).
+ * Each statement checks the session marker (statements.ts).
+ */
+
+import pg from 'pg';
+import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
+
+/**
+ * Free the key held by backend $3 when this session has proven not to be pinned to it
+ * (a pooler moved it): unlock if this statement runs there, else terminate that backend.
+ * Nothing happens unless backend $3 still holds the key.
+ */
+export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
+  CASE WHEN l.pid = pg_backend_pid() THEN pg_advisory_unlock($1::int4, $2::int4)
+       ELSE pg_terminate_backend(l.pid) END AS freed
+  FROM pg_locks l WHERE ${KEY_LOCKS} AND l.granted AND l.pid = $3`;
+
+/**
+ * What a granting statement also does, in its outer SELECT (so after the grant): arm
+ * `idle_session_timeout` to $4 (PG14+, when $4 is not null; armed only once leader so that
+ * idle followers are never cut); measure on the server's clock how long the statement
+ * waited for the grant (`waited_ms`: the lease can then count from the grant itself, with
+ * no extra round trip); and send the `acquired` event ($5) on the key's channel ($6)
+ * (handover.ts), committed with the statement, so before any term can open.
+ */
+const ON_GRANT = `CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle,
+  CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms,
+  CASE WHEN a.ok THEN (SELECT count(*) FROM pg_notify($6, $5)) END AS announced`;
+
+/**
+ * One acquisition attempt, in one statement (so on one backend even behind a pooler):
+ *  - `same`: this backend carries our marker ($3);
+ *  - `held_before`: this backend already holds the key before our attempt. Advisory locks
+ *    are re-entrant per backend, so that means another client shares the backend;
+ *  - `ok`: the lock was taken, which is attempted only when `same AND NOT held_before`;
+ *  - then ON_GRANT.
+ * `lock` is `pg_try_advisory_lock` (poll) or a wait in `pg_advisory_lock` (wait mode,
+ * bounded by the session's lock_timeout). The lock call is in a CASE branch, so it never
+ * runs when the checks fail.
+ */
+function acquire(name: string, lock: string): string {
+  return `/* pgleaderlock:${name} */ SELECT a.pid, a.same, a.held_before, a.ok, ${ON_GRANT}
+  FROM (SELECT s.pid, s.same, s.held_before,
+          CASE WHEN s.same AND NOT s.held_before THEN ${lock} ELSE false END AS ok
+        FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held_before) s) a`;
+}
+
+export const TRY_LOCK = acquire('try-lock', 'pg_try_advisory_lock($1::int4, $2::int4)');
+export const WAIT_LOCK = acquire('wait-lock', '(SELECT true FROM pg_advisory_lock($1::int4, $2::int4) w)');
+
+/**
+ * After a wait ended by lock_timeout (55P03): PostgreSQL may have granted the lock just
+ * before the timeout was processed, and then the session holds it although the statement
+ * failed (LockErrorCleanup records the grant). Same columns as an acquisition (`ok`: held
+ * now), with ON_GRANT if it is.
+ */
+export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, false AS held_before, a.ok, ${ON_GRANT}
+  FROM (SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS ok) a`;
+
+/** What a release needs; every value is written into the statement as a literal. */
+export interface ReleaseValues {
+  key1: number;
+  key2: number;
+  token: string;
+  channel: string;
+  /** The `released` event (handover.ts). */
+  payload: string;
+  /** Fencing: the quoted table and this leadership's epoch, to mark it released. */
+  fencing: { table: string; epoch: bigint } | null;
+}
+
+/**
+ * A clean release, in one round trip (a simple-protocol query, hence literals): in its own
+ * transaction, mark the fencing epoch released and send the `released` event, both only on
+ * this session's own backend while it holds the key; commit; then unlock (again only on
+ * that backend: never someone else's hold). The event is committed before the unlock, so
+ * the next holder, granted by the unlock, receives it with its grant.
+ */
+export function releaseSql(v: ReleaseValues): string {
+  const lit = (s: string): string => pg.escapeLiteral(s);
+  const keys = (sql: string): string =>
+    sql.replaceAll('$1::int4', `(${v.key1 | 0})::int4`).replaceAll('$2::int4', `(${v.key2 | 0})::int4`);
+  const mine = `coalesce(current_setting('pgleaderlock.session', true) = ${lit(v.token)}, false)`;
+  const holding = `${mine} AND ${keys(HELD_HERE)}`;
+  const mark = v.fencing
+    ? `UPDATE ${v.fencing.table} SET released = true WHERE key1 = (${v.key1 | 0}) AND key2 = (${v.key2 | 0})
+         AND epoch = ${BigInt(v.fencing.epoch)} AND ${holding};`
+    : '';
+  return `/* pgleaderlock:release */ BEGIN;
+  ${mark}
+  SELECT pg_notify(${lit(v.channel)}, ${lit(v.payload)}) WHERE ${holding};
+  COMMIT;
+  SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok`;
+}
+
+/**
+ * Liveness and ownership in one round trip: the backend, whether it carries our marker
+ * ($3), whether it still holds (key1, key2), and whether the server is still a primary (a
+ * lock on a server that became a standby excludes nobody on the new primary). Advisory keys are stored as unsigned OIDs
+ * in pg_locks, hence `::int4::oid`; the two-key form has objsubid = 2.
+ */
+export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held,
+  pg_is_in_recovery() AS recovery`;
+
+/**
+ * The same check while the lock is held for the takeover delay (the term not yet open):
+ * tagged `pending` so that `inspect` (which reads the holder's last statement in
+ * pg_stat_activity) can tell a pending holder from a leader.
+ */
+export const CHECK_PENDING = CHECK.replace('pgleaderlock:check', 'pgleaderlock:pending');
+
+/** The backend holding (key1, key2), if any, and its application_name. */
+export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name FROM pg_locks l
+  JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted`;
+
+/** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
+export function channelFor(key1: number, key2: number): string {
+  return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
+}

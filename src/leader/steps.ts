@@ -1,0 +1,358 @@
+/**
+ * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
+ * the input that ends it. A step may fill in its own phase's session (ACQUIRING and
+ * RECONNECTING open one) and takeover delay (takeover.ts); it never changes the phase
+ * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
+ * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
+ */
+import { sleep } from '../core/clock.js';
+import { LockError, toError } from '../core/errors.js';
+import { NoPrimaryError } from '../core/primary.js';
+import type { Runners } from '../core/runner.js';
+import { MAX_TIMER_MS } from '../core/validate.js';
+import { type Input, STOP } from './fsm.js';
+import type { ResolvedOptions } from './options.js';
+import type { Mailbox, Phase, PhaseOf, TakeoverDelay } from './phase.js';
+import type { RetryCycle } from './retry.js';
+import type { Acquired, Session } from './session.js';
+import { Takeover } from './takeover.js';
+import type { Term } from './term.js';
+
+/** What the steps need from the loop. */
+export interface StepContext {
+  /** A signal aborted by the loop's next wake-up. */
+  arm(): AbortSignal;
+  /** Open a session (wired to wake the loop when it dies). */
+  open(): Promise<Session>;
+  /** A takeover delay began (the phase carries it). */
+  delayed(delay: TakeoverDelay): void;
+}
+
+/** A short wait before asking again whether our own previous backend has let go (RECONNECTING). */
+const OWN_BACKEND_POLL_MS = 20;
+
+export class Steps {
+  private readonly takeover: Takeover;
+
+  constructor(
+    private readonly o: ResolvedOptions,
+    private readonly mail: Mailbox,
+    private readonly retry: RetryCycle,
+    private readonly runners: Runners<Term>,
+    private readonly ctx: StepContext,
+  ) {
+    this.takeover = new Takeover(o, mail, ctx);
+  }
+
+  step(phase: Phase): Promise<Input> {
+    switch (phase.kind) {
+      case 'follower':
+        return this.follow(phase);
+      case 'acquiring':
+        return this.acquire(phase);
+      case 'leader':
+        return this.lead(phase);
+      case 'reconnecting':
+        return this.reconnect(phase);
+      case 'releasing':
+        return phase.step === 'draining' ? this.drain(phase) : this.unlock(phase);
+      case 'stopped':
+        return Promise.resolve(STOP);
+    }
+  }
+
+  /** FOLLOWER: wait until the next attempt is due; only a stop cuts a back-off short. */
+  private async follow(phase: PhaseOf<'follower'>): Promise<Input> {
+    if (this.mail.stop) return STOP;
+    if (phase.next === 'now') return { type: 'AcquireAttempt' };
+    if (phase.next === 'primary') return this.awaitPrimary(phase);
+    const next = this.retry.next();
+    if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
+    if (phase.next === 'requeue') return { type: 'AcquireAttempt' }; // the server-side wait was the delay
+    const until = this.o.clock.now() + next.delayMs;
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      const left = until - this.o.clock.now();
+      if (left <= 0) return { type: 'AcquireAttempt' };
+      await sleep(this.o.clock, Math.min(left, MAX_TIMER_MS), signal);
+    }
+  }
+
+  /**
+   * FOLLOWER after a survey found no primary, only standbys: survey again after the retry
+   * strategy's delay (a primary that restarts, a host that comes back, a strategy that
+   * gives up), or as soon as one of the standbys, asked every 100 ms on the connections the
+   * survey left open (primary.ts), says it was promoted: a promotion is not paced by the
+   * back-off that paces real errors. Leaving FOLLOWER closes those connections (fsm-actions.ts).
+   */
+  private async awaitPrimary(phase: PhaseOf<'follower'>): Promise<Input> {
+    const next = this.retry.next();
+    if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
+    const signal = this.ctx.arm();
+    if (this.mail.stop) return STOP;
+    const done = new AbortController();
+    const onWake = (): void => {
+      if (this.mail.stop) done.abort();
+    };
+    signal.addEventListener('abort', onWake);
+    const delay = sleep(this.o.clock, Math.min(next.delayMs, MAX_TIMER_MS), done.signal).then(() =>
+      done.abort(),
+    );
+    try {
+      // true at a promotion; false when `done` aborts (the delay ran out, a stop) or once
+      // every standby connection failed (then the delay runs out first)
+      const promoted = phase.standbys ? await phase.standbys.promoted(done.signal) : false;
+      if (!promoted && !done.signal.aborted) await delay;
+      return this.mail.stop ? STOP : { type: 'AcquireAttempt' };
+    } finally {
+      done.abort();
+      signal.removeEventListener('abort', onWake);
+    }
+  }
+
+  /**
+   * Open a session for `phase` if it has none that lives; a stop cuts the wait short (a
+   * session that opens later is closed). Returns STOP if a stop came first; throws what
+   * connecting threw.
+   */
+  private async ensureSession(phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>): Promise<Input | null> {
+    if (phase.session && !phase.session.dead) return null;
+    await phase.session?.close();
+    phase.session = null;
+    const opening = this.ctx.open();
+    for (;;) {
+      const wake = untilWoken(this.ctx.arm());
+      if (this.mail.stop) {
+        wake.dispose();
+        // opened after the stop: close it (and the standbys a survey kept open)
+        opening.then(
+          (late) => late.close(),
+          (err: unknown) => {
+            if (err instanceof NoPrimaryError) err.standbys.close();
+          },
+        );
+        return STOP;
+      }
+      try {
+        const session = await Promise.race([opening, wake.promise]);
+        if (session) {
+          phase.session = session;
+          return this.mail.stop ? STOP : null;
+        }
+      } finally {
+        wake.dispose();
+      }
+    }
+  }
+
+  /**
+   * ACQUIRING: connect if needed, then one attempt: a `pg_try_advisory_lock` (poll mode) or
+   * one server-side wait of at most a slice followed by an ownership check (wait mode),
+   * then what follows a grant (takeover.ts).
+   */
+  private async acquire(phase: PhaseOf<'acquiring'>): Promise<Input> {
+    try {
+      const early = await this.ensureSession(phase);
+      if (early) return early;
+    } catch (err) {
+      if (err instanceof NoPrimaryError) {
+        this.retry.lastError = err;
+        if (!this.mail.stop) return { type: 'NoPrimary', error: err };
+        err.standbys.close();
+        return STOP;
+      }
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+    }
+    const session = phase.session as Session;
+    let acquired: Acquired | null;
+    try {
+      acquired = this.o.acquireMode === 'wait' ? await this.waitOnce(session) : await session.tryLock();
+    } catch (err) {
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'DbError', error };
+    }
+    // a lock granted to a session about to be closed is released by the close
+    if (this.mail.stop) return STOP;
+    if (!acquired) {
+      this.retry.lastError = null;
+      return { type: 'AcquireFailed' };
+    }
+    const grant = await this.takeover.complete(phase, session, acquired);
+    if ('type' in grant) {
+      if (grant.type === 'DbError') this.retry.lastError = grant.error;
+      return grant;
+    }
+    this.retry.lastError = null;
+    return { type: 'AcquireSucceeded', grant };
+  }
+
+  /**
+   * Wait mode: one server-side wait; a stop sends a CancelRequest so the backend leaves the
+   * queue within milliseconds. The grant may come at any point of a long wait, and this
+   * process may freeze before reading it: the lease counts from the grant itself, timed by
+   * the server (the wait's send time plus how long the server saw it wait), so a grant
+   * read after its lease ran out opens no term until a check proves ownership again.
+   */
+  private async waitOnce(session: Session): Promise<Acquired | null> {
+    const signal = this.ctx.arm();
+    if (this.mail.stop) return null;
+    const onWake = (): void => {
+      if (this.mail.stop) void session.cancel();
+    };
+    signal.addEventListener('abort', onWake, { once: true });
+    let acquired: Awaited<ReturnType<Session['waitLock']>>;
+    try {
+      acquired = await session.waitLock();
+    } finally {
+      signal.removeEventListener('abort', onWake);
+    }
+    return this.mail.stop ? null : acquired;
+  }
+
+  /** LEADER: an ownership check every `healthIntervalMs` (at once while the term is suspended). */
+  private async lead(phase: PhaseOf<'leader'>): Promise<Input> {
+    const { session, leadership } = phase;
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      if (this.mail.stepDown) return { type: 'ReleaseRequested' };
+      if (phase.promotion) return { type: 'HealthFailed', error: phase.promotion };
+      if (session.dead) {
+        const error = new LockError('lock connection lost', {
+          cause: session.cause,
+          code: 'ERR_PGLEADERLOCK_LOST',
+        });
+        return { type: 'HealthFailed', error };
+      }
+      const delay = leadership.term ? this.o.healthIntervalMs : 0; // at once while the term is suspended
+      if (delay > 0 && !(await sleep(this.o.clock, delay, signal))) continue; // woken: the top of the loop says why
+      const sentAt = this.o.clock.now();
+      let result: Awaited<ReturnType<Session['check']>>;
+      try {
+        result = await session.check();
+      } catch (err) {
+        return { type: 'DbError', error: toError(err) };
+      }
+      if (!result.ok) {
+        return {
+          type: 'HealthFailed',
+          error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }),
+        };
+      }
+      // a promotion seen while the check ran: its term must not reopen on this server
+      if (phase.promotion) return { type: 'HealthFailed', error: phase.promotion };
+      leadership.renew(sentAt, result.safety);
+    }
+  }
+
+  /**
+   * RECONNECTING: reconnect and re-acquire (try-lock) within `reconnectGraceMs`; the lock
+   * is not held meanwhile. Finding it held by another session ends the grace period at
+   * once, unless the holder is our own previous backend, whose close may not have reached
+   * the server yet.
+   */
+  private async reconnect(phase: PhaseOf<'reconnecting'>): Promise<Input> {
+    const { clock } = this.o;
+    let lastError: Error | null = null;
+    for (;;) {
+      if (this.mail.stop) return STOP;
+      const remaining = phase.deadline - clock.now();
+      if (remaining <= 0) return { type: 'GraceExpired', error: lastError };
+      let delay: number | null;
+      try {
+        const early = await this.ensureSession(phase);
+        if (early) return early;
+        const session = phase.session as Session;
+        const acquired = await session.tryLock();
+        if (this.mail.stop) return STOP;
+        if (acquired) {
+          const grant = await this.takeover.complete(phase, session, acquired);
+          if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
+          if (grant.type === 'StopRequested') return grant;
+          // a failed attempt within the grace period: below
+          throw 'error' in grant && grant.error
+            ? grant.error
+            : new LockError(`re-acquisition failed (${grant.type})`);
+        }
+        if ((await session.holderPid()) !== phase.previousPid) {
+          const error = new LockError('the lock is held by another session', {
+            code: 'ERR_PGLEADERLOCK_LOST',
+          });
+          return { type: 'ReacquireFailed', error };
+        }
+        delay = OWN_BACKEND_POLL_MS;
+      } catch (err) {
+        if (err instanceof NoPrimaryError) err.standbys.close();
+        lastError = toError(err);
+        this.retry.lastError = lastError;
+        await phase.session?.close();
+        phase.session = null;
+        const next = this.retry.next();
+        delay = 'giveUp' in next ? null : next.delayMs;
+        if (delay === null) return { type: 'GraceExpired', error: lastError };
+      }
+      await sleep(clock, Math.min(delay, Math.max(0, phase.deadline - clock.now())), this.ctx.arm());
+    }
+  }
+
+  /** RELEASING, first step: the term has ended; wait for every run to settle before unlocking. */
+  private async drain(phase: PhaseOf<'releasing'>): Promise<Input> {
+    for (;;) {
+      const signal = this.ctx.arm();
+      if (phase.session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
+      if (!this.runners.busy) return { type: 'Drained' };
+      const wake = untilWoken(signal);
+      let timer: unknown = null;
+      const interval = new Promise<'check'>((resolve) => {
+        timer = this.o.clock.setTimeout(() => resolve('check'), this.o.healthIntervalMs);
+      });
+      const first = await Promise.race([this.runners.idle(), wake.promise, interval]);
+      this.o.clock.clearTimeout(timer);
+      wake.dispose();
+      // work slow to stop: keep the session busy, or the server's idle_session_timeout
+      // (serverReleaseMs) would end it, and the lock with it, before the unlock
+      if (first === 'check') await phase.session.check().catch(() => {});
+    }
+  }
+
+  /** RELEASING, second step: the `released` proof, then `pg_advisory_unlock` (one round trip). */
+  private async unlock(phase: PhaseOf<'releasing'>): Promise<Input> {
+    const { session } = phase;
+    if (session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
+    try {
+      const table = this.o.fencingTable;
+      const fencing = table !== null && phase.epoch !== null ? { table, epoch: phase.epoch } : null;
+      if (await session.release(fencing)) return { type: 'ReleaseSucceeded' };
+      const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
+        code: 'ERR_PGLEADERLOCK_RELEASE',
+      });
+      return { type: 'ReleaseFailed', error };
+    } catch (err) {
+      return { type: 'DbError', error: this.releaseError(phase, err) };
+    }
+  }
+
+  /** Why a release failed: its deadline (a ShutdownError), else what the session or query said. */
+  private releaseError(phase: PhaseOf<'releasing'>, err: unknown): Error {
+    if (phase.release.expired) return phase.release.expired;
+    const why = err
+      ? `release failed: ${toError(err).message}`
+      : 'cannot release: the lock connection is gone';
+    return new LockError(why, { cause: err ?? phase.session.cause, code: 'ERR_PGLEADERLOCK_RELEASE' });
+  }
+}
+
+/** A promise that resolves (to null) when `signal` aborts; `dispose` removes the listener. */
+function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispose(): void } {
+  let onAbort = (): void => {};
+  const promise = new Promise<null>((resolve) => {
+    onAbort = () => resolve(null);
+    if (signal.aborted) resolve(null);
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
