@@ -4,7 +4,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import type { LeaderLock } from '../../src/index.js';
 import { type FailoverFigures, recordResult, type Spread, spread } from '../harness/compat-results.js';
 import { databaseUrl, eventually, holderPid, lockHolders, randomKeys } from '../harness/db.js';

@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { deferred } from '../../src/clock.js';
+import { deferred } from '../../src/core/clock.js';
 import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
 import { eventually, holderPid, lockHolders, ownServer, randomKeys } from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
