@@ -1,9 +1,12 @@
-import { epochFloor } from '../core/fencing.js';
+import type pg from 'pg';
+import { epochFloor, FencedError, fencedWrite } from '../core/fencing.js';
+import { show } from '../core/validate.js';
+import type { PartitionTerm, Terms } from './terms.js';
 
 /**
  * Fencing epochs per partition (`fencing: true`): the table of LeaderLock's fencing
  * (fencing.ts), one row per partition, keyed (the name's partition key namespace,
- * partition). The ownership session bumps the rows of the partitions it has just taken,
+ * partition). The member session bumps the rows of the partitions it has just taken,
  * while holding their locks and before their terms open, in one statement; a fenced write
  * of an older term of that partition is then refused, and one in flight delays the bump
  * until it commits (its row is share-locked).
@@ -39,4 +42,31 @@ export function bumpPartitionsSql(table: string): string {
 /** The rows a bump returned, as partition → epoch. */
 export function epochsOf(rows: readonly { partition: number; epoch: string }[]): Map<number, bigint> {
   return new Map(rows.map((r) => [r.partition, BigInt(r.epoch)]));
+}
+
+/**
+ * `workers.fenced(client, term, fn)`: the checks (fencing on, a client, a term this worker
+ * issued, a function, the partition owned now), then the fenced write (core/fencing.ts) on
+ * the partition's epoch row.
+ */
+export function fencedPartitionWrite<T>(
+  w: { table: string | null; key: number; terms: Terms; owned: ReadonlySet<number> },
+  client: pg.ClientBase,
+  term: PartitionTerm,
+  fn: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  if (w.table === null) throw new FencedError('fencing is not enabled: pass fencing: true');
+  if (typeof (client as { query?: unknown } | null)?.query !== 'function') {
+    throw new TypeError(`fenced needs a pg client as its first argument, received ${show(client)}`);
+  }
+  if (!w.terms.issued(term)) {
+    throw new TypeError(
+      `fenced needs a term this worker issued (from runForEach or onAssigned), received ${show(term)}`,
+    );
+  }
+  if (typeof fn !== 'function') throw new TypeError(`fenced needs a function, received ${show(fn)}`);
+  if (!w.owned.has(term.partition)) {
+    throw new FencedError(`fenced write refused: partition ${term.partition} is not owned by this worker`);
+  }
+  return fencedWrite(client, w.table, { key1: w.key, key2: term.partition }, term, fn);
 }

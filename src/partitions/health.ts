@@ -5,6 +5,21 @@
  * contribute their part without knowing about probes.
  */
 import { type Health, loopBlocked } from '../core/vitals.js';
+import type { RevokeReason } from './terms.js';
+
+/** A snapshot from `workers.stats()`. */
+export interface PartitionStats {
+  owned: number;
+  members: number;
+  acquisitions: number;
+  revocations: number;
+  losses: number;
+  /** Revocations of open terms by reason (they add up to `revocations`; `lost` is `losses`). */
+  revocationsByReason: Record<RevokeReason, number>;
+  reconciles: number;
+  /** Statements sent on both sessions. */
+  statements: number;
+}
 
 /** The answer of `workers.health()`. */
 export interface PartitionHealth extends Health {
@@ -106,4 +121,9 @@ export function assessPartitionHealth(s: PartitionHealthSnapshot): PartitionHeal
     owned: s.owned,
     members: s.members,
   };
+}
+
+/** The reason for a run still going past its deadline after its partition was revoked. */
+export function stuckRun(run: { partition: number; ms: number }): string {
+  return `runForEach work of partition ${run.partition} is still running ${Math.round(run.ms)} ms after its term ended`;
 }

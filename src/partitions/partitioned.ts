@@ -15,16 +15,23 @@ import type pg from 'pg';
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
 import { type Deferred, deferred, sleep } from '../core/clock.js';
 import { ConnectionError } from '../core/errors.js';
-import { FencedError, fencedWrite } from '../core/fencing.js';
 import { Lease } from '../core/lease.js';
 import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import type { LeaderWorkHandle } from '../core/runner.js';
-import { show } from '../core/validate.js';
 import { hungCallback, Vitals } from '../core/vitals.js';
+import { Balance } from './balance.js';
+import { fencedPartitionWrite } from './epochs.js';
 import { PartitionMismatchError } from './errors.js';
-import { assessPartitionHealth, type PartitionHealth, quietBoundMs, type WorkerPhase } from './health.js';
+import {
+  assessPartitionHealth,
+  type PartitionHealth,
+  type PartitionStats,
+  quietBoundMs,
+  stuckRun,
+  type WorkerPhase,
+} from './health.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
-import { MemberSession } from './member-session.js';
+import type { MemberSession } from './member-session.js';
 import {
   type PartitionedLeadershipOptions,
   type ResolvedPartitionOptions,
@@ -32,28 +39,16 @@ import {
 } from './options.js';
 import { Ownership } from './ownership.js';
 import type { PartitionWork } from './runs.js';
-import { keysOf, slotOf } from './sql.js';
-import { type PartitionCallbackMap, type PartitionTerm, type RevokeReason, Terms } from './terms.js';
-import { RingWatch } from './watch.js';
+import { openSessions, type Sessions } from './sessions.js';
+import { keysOf } from './sql.js';
+import { type PartitionCallbackMap, type PartitionTerm, Terms } from './terms.js';
+import type { RingWatch } from './watch.js';
 
 export { PartitionMismatchError } from './errors.js';
-export type { PartitionHealth } from './health.js';
+export type { PartitionHealth, PartitionStats } from './health.js';
 export type { PartitionInspection, PartitionInspectOptions } from './inspect.js';
 export type { PartitionWork } from './runs.js';
 export type { PartitionTerm, RevokeReason } from './terms.js';
-
-export interface PartitionStats {
-  owned: number;
-  members: number;
-  acquisitions: number;
-  revocations: number;
-  losses: number;
-  /** Revocations of open terms by reason (they add up to `revocations`; `lost` is `losses`). */
-  revocationsByReason: Record<RevokeReason, number>;
-  reconciles: number;
-  /** Statements sent on both sessions. */
-  statements: number;
-}
 
 /** One run of the worker, from `start()` to the end of its loop. */
 interface Run {
@@ -65,13 +60,6 @@ interface Run {
   joining: Deferred<void> | null;
   /** `shutdown()` was called: leave at the next step, then end. */
   stopping: boolean;
-}
-
-/** A worker's connections while it is a member: ownership, ring watch, and the peer watch (several hosts). */
-interface Sessions {
-  readonly member: MemberSession;
-  readonly watch: RingWatch;
-  readonly peers: PeerWatch | null;
 }
 
 type Phase =
@@ -88,10 +76,10 @@ export class PartitionedLeadership implements AsyncDisposable {
   private phase: Phase = { kind: 'stopped' };
   private readonly lease: Lease;
   private readonly ownership: Ownership;
+  private readonly balance: Balance;
   private run: Run | null = null;
   /** Aborted by `wake()`: a notice, a death, a shutdown; `arm()` renews it. */
   private interrupt = new AbortController();
-  private balanceWaiters = new Set<(balanced: boolean) => void>();
   private statements = 0;
   /** health(): the loop's pulse (one per run), whether start() was called, and why the last session failed. */
   private vitals: Vitals | null = null;
@@ -120,7 +108,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.o.clock,
       this.callbacks,
       this.lease,
-      () => this.checkBalance(),
+      () => this.balance.check(),
     );
     this.ownership = new Ownership(
       this.o,
@@ -129,6 +117,11 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.lease,
       (err) => this.report(err),
       () => this.splitFenceMs(),
+    );
+    this.balance = new Balance(
+      this.o.clock,
+      () => this.ownership.balanced(this.owned),
+      () => this.callbacks.drained(),
     );
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
   }
@@ -153,10 +146,10 @@ export class PartitionedLeadership implements AsyncDisposable {
   }
 
   /**
-   * When the lease behind `owned` ends (or ended), on the worker's clock (`performance.now()` by default); null before the
-   * first ownership check. Each successful check (every `healthIntervalMs`) pushes it
-   * forward; past it `owned` is empty and every term ends. After a lost session or a
-   * shutdown it keeps the last lease's end, as `LeaderLock.leaseExpiresAt` does.
+   * When the lease behind `owned` ends (or ended), on the worker's clock; null before the
+   * first ownership check. Each check (every `healthIntervalMs`) pushes it forward; past it
+   * `owned` is empty and every term ends. Kept after a loss or a shutdown, as
+   * `LeaderLock.leaseExpiresAt` is.
    */
   get leaseExpiresAt(): number | null {
     return this.lease.until ?? this.lease.last;
@@ -195,11 +188,15 @@ export class PartitionedLeadership implements AsyncDisposable {
           ? 'running'
           : 'connecting';
     const hung = this.callbacks.hung();
+    const stuck = this.terms.stuckRun(this.o.callbackTimeoutMs);
     return assessPartitionHealth({
       started: this.started,
       phase,
       lastError: this.lastFailure,
-      hung: hung ? [hungCallback(hung, this.o.callbackTimeoutMs)] : [],
+      hung: [
+        ...(hung ? [hungCallback(hung, this.o.callbackTimeoutMs)] : []),
+        ...(stuck ? [stuckRun(stuck)] : []),
+      ],
       loopBlockedMs: this.vitals?.blockedMs ?? null,
       quietMs: run ? (this.vitals?.quietMs ?? null) : null,
       quietBoundMs: quietBoundMs(this.o),
@@ -227,26 +224,17 @@ export class PartitionedLeadership implements AsyncDisposable {
    * share-locked until commit, so the next owner's bump waits for the write; a write from a
    * superseded term is refused with a `FencedError` (docs/partitions.md, "Fencing").
    */
-  async fenced<T>(
+  fenced<T>(
     client: pg.ClientBase,
     term: PartitionTerm,
     fn: (client: pg.ClientBase) => Promise<T>,
   ): Promise<T> {
-    const table = this.o.fencingTable;
-    if (table === null) throw new FencedError('fencing is not enabled: pass fencing: true');
-    if (typeof (client as { query?: unknown } | null)?.query !== 'function') {
-      throw new TypeError(`fenced needs a pg client as its first argument, received ${show(client)}`);
-    }
-    if (!this.terms.issued(term)) {
-      throw new TypeError(
-        `fenced needs a term this worker issued (from runForEach or onAssigned), received ${show(term)}`,
-      );
-    }
-    if (typeof fn !== 'function') throw new TypeError(`fenced needs a function, received ${show(fn)}`);
-    if (!this.owned.has(term.partition)) {
-      throw new FencedError(`fenced write refused: partition ${term.partition} is not owned by this worker`);
-    }
-    return fencedWrite(client, table, { key1: this.keys.partitions, key2: term.partition }, term, fn);
+    return fencedPartitionWrite(
+      { table: this.o.fencingTable, key: this.keys.partitions, terms: this.terms, owned: this.owned },
+      client,
+      term,
+      fn,
+    );
   }
 
   /**
@@ -297,22 +285,8 @@ export class PartitionedLeadership implements AsyncDisposable {
    * the callbacks of the terms it opened have run (or passed `callbackTimeoutMs`); false
    * after `timeoutMs`, or when the worker stops.
    */
-  async waitForBalance({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<boolean> {
-    if (this.ownership.balanced(this.owned)) {
-      await this.callbacks.drained();
-      return true;
-    }
-    // resolved by checkBalance() after a reconcile or when a fenced term opens
-    return new Promise<boolean>((resolve) => {
-      const { clock } = this.o;
-      const done = (balanced: boolean): void => {
-        clock.clearTimeout(timer);
-        this.balanceWaiters.delete(done);
-        resolve(balanced);
-      };
-      const timer = clock.setTimeout(() => done(false), timeoutMs);
-      this.balanceWaiters.add(done);
-    });
+  waitForBalance({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<boolean> {
+    return this.balance.wait(timeoutMs);
   }
 
   /** Hand every partition back (runs drained), leave, close both sessions. Idempotent. */
@@ -321,16 +295,18 @@ export class PartitionedLeadership implements AsyncDisposable {
     if (!run) return;
     run.stopping = true;
     this.wake();
+    const timer = new AbortController(); // no timer left behind once the run is over
     const finished = await Promise.race([
       run.done.then(() => true),
-      sleep(this.o.clock, timeoutMs).then(() => false),
+      sleep(this.o.clock, timeoutMs, timer.signal).then(() => false),
     ]);
+    timer.abort();
     if (finished) return;
     // past the timeout: close the session, and the server frees what it holds (the others
     // then take it under the fence); runs still winding down are left to finish
     const p = this.phase as Phase;
     if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy();
-    for (const w of [...this.balanceWaiters]) w(false);
+    this.balance.stopped();
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -386,74 +362,26 @@ export class PartitionedLeadership implements AsyncDisposable {
       delay = Math.min(delay * 2, 5000);
     }
     this.phase = { kind: 'stopped' };
-    for (const w of [...this.balanceWaiters]) w(false);
+    this.balance.stopped();
     run.joining?.resolve();
     run.joining = null;
     if (this.run === run) this.run = null;
   }
 
-  private async open(): Promise<Sessions> {
-    const count = (): void => {
-      this.statements += 1;
-    };
-    const member = await MemberSession.open({
-      endpoints: this.o.endpoints,
-      membersKey: this.keys.members,
-      slot: slotOf(this.o.id),
-      channel: this.keys.channel,
-      appName: `pgleaderlock:${this.o.id}#p${this.o.partitions}`,
-      clock: this.o.clock,
-      serverReleaseMs: this.o.serverReleaseMs,
-      healthIntervalMs: this.o.healthIntervalMs,
-      queryTimeoutMs: this.o.queryTimeoutMs,
-      closeTimeoutMs: this.o.closeTimeoutMs,
-      unref: this.o.unref,
-      fencingTable: this.o.fencingTable,
-      onStatement: count,
-    });
-    const watch = new RingWatch({
-      // the watch session goes to the same server as the member session
-      connect: () => member.endpoint.connect(),
-      appName: `pgleaderlock:${this.o.id}#watch`,
-      membersKey: this.keys.members,
-      sliceMs: this.o.watchSliceMs,
-      clock: this.o.clock,
-      queryTimeoutMs: this.o.queryTimeoutMs,
-      closeTimeoutMs: this.o.closeTimeoutMs,
-      unref: this.o.unref,
-      serverReleaseMs: this.o.serverReleaseMs,
-      onDeath: (slot) => {
-        const gone = this.ownership.members.find((m) => m.slot === slot);
-        if (gone && this.ownership.handovers.died(gone.id))
-          this.terms.log('warn', 'member_died', { member: gone.id });
-        // sent after whatever statement runs now (one statement at a time on a connection)
-        void member.notify(`died:${gone?.id ?? slot}`).catch(() => {});
-        this.wake();
+  private open(): Promise<Sessions> {
+    return openSessions(this.o, this.keys, {
+      ownership: this.ownership,
+      terms: this.terms,
+      wake: () => this.wake(),
+      report: (err) => this.report(err),
+      stopping: () => this.run?.stopping === true,
+      countStatement: () => {
+        this.statements += 1;
       },
-      onError: (err) => this.report(err),
-      onStatement: count,
+      opened: (s) => {
+        this.phase = { kind: 'running', ...s };
+      },
     });
-    const peers = member.watchPeers(this.o.healthIntervalMs);
-    this.phase = { kind: 'running', member, watch, peers };
-    member.onDeath((err) => {
-      if (!this.run?.stopping) this.terms.log('warn', 'session_lost', { error: err.message });
-      void this.terms.revokeAll('lost'); // at once, before the loop runs
-      this.wake();
-    });
-    this.ownership.handovers.reset(); // what earlier sessions heard is no proof for this one
-    member.onNotify((payload) => {
-      this.ownership.handovers.hear(payload);
-      this.wake();
-    });
-    try {
-      await member.notify(`joined:${this.o.id}`);
-    } catch (err) {
-      member.destroy();
-      await watch.close();
-      throw err;
-    }
-    peers?.start();
-    return { member, watch, peers };
   }
 
   /**
@@ -478,20 +406,12 @@ export class PartitionedLeadership implements AsyncDisposable {
       if (this.ownership.handovers.anyDeaths) await this.ownership.takeOver(member);
       const next = await this.ownership.reconcile(member, run.joining !== null);
       if (this.phase.kind === 'running') this.phase.watch.watch(next ? next.slot : null);
-      this.checkBalance();
+      this.balance.check();
       run.joining?.resolve();
       run.joining = null;
       if (woken.aborted) continue;
       await sleep(this.o.clock, this.o.healthIntervalMs, woken);
     }
-  }
-
-  /** Balanced: resolve the waiters once the callbacks queued so far have run. */
-  private checkBalance(): void {
-    if (!this.ownership.balanced(this.owned) || this.balanceWaiters.size === 0) return;
-    void this.callbacks.drained().then(() => {
-      if (this.ownership.balanced(this.owned)) for (const w of [...this.balanceWaiters]) w(true);
-    });
   }
 }
 

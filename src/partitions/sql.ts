@@ -21,7 +21,7 @@ export function slotOf(id: string): number {
   return hash32(id) & 0x7fffffff;
 }
 
-/** application_name of a worker's ownership session: its id and partition count. */
+/** application_name of a worker's member session: its id and partition count. */
 export function memberAppName(id: string, partitions: number): string {
   return `pgleaderlock:${id}#p${partitions}`;
 }

@@ -56,8 +56,6 @@ export interface PartitionCallbackMap {
   error: (error: Error) => void;
 }
 
-export type PartitionEventName = keyof PartitionCallbackMap;
-
 export class Terms {
   private readonly held = new Map<number, Entry>();
   /** Log lines and errors (event-log.ts). */

@@ -4,44 +4,22 @@
  * outage, a blocked event loop and a loop that made no progress. The reasons one by one:
  * test/unit/partition-health.test.ts.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
+import { describe, expect, it, vi } from 'vitest';
 import { quietBoundMs } from '../../src/partitions/health.js';
-import { assertNoSessions, databaseUrl, eventually, ownServer, testTag } from '../harness/db.js';
+import { eventually, ownServer } from '../harness/db.js';
+import { useWorkers } from '../harness/workers.js';
 
-let tag = testTag();
-let made: PartitionedLeadership[] = [];
-let n = 0;
-afterEach(async () => {
-  await Promise.all(made.map((w) => w.shutdown({ timeoutMs: 5000 })));
-  made = [];
-  await assertNoSessions(tag);
-  tag = testTag();
-  n = 0;
-});
-
-function worker(extra: Partial<PartitionedLeadershipOptions> & { name: string }): PartitionedLeadership {
-  const w = new PartitionedLeadership({
-    partitions: 4,
-    connectionString: databaseUrl(),
-    id: `${tag}-${n++}`,
-    healthIntervalMs: 200,
-    queryTimeoutMs: 1000,
-    takeoverDelayMs: 0,
-    ...extra,
-  });
-  made.push(w);
-  return w;
-}
+const workers = useWorkers();
+const worker = workers.worker;
 
 describe('PartitionedLeadership.health()', () => {
   it('never started: live, not ready ("not started"), owning nothing', () => {
-    const w = worker({ name: `ph-${tag}` });
+    const w = worker({ name: `ph-${workers.tag()}` });
     expect(w.health()).toEqual({ live: true, ready: false, reasons: ['not started'], owned: 0, members: 0 });
   });
 
   it('running: live and ready from start() on, owned and members as the worker counts them, a member owning no partition included', async () => {
-    const name = `ph-${tag}`;
+    const name = `ph-${workers.tag()}`;
     const a = worker({ name, partitions: 1 });
     await a.start();
     expect(a.health()).toEqual({ live: true, ready: true, reasons: [], owned: 1, members: 1 });
@@ -62,7 +40,7 @@ describe('PartitionedLeadership.health()', () => {
   });
 
   it('while shutdown() drains its runs: live, not ready ("shutting down"); after it: live, not ready ("stopped"), owning nothing', async () => {
-    const w = worker({ name: `ph-${tag}`, partitions: 2 });
+    const w = worker({ name: `ph-${workers.tag()}`, partitions: 2 });
     let release = (): void => {};
     const held = new Promise<void>((r) => {
       release = r;
@@ -83,7 +61,7 @@ describe('PartitionedLeadership.health()', () => {
 
   it('the database stopped: live, not ready, the failure as the reason and nothing owned; ready again once it is back', async () => {
     await using server = await ownServer();
-    const w = worker({ name: `ph-${tag}`, connectionString: server.url, queryTimeoutMs: 500 });
+    const w = worker({ name: `ph-${workers.tag()}`, connectionString: server.url, queryTimeoutMs: 500 });
     await w.start();
     expect(w.health()).toMatchObject({ live: true, ready: true, owned: 4 });
     await server.stop('fast');
@@ -105,7 +83,7 @@ describe('PartitionedLeadership.health()', () => {
   });
 
   it('an onAssigned callback that has not returned past callbackTimeoutMs turns live false, after shutdown too', async () => {
-    const w = worker({ name: `ph-${tag}`, partitions: 1, callbackTimeoutMs: 300 });
+    const w = worker({ name: `ph-${workers.tag()}`, partitions: 1, callbackTimeoutMs: 300 });
     w.onAssigned(() => new Promise(() => {})); // never returns
     await w.start();
     expect(w.health().live).toBe(true);
@@ -123,7 +101,7 @@ describe('PartitionedLeadership.health()', () => {
   });
 
   it('an event loop blocked for 3 s turns live false, as seen by the next probe after it', async () => {
-    const w = worker({ name: `ph-${tag}` });
+    const w = worker({ name: `ph-${workers.tag()}` });
     await w.start();
     await new Promise((r) => setTimeout(r, 600)); // the heartbeat has run once
     const end = performance.now() + 3000;
@@ -139,7 +117,7 @@ describe('PartitionedLeadership.health()', () => {
 
   it('a loop that has made no progress for longer than its steps can take is not live (the clock moved past the bound)', async () => {
     const options = { healthIntervalMs: 200, queryTimeoutMs: 1000, drainTimeoutMs: 10_000 };
-    const w = worker({ name: `ph-${tag}`, ...options });
+    const w = worker({ name: `ph-${workers.tag()}`, ...options });
     await w.start();
     expect(w.health().live).toBe(true);
     const bound = quietBoundMs(options);

@@ -3,41 +3,18 @@
  * gauges, assignments and revocations by reason as a second worker joins and leaves, losses
  * after pg_terminate_backend, and the text format.
  */
-import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   LeaderLock,
   LockMetrics,
   type LockMetricsSnapshot,
-  PartitionedLeadership,
-  type PartitionedLeadershipOptions,
   type PartitionMetricsSnapshot,
 } from '../../src/index.js';
-import { adminQuery, assertNoSessions, databaseUrl, eventually, testTag } from '../harness/db.js';
+import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
+import { useWorkers } from '../harness/workers.js';
 
-let tag = testTag();
-let made: PartitionedLeadership[] = [];
-let n = 0;
-afterEach(async () => {
-  await Promise.all(made.map((w) => w.shutdown({ timeoutMs: 5000 })));
-  made = [];
-  await assertNoSessions(tag);
-  tag = testTag();
-  n = 0;
-});
-
-function worker(extra: Partial<PartitionedLeadershipOptions> & { name: string }): PartitionedLeadership {
-  const w = new PartitionedLeadership({
-    partitions: 4,
-    connectionString: databaseUrl(),
-    id: `${tag}-${n++}`,
-    healthIntervalMs: 200,
-    queryTimeoutMs: 1000,
-    takeoverDelayMs: 0,
-    ...extra,
-  });
-  made.push(w);
-  return w;
-}
+const workers = useWorkers();
+const worker = workers.worker;
 
 /** The value of one sample, e.g. sample(text, 'pgleaderlock_partitions_owned'). */
 function sample(text: string, name: string, labels = ''): number | undefined {
@@ -48,9 +25,9 @@ function sample(text: string, name: string, labels = ''): number | undefined {
 
 describe('LockMetrics on a PartitionedLeadership', () => {
   it('a never-started worker renders every family, labelled with its name (escaped)', () => {
-    const w = worker({ name: `pm-${tag} "quoted" \\ back` });
+    const w = worker({ name: `pm-${workers.tag()} "quoted" \\ back` });
     using metrics = new LockMetrics(w);
-    const name = `name="pm-${tag} \\"quoted\\" \\\\ back"`;
+    const name = `name="pm-${workers.tag()} \\"quoted\\" \\\\ back"`;
     expect(metrics.prometheus()).toBe(
       [
         '# HELP pgleaderlock_partitions_owned Partitions this worker owns now (owned.size).',
@@ -82,7 +59,7 @@ describe('LockMetrics on a PartitionedLeadership', () => {
   });
 
   it('owned equals owned.size and members the member count; a join moves assignments and rebalance revocations, a leave shutdown revocations', async () => {
-    const name = `pm-${tag}`;
+    const name = `pm-${workers.tag()}`;
     const a = worker({ name });
     using am = new LockMetrics(a);
     await a.start();
@@ -133,7 +110,7 @@ describe('LockMetrics on a PartitionedLeadership', () => {
   });
 
   it('pg_terminate_backend on the ownership session: losses and lost revocations count the partitions it owned', async () => {
-    const w = worker({ name: `pm-${tag}` });
+    const w = worker({ name: `pm-${workers.tag()}` });
     using metrics = new LockMetrics(w);
     await w.start();
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
@@ -160,7 +137,7 @@ describe('LockMetrics on a PartitionedLeadership', () => {
   });
 
   it('snapshot() is typed by its target: a partition snapshot for a worker, the lock snapshot for a lock', () => {
-    const w = worker({ name: `pm-${tag}` });
+    const w = worker({ name: `pm-${workers.tag()}` });
     using wm = new LockMetrics(w);
     expectTypeOf(wm.snapshot()).toEqualTypeOf<PartitionMetricsSnapshot>();
     using lm = new LockMetrics(new LeaderLock({ key1: 1, key2: 2, connectionString: databaseUrl() }));
