@@ -45,6 +45,18 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // one definition of the behaviours LeaderLock and PartitionedLeadership share, run
+          // against each class (test/contract/subjects.ts), against a real PostgreSQL
+          name: 'contract',
+          include: ['test/contract/**/*.test.ts'],
+          globalSetup: ['test/harness/global-setup.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
           // spawns the built CLI (dist/cli.js, rebuilt by the setup) as a user would
           name: 'cli',
           include: ['test/cli/**/*.test.ts'],

@@ -203,6 +203,7 @@ export function components(): Component[] {
       'pgbouncer',
       pgBouncerName,
       'test/compat/pgbouncer.test.ts',
+      'test/compat/pgbouncer-partitions.test.ts',
       'test/compat/doctor-pgbouncer.test.ts',
     ),
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),

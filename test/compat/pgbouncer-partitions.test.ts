@@ -1,0 +1,241 @@
+/**
+ * PartitionedLeadership behind a real PgBouncer (one per test, in front of this file's own
+ * PostgreSQL server), as test/compat/pgbouncer.test.ts does for LeaderLock. Transaction and
+ * statement pooling share a backend between clients, which breaks session advisory locks:
+ * a worker must refuse them (`start()` rejects with ERR_PGLEADERLOCK_UNSAFE), no partition
+ * may be owned by two workers meanwhile, and nothing may stay behind on a pooled backend.
+ * Session pooling works: workers join, split the partitions and leave.
+ */
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { PartitionedLeadership } from '../../src/index.js';
+import { keysOf } from '../../src/partitions/sql.js';
+import { adminQuery, eventually, ownServer, testTag } from '../harness/db.js';
+import type { PgServer } from '../harness/pg-server.js';
+import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+
+const PARTITIONS = 16;
+
+let server: PgServer;
+beforeAll(async () => {
+  server = await ownServer();
+});
+afterAll(async () => {
+  await server?.dispose();
+});
+
+const uniqueName = (): string => `bouncer-parts-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+type Make = (name: string) => PartitionedLeadership;
+
+/**
+ * Run `body` with a PgBouncer of its own and a worker factory pointed at it. Afterwards
+ * every worker is shut down and no client of ours may be left on PgBouncer (the leak guard).
+ */
+async function withBouncer(
+  options: Omit<PgBouncerOptions, 'server'>,
+  body: (bouncer: PgBouncer, make: Make) => Promise<void>,
+): Promise<void> {
+  await using bouncer = await startPgBouncer({ server, ...options });
+  onTestFinished(() => bouncer.dispose()); // also when the test times out and `await using` never runs
+  const tag = testTag();
+  const made: PartitionedLeadership[] = [];
+  const make: Make = (name) => {
+    const w = new PartitionedLeadership({
+      name,
+      partitions: PARTITIONS,
+      id: `${tag}-${made.length}`,
+      connectionString: bouncer.url,
+      healthIntervalMs: 200,
+      queryTimeoutMs: 1000,
+      takeoverDelayMs: 0, // a term opens at once: a second owner would show within the sampling
+    });
+    w.onError(() => {}); // the refusals are asserted through start()
+    made.push(w);
+    return w;
+  };
+  const stuck: Error[] = [];
+  try {
+    await body(bouncer, make);
+  } finally {
+    await Promise.all(
+      made.map((w) =>
+        within(w.shutdown({ timeoutMs: 5000 }), 10_000, `shutdown of ${w.id}`).catch((err: Error) => {
+          stuck.push(err);
+        }),
+      ),
+    );
+  }
+  if (stuck.length) throw new Error(stuck.map((e) => e.message).join('; '));
+  if (!bouncer.running) return;
+  let left: unknown[] = [];
+  await eventually(
+    async () => {
+      left = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
+      return left.length === 0;
+    },
+    { timeoutMs: 3000, what: 'no clients left on PgBouncer' },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; left: ${JSON.stringify(left)}`);
+  });
+}
+
+/**
+ * Sample both workers' `owned` every 5 ms until `until` settles and at least `minMs` have
+ * passed: how many samples, and every partition seen owned by both at once.
+ */
+async function sampleOwnership(
+  a: PartitionedLeadership,
+  b: PartitionedLeadership,
+  minMs: number,
+  until: Promise<unknown> = Promise.resolve(),
+): Promise<{ samples: number; both: number[] }> {
+  let settled = false;
+  void until.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  const end = performance.now() + minMs;
+  let samples = 0;
+  const both = new Set<number>();
+  while (performance.now() < end || !settled) {
+    samples += 1;
+    const mine = a.owned;
+    for (const p of b.owned) if (mine.has(p)) both.add(p);
+    await sleep(5);
+  }
+  return { samples, both: [...both].sort((x, y) => x - y) };
+}
+
+/** Every advisory lock row of `name`'s keys (members and partitions), held or awaited, read on the server itself. */
+async function lockRows(
+  name: string,
+): Promise<{ pid: number; granted: boolean; key: string; objid: string }[]> {
+  const k = keysOf(name);
+  return adminQuery(
+    server.url,
+    `SELECT pid, granted, CASE classid WHEN $1::int4::oid THEN 'member' ELSE 'partition' END AS key, objid::text AS objid
+       FROM pg_locks
+      WHERE locktype = 'advisory' AND objsubid = 2
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid IN ($1::int4::oid, $2::int4::oid)`,
+    [k.members, k.partitions],
+  );
+}
+
+describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (poolMode) => {
+  it.each([
+    [1, 'staggered'],
+    [1, 'simultaneously'],
+    [20, 'staggered'],
+    [20, 'simultaneously'],
+  ] as const)(
+    `pool size %i, two workers (${PARTITIONS} partitions, one name) started %s: each start() rejects with ERR_PGLEADERLOCK_UNSAFE naming the pooler; in 1.5 s of 5 ms samples while they try, no partition is owned by both; after shutdown() no advisory lock of the name is held or awaited on any backend`,
+    async (poolSize, start) => {
+      expect.assertions(5);
+      await withBouncer({ poolMode, defaultPoolSize: poolSize }, async (_bouncer, make) => {
+        const name = uniqueName();
+        const a = make(name);
+        const b = make(name);
+        const startA = a.start();
+        startA.catch(() => {}); // asserted below; handled now so that the wait does not report it
+        let startB: Promise<void> | null = null;
+        const starting = (async () => {
+          if (start === 'staggered') await sleep(300); // the stagger itself, not a wait for an event
+          startB = b.start();
+          startB.catch(() => {});
+          await Promise.allSettled([startA, startB]);
+        })();
+        // sample for 1.5 s, and on until both start() calls have settled (within 10 s)
+        const { samples, both: ownedByBoth } = await sampleOwnership(
+          a,
+          b,
+          1500,
+          within(starting, 10_000, 'the two start() calls to settle').catch(() => {}),
+        );
+        // soft: a failing run reports every part of the contract it breaks, not only the first
+        expect.soft(samples).toBeGreaterThan(100);
+        expect.soft(ownedByBoth, 'partitions owned by both workers at once').toEqual([]);
+        const refused = { code: 'ERR_PGLEADERLOCK_UNSAFE', message: expect.stringMatching(/pooler/) };
+        await expect
+          .soft(within(startA, 1000, "A's start() to settle"), "A's start()")
+          .rejects.toMatchObject(refused);
+        await expect
+          .soft(
+            within(startB ?? Promise.reject(new Error('B never started')), 1000, "B's start() to settle"),
+            "B's start()",
+          )
+          .rejects.toMatchObject(refused);
+        await within(Promise.all([a.shutdown(), b.shutdown()]), 10_000, 'both shutdown() calls');
+        // straight to PostgreSQL, with PgBouncer (and its pooled backends) still up
+        let rows: unknown[] = [];
+        await eventually(
+          async () => {
+            rows = await lockRows(name);
+            return rows.length === 0;
+          },
+          { timeoutMs: 2000, what: 'no pg_locks row for the name' },
+        ).catch(() => {});
+        expect.soft(rows, 'advisory locks of the name left on a pooled backend').toEqual([]);
+      });
+    },
+  );
+});
+
+describe('PgBouncer in session mode', () => {
+  it(`a worker's start() resolves and it owns all ${PARTITIONS} partitions, each held once on the server; a second worker joins and they split them 8/8, none owned by both in 5 ms samples; after shutdown() nothing of the name is held`, async () => {
+    await withBouncer({ poolMode: 'session' }, async (_bouncer, make) => {
+      const name = uniqueName();
+      const a = make(name);
+      await within(a.start(), 10_000, "A's start()");
+      expect(await a.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+      expect([...a.owned].sort((x, y) => x - y)).toEqual([...Array(PARTITIONS).keys()]);
+      const held = (await lockRows(name)).filter((r) => r.key === 'partition');
+      expect(held).toHaveLength(PARTITIONS);
+      expect(held.every((r) => r.granted)).toBe(true);
+      expect(new Set(held.map((r) => r.objid)).size).toBe(PARTITIONS);
+
+      const b = make(name);
+      const balanced = (async () => {
+        await within(b.start(), 10_000, "B's start()");
+        await eventually(() => a.owned.size === PARTITIONS / 2 && b.owned.size === PARTITIONS / 2, {
+          timeoutMs: 10_000,
+          what: 'an 8/8 split',
+        });
+      })();
+      const { samples, both } = await sampleOwnership(a, b, 500, balanced);
+      await balanced; // rethrows if B did not start or the split did not come
+      expect(samples).toBeGreaterThan(20);
+      expect(both, 'partitions owned by both workers at once').toEqual([]);
+      expect(new Set([...a.owned, ...b.owned]).size).toBe(PARTITIONS);
+
+      await Promise.all([a.shutdown(), b.shutdown()]);
+      let rows: unknown[] = [];
+      await eventually(
+        async () => {
+          rows = await lockRows(name);
+          return rows.length === 0;
+        },
+        { timeoutMs: 2000, what: 'no pg_locks row for the name' },
+      ).catch(() => {});
+      expect(rows, 'advisory locks of the name left after shutdown').toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,427 @@
+/**
+ * The contract both elections keep: each behaviour is written once and run against
+ * `LeaderLock` and `PartitionedLeadership` (adapters in subjects.ts), with the same options,
+ * against a real PostgreSQL. "In charge" is `isLeader` for a LeaderLock and owning at least
+ * one partition for a partition worker (alone, it owns all of them); the gained and lost
+ * events are `onAcquired`/`onLost` and `onAssigned`/`onRevoked(…, 'lost')`.
+ *
+ * After each test every subject is shut down and no session of the test's ids may be left on
+ * the server (the leak guard, as test/harness/locks.ts does for LeaderLock).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  adminClient,
+  adminQuery,
+  assertNoSessions,
+  databaseUrl,
+  eventually,
+  testTag,
+} from '../harness/db.js';
+import { proxyTo } from '../harness/fault-proxy.js';
+import { ADAPTERS, isSessionOf, LOCK_ROWS, type Subject, type SubjectOptions } from './subjects.js';
+
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/contract-subject.fixture.ts');
+
+/** A fresh name per test: its locks are nobody else's. */
+const uniqueName = (): string => `contract-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
+async function within<T>(promise: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The claim is that nothing happens (no exit) for a while: this waits out that while. */
+const quietFor = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** What `new X(options)` threw, or undefined. */
+function thrownBy(build: () => unknown): Error | undefined {
+  try {
+    build();
+  } catch (err) {
+    return err as Error;
+  }
+  return undefined;
+}
+
+const codeOf = (e: unknown): unknown => (e as { code?: unknown } | null)?.code;
+
+interface Child {
+  proc: ChildProcess;
+  out: string[];
+  line(text: string): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** The fixture in a process of its own (killed when the test ends, if still running). */
+function child(args: string[]): Child {
+  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.add(proc);
+  const out: string[] = [];
+  const waiters: [string, () => void][] = [];
+  proc.stdout?.on('data', (d: Buffer) => {
+    for (const l of d.toString().split('\n').filter(Boolean)) {
+      out.push(l);
+      for (const w of waiters.filter(([t]) => l === t)) w[1]();
+    }
+  });
+  return {
+    proc,
+    out,
+    line: (text) => (out.includes(text) ? Promise.resolve() : new Promise((r) => waiters.push([text, r]))),
+    exited: new Promise((resolve) => proc.once('exit', (code) => resolve(code))),
+  };
+}
+
+/** Child processes of the running test: ended before its leak guard runs. */
+const children = new Set<ChildProcess>();
+
+describe.each(ADAPTERS)('$kind', (adapter) => {
+  let tag = testTag();
+  let n = 0;
+  let made: Subject[] = [];
+  afterEach(async () => {
+    await Promise.all(
+      [...children].map(
+        (proc) =>
+          new Promise<void>((resolve) => {
+            children.delete(proc);
+            if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+            proc.once('exit', () => resolve());
+            proc.kill('SIGKILL');
+          }),
+      ),
+    );
+    const subjects = made;
+    made = [];
+    await Promise.all(
+      subjects.map((s) => within(s.shutdown(), 10_000, `shutdown of ${s.id}`).catch(() => {})),
+    );
+    const done = tag;
+    tag = testTag();
+    n = 0;
+    await assertNoSessions(done);
+  });
+
+  /** A subject of this test (id tagged for the leak guard), fast to notice things. */
+  const make = (o: Partial<SubjectOptions> & { name: string }, url = databaseUrl()): Subject => {
+    const s = adapter.make({
+      id: `${tag}-${n++}`,
+      connectionString: url,
+      healthIntervalMs: 1000,
+      queryTimeoutMs: 1000,
+      takeoverDelayMs: 0, // the takeover delay has tests of its own
+      ...o,
+    });
+    made.push(s);
+    return s;
+  };
+  const inCharge = (s: Subject, timeoutMs = 10_000): Promise<void> =>
+    eventually(() => s.inCharge, { timeoutMs, what: `${s.id} to be in charge` }).catch((err: Error) => {
+      throw new Error(`${err.message} (${s.description})`);
+    });
+
+  /** The `pg_locks` rows of this name's advisory locks held or awaited by this subject's sessions. */
+  async function rowsOf(s: Subject, name: string): Promise<{ pid: number; granted: boolean; app: string }[]> {
+    const rows = await adminQuery<{ pid: number; granted: boolean; app: string }>(databaseUrl(), LOCK_ROWS, [
+      adapter.classids(name),
+    ]);
+    return rows.filter((r) => isSessionOf(r.app, s.id));
+  }
+
+  /** The one backend holding this subject's locks, read on the server. */
+  async function holderPid(s: Subject, name: string): Promise<number> {
+    const rows = await rowsOf(s, name);
+    const pids = [...new Set(rows.filter((r) => r.granted).map((r) => r.pid))];
+    if (pids.length !== 1)
+      throw new Error(`expected one backend holding ${s.id}'s locks, found ${JSON.stringify(rows)}`);
+    return pids[0] as number;
+  }
+
+  describe('option validation', () => {
+    it('an unknown option key (healthIntervalMS) throws a TypeError whose message names the key', () => {
+      const err = thrownBy(() => adapter.construct({ healthIntervalMS: 100 }));
+      expect(err, 'healthIntervalMS: 100 was accepted').toBeInstanceOf(TypeError);
+      expect(err?.message).toContain('healthIntervalMS');
+    });
+
+    it.each([
+      ['callbackTimeoutMs', -1, '-1'],
+      ['callbackTimeoutMs', 'x', '"x"'],
+      ['closeTimeoutMs', -1, '-1'],
+      ['closeTimeoutMs', 'x', '"x"'],
+      ['unref', 'yes', '"yes"'],
+    ] as const)(
+      '%s: %j throws a TypeError or RangeError naming the option and the value',
+      (option, value, shown) => {
+        const err = thrownBy(() => adapter.construct({ [option]: value }));
+        expect(err?.name ?? `accepted ${option}: ${shown}`).toMatch(/^(TypeError|RangeError)$/);
+        expect(err?.message).toContain(option);
+        expect(err?.message).toContain(shown);
+      },
+    );
+
+    it('the same options with valid values construct without throwing (callbackTimeoutMs 1, closeTimeoutMs 1, unref true or false)', () => {
+      expect(
+        thrownBy(() => adapter.construct({ callbackTimeoutMs: 1, closeTimeoutMs: 1, unref: true })),
+      ).toBeUndefined();
+      expect(thrownBy(() => adapter.construct({ unref: false }))).toBeUndefined();
+    });
+  });
+
+  it(`an ${adapter.gained} callback that never settles: onError gets ERR_PGLEADERLOCK_CALLBACK_TIMEOUT 290–700 ms after it started (callbackTimeoutMs 300); health().live is true when it starts and false once it is past the deadline; it stays in charge`, async () => {
+    const s = make({ name: uniqueName(), callbackTimeoutMs: 300 });
+    let startedAt: number | null = null;
+    let liveAtStart: unknown = null;
+    s.onGained(() => {
+      if (startedAt === null) {
+        startedAt = performance.now();
+        try {
+          liveAtStart = s.health().live;
+        } catch (err) {
+          liveAtStart = err; // fails the assertion below, without keeping this callback from hanging
+        }
+      }
+      return new Promise(() => {}); // never settles
+    });
+    const timeouts: number[] = [];
+    const others: Error[] = [];
+    s.onError((e) => {
+      if (codeOf(e) === 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT') timeouts.push(performance.now());
+      else others.push(e);
+    });
+    await s.start();
+    await eventually(() => timeouts.length > 0, {
+      timeoutMs: 5000,
+      what: 'a callback timeout on onError',
+    }).catch((err: Error) => {
+      throw new Error(
+        `${err.message}; other errors: ${JSON.stringify(others.map((e) => `${codeOf(e)}: ${e.message}`))}`,
+      );
+    });
+    const health = s.health();
+    expect(startedAt).not.toBeNull();
+    const after = (timeouts[0] as number) - (startedAt as unknown as number);
+    expect(after).toBeGreaterThanOrEqual(290); // timers fire at most about a millisecond early
+    expect(after).toBeLessThanOrEqual(700);
+    expect(liveAtStart).toBe(true);
+    expect(health.live).toBe(false);
+    expect(health.reasons.length).toBeGreaterThan(0);
+    expect(s.inCharge).toBe(true);
+  });
+
+  it('a logger whose every method throws: it is called, and the subject still gets in charge and shuts down', async () => {
+    let calls = 0;
+    const boom = (): never => {
+      calls += 1;
+      throw new Error('logger down');
+    };
+    const s = make({ name: uniqueName(), logger: { debug: boom, info: boom, warn: boom, error: boom } });
+    await s.start();
+    await inCharge(s);
+    expect(calls).toBeGreaterThan(0);
+    await within(s.shutdown(), 10_000, 'shutdown()');
+    expect(s.inCharge).toBe(false);
+  });
+
+  describe('unref: a process whose only activity is the started subject', () => {
+    /** The fixture's roles (test/fixtures/contract-subject.fixture.ts). */
+    const ROLES = [
+      ['while in charge', 'holding'],
+      ['while one of its sessions waits in pg_advisory_lock behind another process of the name', 'waiting'],
+    ] as const;
+    it.each(ROLES)('unref: true: exits by itself with code 0 %s', async (_when, role) => {
+      const name = uniqueName();
+      if (role === 'waiting') {
+        const holder = make({ name });
+        await holder.start();
+        await inCharge(holder);
+      }
+      const c = child([adapter.kind, databaseUrl(), 'unref', name, `${tag}-child`, role]);
+      const code = await within(
+        c.exited,
+        20_000,
+        () => `the child to exit by itself; its output: ${c.out.join(' | ')}`,
+      );
+      expect(c.out).toContain(role);
+      expect(c.out).not.toContain('shut down');
+      expect(code).toBe(0);
+    });
+
+    it.each(ROLES)(
+      'unref left out (false by default): the process stays alive for 1.5 s %s; SIGTERM shuts the subject down and the process exits with code 0',
+      async (_when, role) => {
+        const name = uniqueName();
+        if (role === 'waiting') {
+          const holder = make({ name });
+          await holder.start();
+          await inCharge(holder);
+        }
+        const c = child([adapter.kind, databaseUrl(), 'ref', name, `${tag}-child`, role]);
+        await within(
+          Promise.race([
+            c.line(role),
+            c.exited.then((code) => Promise.reject(new Error(`exited with ${code}`))),
+          ]),
+          20_000,
+          () => `the child to be ${role}; its output: ${c.out.join(' | ')}`,
+        );
+        await quietFor(1500);
+        expect(c.proc.exitCode).toBeNull();
+        c.proc.kill('SIGTERM');
+        expect(await within(c.exited, 10_000, 'the child to exit after SIGTERM')).toBe(0);
+        expect(c.out).toContain('shut down');
+      },
+    );
+  });
+
+  describe('the close timeout: shutdown() over a blackholed network (FINs dropped too)', () => {
+    it.each([
+      ['while in charge', false],
+      ['while one of its sessions waits in pg_advisory_lock behind another process of the name', true],
+    ] as const)(
+      '%s: resolves within queryTimeoutMs + closeTimeoutMs + 500 ms (1000 + 300 + 500), out of charge',
+      async (when, behind) => {
+        const name = uniqueName();
+        if (behind) {
+          const holder = make({ name }); // straight to the server, not through the proxy
+          await holder.start();
+          await inCharge(holder);
+        }
+        const proxy = await proxyTo(databaseUrl(), { silentFin: true });
+        try {
+          const s = make(
+            // no health check in flight when the network goes: the shutdown's own statements are what it waits for
+            { name, healthIntervalMs: 5000, queryTimeoutMs: 1000, closeTimeoutMs: 300 },
+            proxy.url(databaseUrl()),
+          );
+          s.onError(() => {});
+          await s.start();
+          if (behind) {
+            await eventually(async () => (await rowsOf(s, name)).some((r) => !r.granted), {
+              timeoutMs: 10_000,
+              what: `a session of ${s.id} to wait in pg_advisory_lock`,
+            });
+          } else {
+            await inCharge(s);
+          }
+          proxy.blackhole();
+          const t0 = performance.now();
+          await within(s.shutdown(), 10_000, 'shutdown() over the blackhole');
+          const took = performance.now() - t0;
+          console.log(
+            `[contract] ${adapter.kind}: shutdown over a blackhole ${when} took ${took.toFixed(0)} ms`,
+          );
+          expect(took).toBeLessThan(1000 + 300 + 500);
+          expect(s.inCharge).toBe(false);
+        } finally {
+          await proxy.close(); // the server sees the proxy's sockets close, and frees what they held
+        }
+      },
+    );
+  });
+
+  it(`pg_terminate_backend of the session holding its locks: ${adapter.lost} fires within 100 ms of the terminate (p50 of 3 rounds; each under 1 s, with healthIntervalMs 5000)`, async () => {
+    const name = uniqueName();
+    const s = make({ name, healthIntervalMs: 5000 });
+    let heard: ((at: number) => void) | null = null;
+    s.onLost(() => {
+      const at = performance.now();
+      heard?.(at);
+      heard = null;
+    });
+    s.onError(() => {});
+    await s.start();
+    await using admin = await adminClient(databaseUrl()); // connected before any clock starts
+    const latencies: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      await inCharge(s);
+      const pid = await holderPid(s, name);
+      const lost = new Promise<number>((resolve) => {
+        heard = resolve;
+      });
+      const t0 = performance.now();
+      await admin.terminate(pid);
+      latencies.push((await within(lost, 5000, `${adapter.lost} after the terminate`)) - t0);
+    }
+    console.log(
+      `[contract] ${adapter.kind}: terminate → ${adapter.lost} (ms): ${latencies.map((l) => l.toFixed(1)).join(', ')}`,
+    );
+    const sorted = [...latencies].sort((a, b) => a - b);
+    expect(sorted[1]).toBeLessThanOrEqual(100);
+    expect(sorted[2]).toBeLessThan(1000);
+  });
+
+  it('health(): live and not ready before start(); live and ready once started, and once in charge; live and not ready after shutdown()', async () => {
+    const s = make({ name: uniqueName() });
+    expect(s.health()).toMatchObject({ live: true, ready: false });
+    await s.start();
+    expect(s.health()).toMatchObject({ live: true, ready: true });
+    await inCharge(s);
+    expect(s.health()).toMatchObject({ live: true, ready: true, reasons: [] });
+    await s.shutdown();
+    expect(s.health()).toMatchObject({ live: true, ready: false });
+  });
+
+  describe('{ signal } unregisters a handler', () => {
+    it(`${adapter.gained}: a handler whose signal was aborted after registering is not called; one without a signal is`, async () => {
+      const s = make({ name: uniqueName() });
+      const ac = new AbortController();
+      let unregisteredCalls = 0;
+      s.onGained(
+        () => {
+          unregisteredCalls += 1;
+        },
+        { signal: ac.signal },
+      );
+      ac.abort();
+      let calls = 0;
+      s.onGained(() => {
+        calls += 1;
+      });
+      await s.start();
+      await inCharge(s);
+      await eventually(() => calls > 0, { what: `the ${adapter.gained} handler without a signal` });
+      expect(calls).toBeGreaterThan(0);
+      expect(unregisteredCalls).toBe(0);
+    });
+
+    it(`${adapter.lost}: a handler whose signal was aborted after registering is not called when the session is terminated; one without a signal is`, async () => {
+      const name = uniqueName();
+      const s = make({ name, healthIntervalMs: 5000 });
+      s.onError(() => {});
+      const ac = new AbortController();
+      let unregisteredCalls = 0;
+      s.onLost(
+        () => {
+          unregisteredCalls += 1;
+        },
+        { signal: ac.signal },
+      );
+      ac.abort();
+      let calls = 0;
+      s.onLost(() => {
+        calls += 1;
+      });
+      await s.start();
+      await inCharge(s);
+      await adminQuery(databaseUrl(), 'SELECT pg_terminate_backend($1)', [await holderPid(s, name)]);
+      await eventually(() => calls > 0, { what: `the ${adapter.lost} handler without a signal` });
+      expect(calls).toBeGreaterThan(0);
+      expect(unregisteredCalls).toBe(0);
+    });
+  });
+});
