@@ -49,8 +49,8 @@ export async function partitionWorker(values: Values, dsn: Dsn, keys: Keys): Pro
     healthIntervalMs: optionalDuration(values, 'health-interval') ?? 1000,
   };
   if (typeof values.id === 'string') options.id = values.id;
-  const fence = optionalDuration(values, 'takeover-delay');
-  if (fence !== undefined) options.takeoverDelayMs = fence;
+  const delay = optionalDuration(values, 'takeover-delay');
+  if (delay !== undefined) options.takeoverDelayMs = delay;
   let worker: PartitionedLeadership;
   try {
     worker = new PartitionedLeadership(options);
@@ -137,7 +137,7 @@ export async function demoPartitions(values: Values, write: (line: string) => vo
   const intervalMs = optionalDuration(values, 'interval') ?? 3000;
   const failovers = values.failovers === undefined ? Infinity : positiveInt(values, 'failovers', 1);
   const name = demoName(values);
-  const fenceMs = optionalDuration(values, 'takeover-delay') ?? 250;
+  const delayMs = optionalDuration(values, 'takeover-delay') ?? 250;
   const host = await DemoHost.open(values, write);
 
   /** Who owns each partition, from the workers' lines. */
@@ -186,7 +186,7 @@ export async function demoPartitions(values: Values, write: (line: string) => vo
   const spawnWorker = (): Worker => {
     const id = `worker-${nextNumber++}`;
     const args = ['partition-worker', '--name', name, '--partitions', String(partitions), '--id', id];
-    args.push('--health-interval', '1s', '--takeover-delay', `${fenceMs}ms`);
+    args.push('--health-interval', '1s', '--takeover-delay', `${delayMs}ms`);
     const w: Worker = Object.assign(
       host.spawn(
         id,
@@ -239,11 +239,11 @@ export async function demoPartitions(values: Values, write: (line: string) => vo
       times.push(ms);
       moved.kills += phase.moves;
       moved.killMin += phase.lost.length;
-      const fence = fenceMs > 0 ? ` (${humanMs(fenceMs)} of it the takeover fence)` : '';
+      const delay = delayMs > 0 ? ` (${humanMs(delayMs)} of it the takeover delay)` : '';
       const rest =
         now - phase.at - ms >= 0.1 ? `, balanced after ${(now - phase.at).toFixed(1)} ms` : ', balanced';
       write(
-        `${clock()}  its ${phase.lost.length} partitions owned again ${ms.toFixed(1)} ms after the kill${fence}${rest}; ${phase.moves} moved (the minimum: ${phase.lost.length})`,
+        `${clock()}  its ${phase.lost.length} partitions owned again ${ms.toFixed(1)} ms after the kill${delay}${rest}; ${phase.moves} moved (the minimum: ${phase.lost.length})`,
       );
       distribution(phase.before);
       const before = counts();

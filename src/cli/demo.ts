@@ -50,7 +50,7 @@ export const DEMO_OPTIONS: OptionSpec[] = [
     type: 'string',
     value: 'DURATION',
     default: '250ms',
-    help: 'the candidates’ takeover fence after an unclean handover (a SIGKILL is one); 0: off',
+    help: 'the candidates’ takeover delay after an unclean handover (a SIGKILL is one); 0: off',
   },
   { name: 'no-download', type: 'boolean', help: 'never download PostgreSQL binaries; fail instead' },
 ];
@@ -70,7 +70,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
     throw new UsageError(`--acquire-mode must be wait or poll, received ${JSON.stringify(mode)}`);
   }
   const name = demoName(values);
-  const fenceMs = optionalDuration(values, 'takeover-delay') ?? 250;
+  const delayMs = optionalDuration(values, 'takeover-delay') ?? 250;
   const host = await DemoHost.open(values, write);
 
   const candidates = host.children as Map<string, Candidate>;
@@ -103,7 +103,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
       '--acquire-mode',
       mode,
       '--takeover-delay',
-      `${fenceMs}ms`,
+      `${delayMs}ms`,
     ];
     const c: Candidate = Object.assign(
       host.spawn(
@@ -111,8 +111,8 @@ export async function demo(values: Values, write: (line: string) => void): Promi
         args,
         (e) => {
           if (e.event === 'state' && typeof e.to === 'string') c.state = e.to;
-          if (e.event === 'takeover_fence') {
-            write(`${clock()}  ${c.id} holds the lock; leads after the takeover fence (${humanMs(fenceMs)})`);
+          if (e.event === 'takeover_delay') {
+            write(`${clock()}  ${c.id} holds the lock; leads after the takeover delay (${humanMs(delayMs)})`);
           }
           if (e.event === 'acquired') onLeader(c);
         },

@@ -105,8 +105,8 @@ export function lockOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOpt
   if (values.debug === true) options.logger = stderrLogger(dsn);
   const health = optionalDuration(values, 'health-interval');
   if (health !== undefined) options.healthIntervalMs = health;
-  const fence = optionalDuration(values, 'takeover-delay');
-  if (fence !== undefined) options.takeoverDelayMs = fence;
+  const delay = optionalDuration(values, 'takeover-delay');
+  if (delay !== undefined) options.takeoverDelayMs = delay;
   return options;
 }
 
@@ -165,8 +165,8 @@ export function logTransitions(lock: LeaderLock, out: Output, dsn: Dsn): void {
   );
   lock.onTakeoverFence(({ delayMs }) =>
     out.event(
-      'takeover_fence',
-      `holding the lock; leading in ${humanMs(delayMs)}: the previous holder did not release cleanly (takeover fence)`,
+      'takeover_delay',
+      `holding the lock; leading in ${humanMs(delayMs)}: the previous holder did not release cleanly (takeover delay)`,
       { delayMs },
     ),
   );

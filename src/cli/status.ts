@@ -115,7 +115,7 @@ export async function status(
     `key (${keys.key1}, ${keys.key2})${keys.name === undefined ? '' : ` from name ${JSON.stringify(keys.name)}`} on ${redact(dsn.url)}`,
     `server:  ${host} (the primary)`,
     result.leader
-      ? `${result.pending ? 'pending:' : 'leader: '} ${who(result.leader)}, session ${age(result.leader.since)}${result.pending ? ' (holds the lock; its term opens after the takeover fence)' : ''}`
+      ? `${result.pending ? 'pending:' : 'leader: '} ${who(result.leader)}, session ${age(result.leader.since)}${result.pending ? ' (holds the lock; its term opens after the takeover delay)' : ''}`
       : 'leader:  none (the key is free)',
     `waiting: ${result.waiters.length === 0 ? 'none' : result.waiters.length}`,
     ...result.waiters.map((w, i) => `  ${i + 1}. ${who(w)} ${age(w.since)}`.trimEnd()),

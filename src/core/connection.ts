@@ -198,12 +198,34 @@ export class Connection {
   }
 
   /**
-   * End the running statement within milliseconds: a CancelRequest, or if it cannot be
-   * sent, destroying the socket.
+   * End the running statement: a CancelRequest, or if it cannot be sent, or the statement
+   * has not ended `closeTimeoutMs` after it was sent, destroying the socket.
    */
   async cancel(): Promise<void> {
+    const running = this.busy; // settles when the statement sent last has
     const sent = await sendCancel(this.client, this.o.clock, this.o.closeTimeoutMs);
-    if (!sent) this.destroy(new ConnectionError('statement cancelled by closing the connection'));
+    if (!sent) {
+      this.destroy(new ConnectionError('statement cancelled by closing the connection'));
+      return;
+    }
+    // a CancelRequest written is not one obeyed (a proxy may drop it): if the statement has
+    // not ended within closeTimeoutMs, close the connection
+    const { clock, closeTimeoutMs } = this.o;
+    let timer: unknown;
+    const ended = await Promise.race([
+      running.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = clock.setTimeout(() => resolve(false), closeTimeoutMs);
+      }),
+    ]);
+    clock.clearTimeout(timer);
+    if (!ended) {
+      this.destroy(
+        new ConnectionError(
+          `the cancelled statement did not end within closeTimeoutMs (${closeTimeoutMs} ms)`,
+        ),
+      );
+    }
   }
 
   /** Close at once: destroy the socket (the server releases a session lock when it sees EOF). */

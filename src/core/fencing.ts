@@ -49,7 +49,7 @@ export function fencingTableOf(fencing: unknown): string | null {
 
 /**
  * The epoch table. `released` records whether the holder of the current epoch released
- * cleanly (its work had stopped): the takeover fence reads it (handover.ts). Tables made by
+ * cleanly (its work had stopped): the takeover delay reads it (handover.ts). Tables made by
  * earlier versions get the column added.
  */
 export function createTableSql(table: string): string {

@@ -19,6 +19,7 @@
 import { PeerWatch } from '../core/peers.js';
 import type { Safety } from '../core/safety.js';
 import type { Effect, Input } from './fsm.js';
+import type { SessionIdentity } from './handover.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
 import type { LifecycleHooks } from './lifecycle.js';
 import type { ResolvedOptions } from './options.js';
@@ -62,6 +63,8 @@ export class Actions {
   /** The figures and lease end of the last leadership, once it is over. */
   lastSafety: Safety | null = null;
   lastLeaseEnd: number | null = null;
+  /** The session whose leadership ended uncleanly, and its host, until the next session announces its drain. */
+  lost: { identity: SessionIdentity; host: string } | null = null;
 
   constructor(private readonly c: ActionContext) {}
 
@@ -105,6 +108,10 @@ export class Actions {
           this.c.releases.settle(this.c.mail.stepDown);
           this.c.mail.stepDown = null;
         }
+        // an unclean end (the session lost, not a release): once its runs have returned, the
+        // next session says so (handover.ts, proof of drain)
+        if (to !== 'releasing')
+          this.lost = { identity: left.session.identity, host: left.session.place.host };
         this.lastSafety = left.leadership.safety;
         this.lastLeaseEnd = left.leadership.leaseExpiresAt;
         const { counters, o } = this.c;

@@ -9,7 +9,7 @@
  * of the state it was in, destroys the session and stops (onError, onStopped).
  */
 import type pg from 'pg';
-import { deferred } from '../core/clock.js';
+import { deferred, sleep } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { PgLeaderLockError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
@@ -19,6 +19,7 @@ import type { Safety } from '../core/safety.js';
 import { Vitals } from '../core/vitals.js';
 import { type Input, transition } from './fsm.js';
 import { Actions } from './fsm-actions.js';
+import type { SessionIdentity } from './handover.js';
 import type { TermIds } from './leadership.js';
 import type { LockCallbacks } from './lock-callbacks.js';
 import type { ResolvedOptions } from './options.js';
@@ -61,7 +62,7 @@ export class Lifecycle {
     private readonly o: ResolvedOptions,
     callbacks: LockCallbacks,
     private readonly hooks: LifecycleHooks,
-    runners: Runners<Term>,
+    private readonly runners: Runners<Term>,
     termIds: TermIds,
     counters: Counters,
   ) {
@@ -282,7 +283,27 @@ export class Lifecycle {
     if (session.holderAtConnect) this.report.leaderSeen(session.holderAtConnect);
     session.onEvent((event) => {
       if (event.kind === 'acquired') this.report.leaderSeen(event.id);
+      if (event.kind === 'drained') this.wake(); // may end a takeover delay early
     });
+    const lost = this.actions.lost;
+    this.actions.lost = null;
+    // on the same server only: a drain announced on another host proves nothing there
+    if (lost && lost.host === found.endpoint.label) await this.announceDrained(session, lost.identity);
     return session;
+  }
+
+  /**
+   * Proof of drain (handover.ts): the runs of the lost term have returned, so say so before
+   * queueing again. Work still running when the next holder's takeover delay ends anyway
+   * (`takeoverDelayMs`) is not waited for: nothing is announced, and the delay applies.
+   */
+  private async announceDrained(session: Session, lost: SessionIdentity): Promise<void> {
+    if (this.runners.busy) {
+      const stop = new AbortController();
+      await Promise.race([this.runners.idle(), sleep(this.o.clock, this.o.takeoverDelayMs, stop.signal)]);
+      stop.abort();
+      if (this.runners.busy) return;
+    }
+    await session.announceDrained(lost);
   }
 }

@@ -11,7 +11,7 @@ export type Callback = () => void | Promise<void>;
 export type AcquiredCallback = (term: Term) => void | Promise<void>;
 /**
  * Called on every change between the specification's six states with the state left and
- * the state entered (a takeover fence is not one: it is reported as ACQUIRING -> LEADER
+ * the state entered (a takeover delay is not one: it is reported as ACQUIRING -> LEADER
  * when the term opens).
  */
 export type StateChangeCallback = (from: SpecState, to: SpecState) => void | Promise<void>;
@@ -19,7 +19,7 @@ export type StateChangeCallback = (from: SpecState, to: SpecState) => void | Pro
 export interface TakeoverFence {
   readonly delayMs: number;
 }
-/** Called when the lock is granted but its term waits for the takeover fence. */
+/** Called when the lock is granted but its term waits for the takeover delay. */
 export type TakeoverFenceCallback = (fence: TakeoverFence) => void | Promise<void>;
 /** Called with the id of another candidate that became leader. */
 export type NewLeaderCallback = (id: string) => void | Promise<void>;

@@ -94,12 +94,12 @@ export interface LeaderLockOptions {
    */
   fencing?: boolean | { table?: string };
   /**
-   * The takeover fence: when this lock is granted but cannot prove that the previous holder
+   * The takeover delay: when this lock is granted but cannot prove that the previous holder
    * released cleanly (its leader work had stopped), it holds the lock this long, verifying
    * ownership, before its term opens (`state` reads `'pending'` meanwhile). Set it to how
    * long your leader work takes to stop after its term's signal aborts, plus the detection
    * of a dead session (milliseconds). A clean handover (`stepDown()`, `shutdown()`) skips
-   * it. 0 turns the fence off. Default 250 (docs/safety.md, "Takeover fence").
+   * it. 0 turns the fence off. Default 250 (docs/safety.md, "Takeover delay").
    */
   takeoverDelayMs?: number;
   /**

@@ -15,7 +15,14 @@ import { prepareSession, unsafe } from '../core/prepare.js';
 import type { Surveyed } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import { type HandoverEvent, HandoverLog, parseEvent, payload } from './handover.js';
+import {
+  drainedPayload,
+  type HandoverEvent,
+  HandoverLog,
+  parseEvent,
+  payload,
+  type SessionIdentity,
+} from './handover.js';
 import type { ResolvedOptions } from './options.js';
 import {
   CHECK,
@@ -106,6 +113,8 @@ export class Session {
   private fencingReady = false;
   /** The id of the lock's holder when this session connected (null if none, or not one of ours). */
   holderAtConnect: string | null = null;
+  /** The backend pid of the lock's holder when this session connected (null if none). */
+  private holderPidAtConnect: number | null = null;
   /** The events seen on the key's channel, for the proof of a clean handover. */
   private readonly handover: HandoverLog;
 
@@ -121,7 +130,7 @@ export class Session {
     /** Which host this session is on, its timeline, and what the other hosts said. */
     readonly place: SessionPlace,
   ) {
-    this.handover = new HandoverLog(this.token);
+    this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
     const w = o.waitSliceMs;
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
   }
@@ -146,6 +155,27 @@ export class Session {
       throw err;
     }
     return session;
+  }
+
+  /** How other sessions know this one: its marker token and backend pid. */
+  get identity(): SessionIdentity {
+    return { session: this.token, pid: this.openedPid };
+  }
+
+  /**
+   * Proof of drain (handover.ts): after an unclean loss of `lost` (this candidate's earlier
+   * session) and once its runs have returned, tell the next holder so.
+   */
+  async announceDrained(lost: SessionIdentity): Promise<void> {
+    await this.conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [
+      channelFor(this.o.key1, this.o.key2),
+      drainedPayload(this.o.id, this.token, lost),
+    ]);
+  }
+
+  /** Under the takeover delay: the holder before this session's grant announced its runs drained. */
+  previousDrained(): boolean {
+    return this.handover.previousDrained();
   }
 
   /** Backend pid of this session (`pg_backend_pid()` at connect). */
@@ -197,8 +227,12 @@ export class Session {
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     const channel = channelFor(this.o.key1, this.o.key2);
     await this.conn.query(`/* pgleaderlock:listen */ LISTEN ${channel}`, []);
-    const [holder] = await this.conn.query<{ application_name: string | null }>(CURRENT_HOLDER, this.keys());
+    const [holder] = await this.conn.query<{ pid: number; application_name: string | null }>(
+      CURRENT_HOLDER,
+      this.keys(),
+    );
     this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
+    this.holderPidAtConnect = holder?.pid ?? null;
   }
 
   private keys(): [number, number] {
@@ -329,7 +363,7 @@ export class Session {
   /**
    * Ownership check: the session answers, is the same backend, still holds the lock, and
    * (behind a pooler) the probe does not reach it. `pending`: the lock is held under a
-   * takeover fence (the statement is tagged so that `inspect` can tell).
+   * takeover delay (the statement is tagged so that `inspect` can tell).
    */
   async check(pending = false): Promise<CheckResult> {
     const [row] = await this.conn.query<CheckRow>(pending ? CHECK_PENDING : CHECK, [

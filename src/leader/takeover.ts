@@ -77,7 +77,7 @@ export class Takeover {
     const proven =
       delayMs === 0
         ? { sentAt: acquired.provenAt, safety: acquired.safety }
-        : await this.waitOut(phase, session, delayMs);
+        : await this.waitOut(phase, session, delayMs, !split);
     if ('type' in proven) return proven;
     return { ...proven, epoch: epoch?.epoch ?? null };
   }
@@ -85,12 +85,15 @@ export class Takeover {
   /**
    * The takeover delay (docs/safety.md): hold the lock `delayMs` before the term may open,
    * checking ownership at once and every health interval (tagged `pending`, which `inspect`
-   * shows), then once more: the lease counts from that last check.
+   * shows), then once more: the lease counts from that last check. `drainEnds`: a proof of
+   * drain from the previous holder (handover.ts) ends the delay early (not while another
+   * primary is up: nothing heard on this server proves anything about that one).
    */
   private async waitOut(
     phase: Attempt,
     session: Session,
     delayMs: number,
+    drainEnds: boolean,
   ): Promise<Omit<Grant, 'epoch'> | Input> {
     const { clock } = this.o;
     const until = clock.now() + delayMs;
@@ -110,7 +113,7 @@ export class Takeover {
       if (!result.ok) {
         return { type: 'DbError', error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }) };
       }
-      if (left <= 0) return { sentAt, safety: result.safety };
+      if (left <= 0 || (drainEnds && session.previousDrained())) return { sentAt, safety: result.safety };
       await sleep(clock, Math.min(this.o.healthIntervalMs, left), signal);
     }
   }

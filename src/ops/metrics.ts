@@ -141,7 +141,7 @@ class LockSource implements MetricsSource<LockMetricsSnapshot> {
   private sawHolder = false;
   /** Poll mode: its last refused attempt. */
   private lastRefused: number | null = null;
-  /** Granted under the takeover fence: the previous holder's session had just ended. */
+  /** Granted under the takeover delay: the previous holder's session had just ended. */
   private grantedAt: number | null = null;
   private lastFailoverMs: number | null = null;
 
@@ -226,7 +226,7 @@ class LockSource implements MetricsSource<LockMetricsSnapshot> {
     metric('failed_attempts_total', 'counter', 'Attempts that found the lock held by another.', [
       [lock, s.failedAttempts],
     ]);
-    metric('takeover_fences_total', 'counter', 'Acquisitions that waited out the takeover fence.', [
+    metric('takeover_delays_total', 'counter', 'Acquisitions that waited out the takeover delay.', [
       [lock, s.takeoverFences],
     ]);
     metric('leader_seconds_total', 'counter', 'Time spent as leader.', [[lock, seconds(s.leaderMs)]]);

@@ -2,7 +2,7 @@
  * What a worker hears on its name's channel (one LISTEN on the ownership session) about
  * hand-overs and departures, and what follows from it:
  *  - `released:<id>:<p>,…`: unlocked after their runs returned, so the next owner needs no
- *    takeover fence, until `took:<id>:<p>,…` says another worker holds them again (it may
+ *    takeover delay, until `took:<id>:<p>,…` says another worker holds them again (it may
  *    die holding them);
  *  - `left:<id>`: a clean leave, announced before the member lock goes: its release is no death;
  *  - `died:<id>`: a member's session ended (seen by some worker's ring watch): its
@@ -84,7 +84,7 @@ export class Handovers {
     return this.deaths.size > 0;
   }
 
-  /** Just taken by this worker: which need the takeover fence (not handed over cleanly). Clears their marks. */
+  /** Just taken by this worker: which need the takeover delay (not handed over cleanly). Clears their marks. */
   fenceNeeded(taken: readonly number[]): { clean: number[]; fenced: number[] } {
     const clean = taken.filter((p) => this.clean.has(p));
     const fenced = taken.filter((p) => !this.clean.has(p));

@@ -1,7 +1,7 @@
 /**
  * The ownership protocol of one worker, on its member session (member-session.ts): membership
  * read from `pg_locks`, the assignment (assign.ts), hand-backs drained before the unlock,
- * takes under the takeover fence unless handed over cleanly (handovers.ts), fencing epochs
+ * takes under the takeover delay unless handed over cleanly (handovers.ts), fencing epochs
  * (epochs.ts), the lease (lease.ts), and a clean leave. The worker's lifecycle (sessions,
  * retries, the public API) is partitioned.ts.
  */

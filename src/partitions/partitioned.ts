@@ -388,7 +388,7 @@ export class PartitionedLeadership implements AsyncDisposable {
    * Another primary is up beside this worker's (an old primary after a promotion): its
    * workers may still run the partitions this one takes until their peer watch sees the
    * promotion, within one health interval plus a probe. Takes wait that long on top of the
-   * takeover fence, clean hand-overs included (docs/partitions.md, "Primary failover").
+   * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
    */
   private splitFenceMs(): number {
     const p = this.phase;

@@ -80,7 +80,7 @@ export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_ad
  * Hand partitions back cleanly, in one round trip: the `released` notices (the partitions
  * whose runs returned) are committed first, then the locks go, then a `freed` notice wakes
  * the others to take them. A worker that takes one of them has therefore always heard its
- * `released` first, and opens its term without the takeover fence.
+ * `released` first, and opens its term without the takeover delay.
  */
 export function giveScript(o: {
   partitionsKey: number;

@@ -1,5 +1,5 @@
 /**
- * The partitions a worker holds, each with its term: opened (after the takeover fence when
+ * The partitions a worker holds, each with its term: opened (after the takeover delay when
  * the previous owner did not hand it over cleanly), its `runForEach` runs started, and on
  * revocation its signal aborted and its runs drained (up to `drainTimeoutMs`) before the
  * caller releases the lock. The one owner of "which partitions are mine" in a worker.
@@ -30,7 +30,7 @@ export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 type Stage =
   /** Fencing: its epoch row is held by a fenced write still open (a previous owner's); no epoch yet. */
   | { readonly kind: 'awaiting-epoch' }
-  /** Under the takeover fence: the term opens when the timer fires. */
+  /** Under the takeover delay: the term opens when the timer fires. */
   | { readonly kind: 'fenced'; readonly timer: unknown }
   /**
    * Due to open while the lease had run out (a frozen worker woke: its fence timers fire

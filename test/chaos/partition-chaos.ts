@@ -9,7 +9,7 @@
  *
  * Every fault here is covered: a frozen or blackholed worker's terms end with its lease,
  * before the server frees its locks; a kill, `pg_terminate_backend` or a server restart
- * frees them at once, and the takeover fence (`takeoverDelayMs`) covers the old owner's
+ * frees them at once, and the takeover delay (`takeoverDelayMs`) covers the old owner's
  * detection plus the work's stop time (`stopMs`); a clean leave or rebalance drains first.
  *
  * Long form: npm run chaos:partitions -- <seconds> <workers> <partitions> (partitions-main.ts).
@@ -40,7 +40,7 @@ export type PartitionFault =
   | 'freezeInFence';
 /**
  * The random run's faults. `freezeInFence`: a SIGKILL, then another worker frozen 10–60 ms
- * later, while its takeover fences on the dead worker's partitions are pending; on waking
+ * later, while its takeover delays on the dead worker's partitions are pending; on waking
  * its fence timers are due before its lease timer, and must not open terms past the lease
  * (reported as terms opened past their lease; the library once did, 44 in 15 faults).
  */

@@ -34,7 +34,7 @@ const r = await runPartitionChaos({
 });
 const s = r.settings;
 console.log(
-  `Partition chaos: ${workers} workers, ${partitions} partitions, ${((Date.now() - started) / 1000).toFixed(0)} s, ${r.faults.length} faults, ${r.runs.length} runs, ${r.workersStarted} worker processes started; healthIntervalMs ${s.healthIntervalMs}, queryTimeoutMs ${s.queryTimeoutMs}, server release bound ${s.serverReleaseMs} ms, work stops ${s.stopMs} ms after its abort, takeover fence ${s.takeoverDelayMs} ms, freezes of ${s.freezeMs} ms\n`,
+  `Partition chaos: ${workers} workers, ${partitions} partitions, ${((Date.now() - started) / 1000).toFixed(0)} s, ${r.faults.length} faults, ${r.runs.length} runs, ${r.workersStarted} worker processes started; healthIntervalMs ${s.healthIntervalMs}, queryTimeoutMs ${s.queryTimeoutMs}, server release bound ${s.serverReleaseMs} ms, work stops ${s.stopMs} ms after its abort, takeover delay ${s.takeoverDelayMs} ms, freezes of ${s.freezeMs} ms\n`,
 );
 console.log(formatPartitionReport(r));
 const unsettled = r.faults.filter((f) => f.balancedMs === null);

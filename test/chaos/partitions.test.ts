@@ -92,7 +92,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
   }, 120_000);
 
-  it('faults (SIGKILL, pg_terminate_backend, a server restart) and a rolling restart, 256 partitions over 4 workers, work that takes 100 ms to stop, takeover fence 250 ms: never two runs of a partition at once, balanced after each', async () => {
+  it('faults (SIGKILL, pg_terminate_backend, a server restart) and a rolling restart, 256 partitions over 4 workers, work that takes 100 ms to stop, takeover delay 250 ms: never two runs of a partition at once, balanced after each', async () => {
     const P = 256;
     const N = 4;
     const name = `pc-${Date.now()}`;
@@ -151,7 +151,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     expect(moves).toBeLessThanOrEqual(2.5 * P);
   }, 120_000);
 
-  it('a frozen worker (2 s, past the server release bound 1.4 s), a blackholed one, and one frozen while its takeover fences are pending, 128 partitions over 4 workers, healthIntervalMs 200, work that takes 100 ms to stop, fence 250 ms: the others take their partitions; never two runs of a partition at once (a run ends at its lease end if its work stops later), no term opened past its lease; every partition owned and balanced afterwards', async () => {
+  it('a frozen worker (2 s, past the server release bound 1.4 s), a blackholed one, and one frozen while its takeover delays are pending, 128 partitions over 4 workers, healthIntervalMs 200, work that takes 100 ms to stop, fence 250 ms: the others take their partitions; never two runs of a partition at once (a run ends at its lease end if its work stops later), no term opened past its lease; every partition owned and balanced afterwards', async () => {
     const P = 128;
     const r = await runPartitionChaos({
       workers: 4,

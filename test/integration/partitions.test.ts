@@ -252,7 +252,7 @@ describe('PartitionedLeadership', () => {
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });
 
-  it('joins are clean hand-overs: each joiner owns its share without waiting out the takeover fence (3 s here)', async () => {
+  it('joins are clean hand-overs: each joiner owns its share without waiting out the takeover delay (3 s here)', async () => {
     const name = uniq();
     const fenced = { takeoverDelayMs: 3000 };
     const ws = [worker(name, 64, fenced), worker(name, 64, fenced)];

@@ -147,3 +147,64 @@ describe('inspect and a pending holder', () => {
     );
   });
 });
+
+describe('proof of drain: a live old leader ends the next leader’s takeover delay (wait mode, delay 250 ms)', () => {
+  const now = (): number => Number(process.hrtime.bigint()) / 1e6;
+
+  it('pg_terminate_backend of a leader whose work stops 5 ms after its abort: the next leader’s work starts within 60 ms p50 (6 rounds), never before the old work stopped', async () => {
+    const c = candidates('wait', 250, 2, true, 5); // autoReacquire: the old leader reconnects and says it drained
+    await using admin = await adminClient(databaseUrl());
+    const took: number[] = [];
+    for (let round = 0; round < 6; round++) {
+      await eventually(() => c.runs('run-start').length === round + 1, {
+        timeoutMs: 10_000,
+        what: `leader ${round + 1}`,
+      });
+      // both candidates connected, the follower queued
+      await eventually(async () => {
+        const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...c.keys });
+        return seen.waiters.length === 1 && seen.pending === false;
+      });
+      const old = c.runs('run-start')[round] as Report;
+      const pid = await holderPid(databaseUrl(), c.keys.key1, c.keys.key2);
+      const faultAt = now();
+      await admin.terminate(pid);
+      await eventually(() => c.runs('run-start').length === round + 2, {
+        timeoutMs: 10_000,
+        intervalMs: 2,
+        what: `leader ${round + 2}`,
+      });
+      const next = c.runs('run-start')[round + 1] as Report;
+      expect(next.id).not.toBe(old.id);
+      const oldEnd = c.runs('run-end').find((r) => r.id === old.id && r.term === old.term);
+      expect(oldEnd, 'the old leader reported its work stopped').toBeDefined();
+      expect(next.at).toBeGreaterThan(oldEnd?.at ?? Number.POSITIVE_INFINITY); // no overlap
+      took.push(next.at - faultAt);
+    }
+    took.sort((a, b) => a - b);
+    const p50 = ((took[2] as number) + (took[3] as number)) / 2;
+    console.log(
+      `[proof of drain] terminate → next leader's work: ${took.map((t) => t.toFixed(0)).join(', ')} ms; p50 ${p50.toFixed(1)} ms (delay 250 ms)`,
+    );
+    expect(c.reports.filter((r) => r.ev === 'delayed').length).toBeGreaterThanOrEqual(6); // each was delayed, then proven
+    expect(p50).toBeLessThanOrEqual(60);
+  });
+
+  it('a SIGKILLed leader sends nothing: the next leader waits the full delay (250 ms) after the kill', async () => {
+    const c = candidates('wait', 250, 2, true, 5);
+    await eventually(() => c.runs('run-start').length === 1, { timeoutMs: 10_000, what: 'a leader' });
+    await eventually(async () => {
+      const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...c.keys });
+      return seen.waiters.length === 1 && seen.pending === false;
+    });
+    const old = c.runs('run-start')[0] as Report;
+    const killedAt = now();
+    c.procs.get(old.id)?.kill('SIGKILL');
+    await eventually(() => c.runs('run-start').length === 2, { timeoutMs: 10_000, intervalMs: 2 });
+    const next = c.runs('run-start')[1] as Report;
+    console.log(
+      `[proof of drain] SIGKILL → next leader's work: ${(next.at - killedAt).toFixed(0)} ms (delay 250 ms)`,
+    );
+    expect(next.at - killedAt).toBeGreaterThanOrEqual(250);
+  });
+});
