@@ -134,7 +134,10 @@ export class PoolerGuard {
   private async connectProbe(): Promise<pg.Client> {
     const attempt = this.o.connect();
     try {
-      return await this.bounded('connecting the probe', () => attempt);
+      const client = await this.bounded('connecting the probe', () => attempt);
+      // kept between checks while holding: a network error there must never be unhandled
+      if (client.listenerCount('error') === 0) client.on('error', () => {});
+      return client;
     } catch (err) {
       attempt.then(destroyClient, () => {}); // connected after the deadline
       throw err;

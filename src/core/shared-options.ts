@@ -12,7 +12,7 @@ import { type Endpoint, endpointsOf } from './primary.js';
 import { resolveTimings } from './safety.js';
 import { checkBoolean, checkDuration, checkFunction, checkPositiveDuration, show } from './validate.js';
 
-/** Default `takeoverDelayMs` (docs/safety.md, "Takeover fence"). */
+/** Default `takeoverDelayMs` (docs/safety.md, "Takeover delay"). */
 export const DEFAULT_TAKEOVER_DELAY_MS = 250;
 
 /** Options shared by both elections. Durations are milliseconds. */

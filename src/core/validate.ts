@@ -67,3 +67,21 @@ export function checkFunction<T>(name: string, value: T): T {
   if (typeof value !== 'function') throw new TypeError(`${name} must be a function, received ${show(value)}`);
   return value;
 }
+
+/** Run `fn`; a synchronous throw (a bad argument) becomes a rejection. */
+export function rejecting<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return fn();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/** `options.timeoutMs` of shutdown/stepDown/waitForLeadership/waitForBalance, checked. */
+export function timeoutOf(method: string, options: unknown): number | undefined {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`${method} options must be an object, received ${show(options)}`);
+  }
+  const { timeoutMs } = options as { timeoutMs?: unknown };
+  return timeoutMs === undefined ? undefined : checkDuration('timeoutMs', timeoutMs);
+}

@@ -7,7 +7,7 @@ import { FencedError, fencedWrite } from '../core/fencing.js';
 import { keysFromName } from '../core/keys.js';
 import { type LeaderWorkHandle, Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
-import { checkDuration, show } from '../core/validate.js';
+import { checkDuration, rejecting, show, timeoutOf } from '../core/validate.js';
 import { Control } from './control.js';
 import type { InputType } from './fsm.js';
 import { assessHealth, type LockHealth } from './health.js';
@@ -353,19 +353,3 @@ export class LeaderLock implements AsyncDisposable {
 }
 
 /** `fn()`, a synchronous throw (a bad argument) turned into a rejection: the methods above never throw. */
-function rejecting<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return fn();
-  } catch (err) {
-    return Promise.reject(err);
-  }
-}
-
-/** `options.timeoutMs` of shutdown/stepDown/waitForLeadership, checked. */
-function timeoutOf(method: string, options: unknown): number | undefined {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`${method} options must be an object, received ${show(options)}`);
-  }
-  const { timeoutMs } = options as { timeoutMs?: unknown };
-  return timeoutMs === undefined ? undefined : checkDuration('timeoutMs', timeoutMs);
-}

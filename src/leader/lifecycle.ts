@@ -9,7 +9,7 @@
  * of the state it was in, destroys the session and stops (onError, onStopped).
  */
 import type pg from 'pg';
-import { deferred, sleep } from '../core/clock.js';
+import { deferred } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { PgLeaderLockError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
@@ -294,16 +294,10 @@ export class Lifecycle {
 
   /**
    * Proof of drain (handover.ts): the runs of the lost term have returned, so say so before
-   * queueing again. Work still running when the next holder's takeover delay ends anyway
-   * (`takeoverDelayMs`) is not waited for: nothing is announced, and the delay applies.
+   * queueing again. Runs still going when this session opens are not waited for (the lock
+   * would queue late): nothing is announced, and the next holder's takeover delay applies.
    */
   private async announceDrained(session: Session, lost: SessionIdentity): Promise<void> {
-    if (this.runners.busy) {
-      const stop = new AbortController();
-      await Promise.race([this.runners.idle(), sleep(this.o.clock, this.o.takeoverDelayMs, stop.signal)]);
-      stop.abort();
-      if (this.runners.busy) return;
-    }
-    await session.announceDrained(lost);
+    if (!this.runners.busy) await session.announceDrained(lost);
   }
 }

@@ -99,7 +99,7 @@ export interface LeaderLockOptions {
    * ownership, before its term opens (`state` reads `'pending'` meanwhile). Set it to how
    * long your leader work takes to stop after its term's signal aborts, plus the detection
    * of a dead session (milliseconds). A clean handover (`stepDown()`, `shutdown()`) skips
-   * it. 0 turns the fence off. Default 250 (docs/safety.md, "Takeover delay").
+   * it. 0 turns the delay off. Default 250 (docs/safety.md, "Takeover delay").
    */
   takeoverDelayMs?: number;
   /**

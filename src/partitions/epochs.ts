@@ -49,7 +49,7 @@ export function epochsOf(rows: readonly { partition: number; epoch: string }[]):
  * issued, a function, the partition owned now), then the fenced write (core/fencing.ts) on
  * the partition's epoch row.
  */
-export function fencedPartitionWrite<T>(
+export async function fencedPartitionWrite<T>(
   w: { table: string | null; key: number; terms: Terms; owned: ReadonlySet<number> },
   client: pg.ClientBase,
   term: PartitionTerm,

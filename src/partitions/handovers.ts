@@ -85,10 +85,10 @@ export class Handovers {
   }
 
   /** Just taken by this worker: which need the takeover delay (not handed over cleanly). Clears their marks. */
-  fenceNeeded(taken: readonly number[]): { clean: number[]; fenced: number[] } {
+  delayNeeded(taken: readonly number[]): { clean: number[]; delayed: number[] } {
     const clean = taken.filter((p) => this.clean.has(p));
-    const fenced = taken.filter((p) => !this.clean.has(p));
+    const delayed = taken.filter((p) => !this.clean.has(p));
     for (const p of taken) this.clean.delete(p);
-    return { clean, fenced };
+    return { clean, delayed };
   }
 }

@@ -20,7 +20,7 @@ import { SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
 import { type Endpoint, findPrimary, type Surveyed } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
-import { FREE_MOVED } from './sql.js';
+import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
 
 export interface MemberSessionOptions {
   endpoints: readonly Endpoint[];
@@ -85,11 +85,18 @@ export class MemberSession {
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
       if (o.fencingTable !== null) await createFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
       await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
-      const [member] = await conn.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', [
+      const [member] = await conn.query<{ got: boolean; pid: number; same: boolean }>(MEMBER_LOCK, [
         o.membersKey,
         o.slot,
+        token,
       ]);
-      if (!member?.got) {
+      if (!member?.same || member.pid !== prepared.pid) {
+        await conn.query(FREE_MOVED, [prepared.pid]).catch(() => {});
+        throw unsafe(
+          `the member lock was asked for on backend ${member?.pid ?? 'unknown'}, not the session's own (${prepared.pid}): ${SHARED_BACKEND}`,
+        );
+      }
+      if (!member.got) {
         throw new LockError(
           `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
         );

@@ -2,7 +2,7 @@
  * The ownership protocol of one worker, on its member session (member-session.ts): membership
  * read from `pg_locks`, the assignment (assign.ts), hand-backs drained before the unlock,
  * takes under the takeover delay unless handed over cleanly (handovers.ts), fencing epochs
- * (epochs.ts), the lease (lease.ts), and a clean leave. The worker's lifecycle (sessions,
+ * (epochs.ts), the lease (core/lease.ts), and a clean leave. The worker's lifecycle (sessions,
  * retries, the public API) is partitioned.ts.
  */
 import { sqlStateOf } from '../core/errors.js';
@@ -40,8 +40,8 @@ export class Ownership {
     private readonly terms: Terms,
     private readonly lease: Lease,
     private readonly report: (error: Error) => void,
-    /** Added to every take's fence while another primary is up (partitioned.ts `splitFenceMs`). */
-    private readonly splitFenceMs: () => number,
+    /** Added to every take's takeover delay while another primary is up (partitioned.ts `splitDelayMs`). */
+    private readonly splitDelayMs: () => number,
   ) {}
 
   /**
@@ -93,14 +93,14 @@ export class Ownership {
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
     if (adopt.length) {
       const epochs = await this.bump(session, adopt);
-      this.terms.open(adopt, this.o.takeoverDelayMs + this.splitFenceMs(), epochs);
+      this.terms.open(adopt, this.o.takeoverDelayMs + this.splitDelayMs(), epochs);
     }
     // fencing: held, but their epoch rows were held by an open fenced write (a previous
-    // owner's, so fenced as a take-over): try again
+    // owner's, so delayed as a take-over): try again
     const waiting = this.terms.awaitingEpoch();
     if (waiting.length) {
       for (const [p, epoch] of (await this.bump(session, waiting)) ?? []) {
-        this.terms.epochArrived(p, epoch, this.o.takeoverDelayMs + this.splitFenceMs());
+        this.terms.epochArrived(p, epoch, this.o.takeoverDelayMs + this.splitDelayMs());
       }
     }
     const take = [...mine].filter((p) => !heldHere.has(p));
@@ -129,7 +129,7 @@ export class Ownership {
     );
   }
 
-  /** Try-lock `take`; open the terms of those taken (fenced unless handed over cleanly). */
+  /** Try-lock `take`; open the terms of those taken (after the takeover delay unless handed over cleanly). */
   private async take(session: MemberSession, take: number[], members: number): Promise<void> {
     if (take.length === 0) return;
     try {
@@ -141,17 +141,17 @@ export class Ownership {
       await session.verify(got);
       const taken = got?.taken ?? [];
       if (taken.length === 0) return;
-      const { clean, fenced } = this.handovers.fenceNeeded(taken);
+      const { clean, delayed } = this.handovers.delayNeeded(taken);
       await this.announce(session, 'took', taken);
       const epochs = await this.bump(session, taken);
-      const split = this.splitFenceMs(); // another primary up: nothing heard here proves it stopped
+      const split = this.splitDelayMs(); // another primary up: nothing heard here proves it stopped
       this.terms.open(clean, split, epochs);
-      this.terms.open(fenced, this.o.takeoverDelayMs + split, epochs);
+      this.terms.open(delayed, this.o.takeoverDelayMs + split, epochs);
     } catch (err) {
       if (sqlStateOf(err) !== '53200') throw err;
       // the statement failed part-way; the locks it got stay held (session locks ignore the
       // rollback): give them back, or the full table fails every statement after this one
-      await session.query(GIVE, [this.keys.partitions, take]).catch(() => {});
+      await session.query(GIVE, [this.keys.partitions, take, session.token]).catch(() => {});
       this.report(lockTableFull(this.o.partitions, members, err));
     }
   }
@@ -196,12 +196,12 @@ export class Ownership {
     return epochsOf(rows);
   }
 
-  /** Tell the others which partitions were handed back cleanly, or taken (NOTIFY payloads stay under 8000 bytes). */
   /** Unlock `give`, announcing `drained` (those whose runs returned) as released first (sql.ts `giveScript`). */
   private give(session: MemberSession, give: readonly number[], drained: readonly number[]): Promise<void> {
     return session.script(
       giveScript({
         partitionsKey: this.keys.partitions,
+        token: session.token,
         channel: this.keys.channel,
         released: partitionNotices('released', this.o.id, drained),
         freed: `freed:${this.o.id}`,
@@ -210,6 +210,7 @@ export class Ownership {
     );
   }
 
+  /** Tell the others which partitions were taken (NOTIFY payloads stay under 8000 bytes). */
   private async announce(
     session: MemberSession,
     what: 'released' | 'took',
@@ -223,14 +224,13 @@ export class Ownership {
     let drained: number[] = [];
     try {
       drained = await this.renewing(session, this.terms.revokeAll('shutdown'));
-      const held =
-        (
-          await session.query<{ held: number[] }>(RECONCILE, [
-            this.keys.members,
-            this.keys.partitions,
-            session.token,
-          ])
-        )[0]?.held ?? [];
+      const [row] = await session.query<{ held: number[]; pid: number; same: boolean }>(RECONCILE, [
+        this.keys.members,
+        this.keys.partitions,
+        session.token,
+      ]);
+      await session.verify(row);
+      const held = row?.held ?? [];
       if (held.length) await this.give(session, held, drained);
       // announced before the member lock goes: its release is then no death
       await session.notify(`left:${this.o.id}`);

@@ -18,6 +18,7 @@ import { ConnectionError } from '../core/errors.js';
 import { Lease } from '../core/lease.js';
 import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import type { LeaderWorkHandle } from '../core/runner.js';
+import { rejecting, timeoutOf } from '../core/validate.js';
 import { hungCallback, Vitals } from '../core/vitals.js';
 import { Balance } from './balance.js';
 import { fencedPartitionWrite } from './epochs.js';
@@ -66,7 +67,7 @@ type Phase =
   | { kind: 'stopped' }
   | { kind: 'connecting' }
   | { kind: 'running'; member: MemberSession; watch: RingWatch; peers: PeerWatch | null }
-  | { kind: 'stopping'; member: MemberSession };
+  | { kind: 'stopping'; member: MemberSession; watch: RingWatch };
 
 export class PartitionedLeadership implements AsyncDisposable {
   private readonly o: ResolvedPartitionOptions;
@@ -116,12 +117,13 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.terms,
       this.lease,
       (err) => this.report(err),
-      () => this.splitFenceMs(),
+      () => this.splitDelayMs(),
     );
     this.balance = new Balance(
       this.o.clock,
       () => this.ownership.balanced(this.owned),
       () => this.callbacks.drained(),
+      () => this.callbacks.inCallback(),
     );
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
   }
@@ -285,12 +287,16 @@ export class PartitionedLeadership implements AsyncDisposable {
    * the callbacks of the terms it opened have run (or passed `callbackTimeoutMs`); false
    * after `timeoutMs`, or when the worker stops.
    */
-  waitForBalance({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<boolean> {
-    return this.balance.wait(timeoutMs);
+  waitForBalance(options: { timeoutMs?: number } = {}): Promise<boolean> {
+    return rejecting(() => this.balance.wait(timeoutOf('waitForBalance', options) ?? 30_000));
   }
 
   /** Hand every partition back (runs drained), leave, close both sessions. Idempotent. */
-  async shutdown({ timeoutMs = 30_000 }: { timeoutMs?: number } = {}): Promise<void> {
+  shutdown(options: { timeoutMs?: number } = {}): Promise<void> {
+    return rejecting(() => this.stop(timeoutOf('shutdown', options) ?? 30_000));
+  }
+
+  private async stop(timeoutMs: number): Promise<void> {
     const run = this.run;
     if (!run) return;
     run.stopping = true;
@@ -302,10 +308,14 @@ export class PartitionedLeadership implements AsyncDisposable {
     ]);
     timer.abort();
     if (finished) return;
-    // past the timeout: close the session, and the server frees what it holds (the others
-    // then take it under the fence); runs still winding down are left to finish
+    // past the timeout: close both sessions, and the server frees what they hold (the others
+    // then take it after the takeover delay); runs still winding down are left to finish
+    this.terms.log('warn', 'shutdown_timeout', { timeoutMs });
     const p = this.phase as Phase;
-    if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy();
+    if (p.kind === 'running' || p.kind === 'stopping') {
+      p.member.destroy(new ConnectionError(`shutdown did not complete within ${timeoutMs} ms`));
+      await p.watch.close();
+    }
     this.balance.stopped();
   }
 
@@ -336,7 +346,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       try {
         session = await this.open();
         delay = 100;
-        await this.serve(session.member, run);
+        await this.serve(session, run);
       } catch (err) {
         if (run.joining && refusesToJoin(err)) {
           run.joining.reject(err);
@@ -390,22 +400,22 @@ export class PartitionedLeadership implements AsyncDisposable {
    * promotion, within one health interval plus a probe. Takes wait that long on top of the
    * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
    */
-  private splitFenceMs(): number {
+  private splitDelayMs(): number {
     const p = this.phase;
     return p.kind === 'running' && p.peers?.otherPrimary ? this.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
   }
 
-  private async serve(member: MemberSession, run: Run): Promise<void> {
+  private async serve({ member, watch }: Sessions, run: Run): Promise<void> {
     for (;;) {
       if (member.dead) throw member.dead;
       if (run.stopping) {
-        this.phase = { kind: 'stopping', member };
+        this.phase = { kind: 'stopping', member, watch };
         return this.ownership.leave(member);
       }
       const woken = this.arm();
       if (this.ownership.handovers.anyDeaths) await this.ownership.takeOver(member);
       const next = await this.ownership.reconcile(member, run.joining !== null);
-      if (this.phase.kind === 'running') this.phase.watch.watch(next ? next.slot : null);
+      watch.watch(next ? next.slot : null);
       this.balance.check();
       run.joining?.resolve();
       run.joining = null;

@@ -14,8 +14,8 @@ export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<
 
 export class PartitionRuns {
   private readonly byPartition = new Map<number, Runners<PartitionTerm>>();
-  /** Each registration, and its handle on each partition's runners. */
-  private readonly works = new Map<PartitionWork, Map<number, LeaderWorkHandle>>();
+  /** Each registration (the same function may be registered twice), and its handle on each partition's runners. */
+  private readonly works = new Set<{ fn: PartitionWork; handles: Map<number, LeaderWorkHandle> }>();
 
   constructor(
     private readonly failed: (term: PartitionTerm, error: unknown) => void,
@@ -27,12 +27,13 @@ export class PartitionRuns {
   /** Register `fn`; `openTerm(p)` is partition p's open term, if any (its run starts at once). */
   add(fn: PartitionWork, openTerm: (partition: number) => PartitionTerm | null): LeaderWorkHandle {
     const handles = new Map<number, LeaderWorkHandle>();
-    this.works.set(fn, handles);
+    const registration = { fn, handles };
+    this.works.add(registration);
     for (const [partition, runners] of this.byPartition) {
       handles.set(partition, runners.add(run(fn), openTerm(partition)));
     }
     const stop = async (): Promise<void> => {
-      this.works.delete(fn);
+      this.works.delete(registration);
       await Promise.all([...handles.values()].map((h) => h.stop()));
     };
     const settled = async (): Promise<void> => {
@@ -71,7 +72,7 @@ export class PartitionRuns {
     if (!runners) {
       runners = new Runners<PartitionTerm>(this.failed, this.now, this.withSignal);
       this.byPartition.set(partition, runners);
-      for (const [fn, handles] of this.works) handles.set(partition, runners.add(run(fn), null));
+      for (const { fn, handles } of this.works) handles.set(partition, runners.add(run(fn), null));
     }
     return runners;
   }

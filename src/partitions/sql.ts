@@ -7,6 +7,7 @@
  */
 import pg from 'pg';
 import { keysFromName } from '../core/keys.js';
+import { same } from '../core/statements.js';
 import { hash32 } from './assign.js';
 
 /** The two key namespaces of a name, and its NOTIFY channel. */
@@ -43,9 +44,6 @@ export function parseMember(app: string | null, slot: number, pid: number): Memb
 const IN_DB = `l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
 
-/** Whether this backend carries the member session's marker ($n; sql.ts of the leader lock). */
-const same = (n: number): string => `coalesce(current_setting('pgleaderlock.session', true) = $${n}, false)`;
-
 /**
  * One round trip per reconcile: the members (holders of member locks, $1) and the
  * partitions ($2) this session holds, and the backend and marker ($3) it ran on (a pooler
@@ -67,14 +65,21 @@ export const TAKE = `/* pgleaderlock:take */ SELECT pg_backend_pid() AS pid, ${s
   (SELECT array_agg(p) FROM unnest($2::int4[]) p
     WHERE CASE WHEN ${same(3)} THEN pg_try_advisory_lock($1, p) ELSE false END) AS taken`;
 
-/**
- * The member session turned out not to be on its own backend ($1) any more (a pooler moved
- * it): end that backend, and with it every lock the session took there.
- */
-export const FREE_MOVED = `/* pgleaderlock:free-stranded */ SELECT pg_terminate_backend($1::int4) AS freed WHERE $1::int4 <> pg_backend_pid()`;
+/** The member lock ($1, $2), taken only on a backend that carries the session's marker ($3). */
+export const MEMBER_LOCK = `/* pgleaderlock:member */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
+  CASE WHEN ${same(3)} THEN pg_try_advisory_lock($1, $2) ELSE false END AS got`;
 
-/** Release the partitions in $2 held by this session. */
-export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_advisory_unlock($1, p))::int AS released FROM unnest($2::int4[]) p`;
+/**
+ * The member session proved not to be pinned to its own backend ($1) (a pooler shares or
+ * moved it): free every lock the session took there. On that backend itself, unlock them
+ * all; elsewhere, end that backend (the role may lack the right: best effort).
+ */
+export const FREE_MOVED = `/* pgleaderlock:free-stranded */ SELECT CASE WHEN $1::int4 = pg_backend_pid()
+    THEN (SELECT true FROM (SELECT pg_advisory_unlock_all()) u)
+    ELSE pg_terminate_backend($1::int4) END AS freed`;
+
+/** Release the partitions in $2 held by this session, on a backend that carries its marker ($3). */
+export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE CASE WHEN ${same(3)} THEN pg_advisory_unlock($1, p) ELSE false END)::int AS released FROM unnest($2::int4[]) p`;
 
 /**
  * Hand partitions back cleanly, in one round trip: the `released` notices (the partitions
@@ -84,19 +89,22 @@ export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE pg_ad
  */
 export function giveScript(o: {
   partitionsKey: number;
+  /** The member session's marker: nothing is announced or unlocked on a backend without it. */
+  token: string;
   channel: string;
   released: readonly string[];
   freed: string;
   give: readonly number[];
 }): string {
   const lit = (text: string): string => pg.escapeLiteral(text);
-  const notices = o.released.map((n) => `SELECT pg_notify(${lit(o.channel)}, ${lit(n)});`).join('\n  ');
+  const mine = `coalesce(current_setting('pgleaderlock.session', true) = ${lit(o.token)}, false)`;
+  const notify = (text: string): string => `SELECT pg_notify(${lit(o.channel)}, ${lit(text)}) WHERE ${mine};`;
   const partitions = o.give.map((p) => p | 0).join(',');
   return `/* pgleaderlock:give */ BEGIN;
-  ${notices}
+  ${o.released.map(notify).join('\n  ')}
   COMMIT;
-  SELECT count(*) FILTER (WHERE pg_advisory_unlock(${o.partitionsKey | 0}, p)) FROM unnest(ARRAY[${partitions}]::int4[]) p;
-  SELECT pg_notify(${lit(o.channel)}, ${lit(o.freed)})`;
+  SELECT count(*) FILTER (WHERE CASE WHEN ${mine} THEN pg_advisory_unlock(${o.partitionsKey | 0}, p) ELSE false END) FROM unnest(ARRAY[${partitions}]::int4[]) p;
+  ${notify(o.freed)}`;
 }
 
 /** Who owns each partition, for inspect(): partition → application_name of its holder. */

@@ -31,9 +31,9 @@ type Stage =
   /** Fencing: its epoch row is held by a fenced write still open (a previous owner's); no epoch yet. */
   | { readonly kind: 'awaiting-epoch' }
   /** Under the takeover delay: the term opens when the timer fires. */
-  | { readonly kind: 'fenced'; readonly timer: unknown }
+  | { readonly kind: 'delayed'; readonly timer: unknown }
   /**
-   * Due to open while the lease had run out (a frozen worker woke: its fence timers fire
+   * Due to open while the lease had run out (a frozen worker woke: its delay timers fire
    * before its lease timer): not opened; the next ownership check that renews the lease
    * opens it, if the session survived.
    */
@@ -77,7 +77,7 @@ export class Terms {
     private readonly callbacks: Callbacks<PartitionCallbackMap>,
     /** The lease behind `owned`: no term opens, and `owned` is empty, while it is not valid. */
     private readonly lease: { valid(): boolean },
-    /** A term opened (after its fence, if any). */
+    /** A term opened (after its takeover delay, if any). */
     private readonly opened: () => void = () => {},
   ) {
     this.events = new EventLog(logger, who, callbacks);
@@ -115,7 +115,7 @@ export class Terms {
     return [...this.held.values()].filter((e) => e.stage.kind === 'awaiting-epoch').map((e) => e.partition);
   }
 
-  /** Every partition held, fenced ones included. */
+  /** Every partition held, delayed ones included. */
   partitions(): number[] {
     return [...this.held.keys()];
   }
@@ -154,11 +154,11 @@ export class Terms {
   }
 
   /**
-   * Taken: open each partition's term now, or after `fenceMs`. With fencing (`epochs` not
+   * Taken: open each partition's term now, or after `delayMs`. With fencing (`epochs` not
    * null) a partition missing from `epochs` waits for `epochArrived` instead.
    */
-  open(partitions: readonly number[], fenceMs: number, epochs: ReadonlyMap<number, bigint> | null): void {
-    if (partitions.length) this.log('info', 'partitions_taken', { partitions: sorted(partitions), fenceMs });
+  open(partitions: readonly number[], delayMs: number, epochs: ReadonlyMap<number, bigint> | null): void {
+    if (partitions.length) this.log('info', 'partitions_taken', { partitions: sorted(partitions), delayMs });
     const waiting: number[] = [];
     for (const partition of partitions) {
       const e: Entry = {
@@ -169,26 +169,26 @@ export class Terms {
       this.held.set(partition, e);
       const epoch = epochs === null ? null : epochs.get(partition);
       if (epoch === undefined) waiting.push(partition);
-      else this.advance(e, fenceMs, epoch);
+      else this.advance(e, delayMs, epoch);
     }
     if (waiting.length) this.log('warn', 'partitions_awaiting_epoch', { partitions: sorted(waiting) });
   }
 
-  /** The epoch of a partition that was awaiting it: its term opens after `fenceMs`. */
-  epochArrived(partition: number, epoch: bigint, fenceMs: number): void {
+  /** The epoch of a partition that was awaiting it: its term opens after `delayMs`. */
+  epochArrived(partition: number, epoch: bigint, delayMs: number): void {
     const e = this.held.get(partition);
-    if (e?.stage.kind === 'awaiting-epoch') this.advance(e, fenceMs, epoch);
+    if (e?.stage.kind === 'awaiting-epoch') this.advance(e, delayMs, epoch);
   }
 
-  private advance(e: Entry, fenceMs: number, epoch: bigint | null): void {
-    if (fenceMs <= 0) {
+  private advance(e: Entry, delayMs: number, epoch: bigint | null): void {
+    if (delayMs <= 0) {
       this.begin(e, epoch);
       return;
     }
     const timer = this.clock.setTimeout(() => {
-      if (this.held.get(e.partition) === e && e.stage.kind === 'fenced') this.begin(e, epoch);
-    }, fenceMs);
-    e.stage = { kind: 'fenced', timer };
+      if (this.held.get(e.partition) === e && e.stage.kind === 'delayed') this.begin(e, epoch);
+    }, delayMs);
+    e.stage = { kind: 'delayed', timer };
   }
 
   /** After an ownership check renewed the lease: open the terms that came due while it had run out. */
@@ -235,11 +235,11 @@ export class Terms {
       const e = this.held.get(p);
       if (!e) continue;
       this.held.delete(p);
-      if (e.stage.kind === 'fenced') this.clock.clearTimeout(e.stage.timer);
+      if (e.stage.kind === 'delayed') this.clock.clearTimeout(e.stage.timer);
       e.controller.abort(new Error(`partition ${p} ${reason === 'lost' ? 'lost' : 'revoked'} (${reason})`));
-      // not open yet (under its fence, or its epoch row held by an open write): the previous
+      // not open yet (under its takeover delay, or its epoch row held by an open write): the previous
       // owner's work may still run, so handing it on is no clean hand-over (the next owner
-      // must fence too)
+      // waits the delay too)
       if (e.stage.kind !== 'open') continue;
       if (!this.runs.busy(p)) drained.push(p);
       else drains.push(this.runs.idle(p).then(() => drained.push(p)));

@@ -91,11 +91,18 @@ export class RingWatch {
     this.changed?.();
     const conn = this.conn;
     if (conn && this.waiting !== null) {
-      void conn.cancel();
-      const ended = await Promise.race([
-        this.done.then(() => true),
-        sleep(this.o.clock, this.o.closeTimeoutMs).then(() => false),
-      ]);
+      // a cancel that reaches the server before the statement does is lost: again every
+      // 50 ms until the wait has ended, for closeTimeoutMs at most; then close the socket
+      const { clock } = this.o;
+      const until = clock.now() + this.o.closeTimeoutMs;
+      let ended = false;
+      void this.done.then(() => {
+        ended = true;
+      });
+      while (!ended && clock.now() < until) {
+        void sendCancel(conn.client, clock, this.o.closeTimeoutMs);
+        await Promise.race([this.done, sleep(clock, Math.min(RECANCEL_MS, until - clock.now()))]);
+      }
       if (!ended) conn.destroy();
     }
     await conn?.close();
@@ -147,12 +154,38 @@ export class RingWatch {
       } catch (err) {
         const state = sqlStateOf(err);
         if (this.stopped) break;
-        if ((state === '55P03' || state === '57014') && !this.conn?.dead) continue; // slice over, or cancelled to retarget
+        if ((state === '55P03' || state === '57014') && !this.conn?.dead) {
+          // slice over, or cancelled to retarget; but a grant that raced the timeout or the
+          // cancel leaves the slot held here: that is a death too (and the slot is freed)
+          if (await this.lateGrant(target)) {
+            if (this.target === target) this.target = null;
+            this.o.onDeath(target);
+          }
+          continue;
+        }
         this.conn?.destroy();
         this.conn = null;
         this.o.onError(err as Error);
         await sleep(this.o.clock, 500, this.wakeUp.signal);
       }
+    }
+  }
+
+  /** After a wait ended without a grant: was `slot` granted anyway? Frees it if so. */
+  private async lateGrant(slot: number): Promise<boolean> {
+    const conn = this.conn;
+    if (!conn || conn.dead) return false;
+    this.o.onStatement();
+    try {
+      const [row] = await conn.query<{ freed: boolean }>(
+        `/* pgleaderlock:watch */ SELECT pg_advisory_unlock($1, $2) AS freed FROM pg_locks
+          WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 2
+            AND classid = $1::int4::oid AND objid = $2::int4::oid`,
+        [this.o.membersKey, slot],
+      );
+      return row?.freed === true;
+    } catch {
+      return false; // the loop's next statement finds out what is wrong with the session
     }
   }
 

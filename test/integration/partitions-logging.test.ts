@@ -69,7 +69,7 @@ it('logs membership changes, takes (with their fence), revocations (with their r
   await terminateWorker('lb');
   await eventually(() => lines.some((l) => l.event === 'member_died'), { what: 'a to log the death' });
   expect(lines.find((l) => l.event === 'member_died')).toMatchObject({ level: 'warn', member: 'lb' });
-  await eventually(() => lines.some((l) => l.event === 'partitions_taken' && l.fenceMs === 100), {
+  await eventually(() => lines.some((l) => l.event === 'partitions_taken' && l.delayMs === 100), {
     what: "a to take b's share under the fence",
   });
   await b.shutdown();

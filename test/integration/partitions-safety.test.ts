@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
-import { keysOf } from '../../src/partitions/sql.js';
+import { FREE_MOVED, keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
 
 const uniq = () => `psafe-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
@@ -107,10 +107,12 @@ describe('PartitionedLeadership in one process', () => {
       await eventually(() => watcher.memberIds.length === 2, { what: `${id} to be seen` });
       const [session] = await sessionsLike(databaseUrl(), `pgleaderlock:${id}#p8`);
       await terminate(databaseUrl(), session?.pid as number);
+      const stopped = other.shutdown(); // so that it does not join again
       await eventually(() => watcher.memberIds.length === 1 && watcher.owned.size === 8, {
+        timeoutMs: 10_000,
         what: `${id}'s death to be seen and its partitions taken`,
       });
-      await other.shutdown();
+      await stopped;
     }
     expect(queries).toBeGreaterThan(20);
     expect(overlapping).toBe(0);
@@ -167,5 +169,44 @@ describe('PartitionedLeadership callbacks', () => {
     await a.shutdown({ timeoutMs: 2000 });
     expect(performance.now() - stopAt).toBeLessThan(1000);
     await eventually(() => b.owned.size === 8, { what: 'b to take a’s share' });
+  });
+});
+
+describe('freeing what a moved member session left on its backend (FREE_MOVED)', () => {
+  async function holder(): Promise<{ client: pg.Client; pid: number }> {
+    const client = new pg.Client({ connectionString: databaseUrl() });
+    client.on('error', () => {});
+    await client.connect();
+    onTestFinished(() => client.end().catch(() => {}));
+    const k = 700_000 + Math.floor(Math.random() * 100_000);
+    await client.query('SELECT pg_advisory_lock($1, 1), pg_advisory_lock($1, 2)', [k]);
+    const [row] = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    return { client, pid: row?.pid as number };
+  }
+  const heldBy = async (pid: number) =>
+    (
+      await adminQuery<{ n: number }>(
+        databaseUrl(),
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
+        [pid],
+      )
+    )[0]?.n;
+
+  it('run on the backend itself: every advisory lock there is released, the backend lives', async () => {
+    const { client, pid } = await holder();
+    expect(await heldBy(pid)).toBe(2);
+    await client.query(FREE_MOVED, [pid]);
+    expect(await heldBy(pid)).toBe(0);
+    expect((await client.query('SELECT 1 AS one')).rows[0]).toEqual({ one: 1 });
+  });
+
+  it('run on another backend: that backend is terminated, and its locks with it', async () => {
+    const { pid } = await holder();
+    const other = new pg.Client({ connectionString: databaseUrl() });
+    await other.connect();
+    onTestFinished(() => other.end().catch(() => {}));
+    await other.query(FREE_MOVED, [pid]);
+    await eventually(async () => (await heldBy(pid)) === 0, { what: 'the backend to end' });
+    expect(await sessionsLike(databaseUrl(), '')).not.toContainEqual(expect.objectContaining({ pid }));
   });
 });

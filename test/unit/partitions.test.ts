@@ -66,15 +66,15 @@ describe('Handovers (what a worker hears on its channel)', () => {
   it('a released partition is clean until someone announces taking it; a took that came first cancels the mark', () => {
     const h = make();
     h.hear('released:a:1,2,3');
-    expect(h.fenceNeeded([1, 4])).toEqual({ clean: [1], fenced: [4] });
-    expect(h.fenceNeeded([1])).toEqual({ clean: [], fenced: [1] }); // the mark is used once
+    expect(h.delayNeeded([1, 4])).toEqual({ clean: [1], delayed: [4] });
+    expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] }); // the mark is used once
     h.hear('took:b:2'); // b holds 2 again: it may die holding it
-    expect(h.fenceNeeded([2])).toEqual({ clean: [], fenced: [2] });
+    expect(h.delayNeeded([2])).toEqual({ clean: [], delayed: [2] });
     h.hear('took:c:5');
     h.hear('released:a:5'); // a's release of 5 arrived after c's take: c holds it, no mark
-    expect(h.fenceNeeded([5])).toEqual({ clean: [], fenced: [5] });
+    expect(h.delayNeeded([5])).toEqual({ clean: [], delayed: [5] });
     h.hear('released:c:5'); // the holder's own release marks it
-    expect(h.fenceNeeded([3, 5])).toEqual({ clean: [3, 5], fenced: [] });
+    expect(h.delayNeeded([3, 5])).toEqual({ clean: [3, 5], delayed: [] });
   });
 
   it('deaths: a member that left cleanly, or that is no member, is no death; each death is taken once; reset forgets all', () => {
@@ -90,7 +90,7 @@ describe('Handovers (what a worker hears on its channel)', () => {
     h.hear('released:b:7');
     h.reset();
     expect(h.died('a')).toBe(true); // its leave was heard by an earlier session
-    expect(h.fenceNeeded([7])).toEqual({ clean: [], fenced: [7] });
+    expect(h.delayNeeded([7])).toEqual({ clean: [], delayed: [7] });
   });
 
   it('partitionNotices: at most 1000 partitions per notice, under the 8000-byte NOTIFY limit', () => {
