@@ -7,7 +7,7 @@ import { FencedError, fencedWrite } from '../core/fencing.js';
 import { keysFromName } from '../core/keys.js';
 import { type LeaderWorkHandle, Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
-import { checkDuration, rejecting, show, timeoutOf } from '../core/validate.js';
+import { rejecting, show, timeoutOf } from '../core/validate.js';
 import { Control } from './control.js';
 import type { InputType } from './fsm.js';
 import { assessHealth, type LockHealth } from './health.js';
