@@ -42,20 +42,20 @@ describe('PartitionedLeadership in one process', () => {
     const running = new Map<number, number>();
     let overlaps = 0;
     let runs = 0;
-    const oldEnded: number[] = [];
-    const newStarted: number[] = [];
+    const oldEnded = new Map<number, number>();
+    const newStarted = new Map<number, number>();
     let terminatedAt = 0;
     w.runForEach(async (partition, term) => {
       runs += 1;
-      if (terminatedAt > 0) newStarted.push(performance.now());
+      if (terminatedAt > 0) newStarted.set(partition, performance.now());
       const now = (running.get(partition) ?? 0) + 1;
       running.set(partition, now);
       if (now > 1) overlaps += 1;
       try {
         await new Promise<void>((resolve) => term.signal.addEventListener('abort', () => resolve()));
-        if (terminatedAt > 0 && newStarted.length === 0) {
+        if (terminatedAt > 0 && !newStarted.has(partition)) {
           await new Promise((r) => setTimeout(r, 1500)); // ignores its abort for 1.5 s
-          oldEnded.push(performance.now());
+          oldEnded.set(partition, performance.now());
         }
       } finally {
         running.set(partition, (running.get(partition) ?? 1) - 1);
@@ -68,10 +68,13 @@ describe('PartitionedLeadership in one process', () => {
     terminatedAt = performance.now();
     await terminate(databaseUrl(), member?.pid as number);
     // the worker rejoins within about 100 ms and takes the partitions back; their runs wait
-    await eventually(() => newStarted.length === 4, { timeoutMs: 10_000, what: 'the four new runs' });
+    await eventually(() => newStarted.size === 4, { timeoutMs: 10_000, what: 'the four new runs' });
     expect(overlaps).toBe(0);
-    expect(oldEnded).toHaveLength(4);
-    expect(Math.min(...newStarted)).toBeGreaterThanOrEqual(Math.max(...oldEnded) - 1);
+    expect(oldEnded.size).toBe(4);
+    for (const [partition, started] of newStarted) {
+      // each partition's new run started once its own old run had returned
+      expect(started).toBeGreaterThanOrEqual((oldEnded.get(partition) as number) - 1);
+    }
   });
 
   it('never a statement on a busy connection: over three deaths seen by the ring watch, no client is asked for a query while one runs', async () => {
