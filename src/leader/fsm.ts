@@ -179,7 +179,8 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
       if (input === 'Drained') return { to: RELEASING, effects: [] };
       if (input === 'ReleaseSucceeded') {
         if (f.releaseThen === 'follow' && f.autoReacquire) {
-          return { to: FOLLOWER, effects: ['emitReleased', 'closeConnection', 'resetRetry', 'backOff'] };
+          // the session is kept: the next attempt queues on it and sees its own `released`
+          return { to: FOLLOWER, effects: ['emitReleased', 'resetRetry', 'backOff'] };
         }
         return stop('emitReleased', 'closeConnection');
       }

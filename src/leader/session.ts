@@ -350,6 +350,7 @@ export class Session {
       channel: channelFor(this.o.key1, this.o.key2),
       payload: payload('released', this.o.id, this.token),
       fencing,
+      disarm: this.serverVersion >= 140000,
     });
     const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(sql);
     if (row && !row.same) {

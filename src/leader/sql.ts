@@ -70,6 +70,8 @@ export interface ReleaseValues {
   payload: string;
   /** Fencing: the quoted table and this leadership's epoch, to mark it released. */
   fencing: { table: string; epoch: bigint } | null;
+  /** PG14+: turn `idle_session_timeout` (armed with the grant) off again: the session follows on. */
+  disarm: boolean;
 }
 
 /**
@@ -93,7 +95,9 @@ export function releaseSql(v: ReleaseValues): string {
   ${mark}
   SELECT pg_notify(${lit(v.channel)}, ${lit(v.payload)}) WHERE ${holding};
   COMMIT;
-  SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok`;
+  SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok${
+    v.disarm ? `, set_config('idle_session_timeout', '0', false) AS disarmed` : ''
+  }`;
 }
 
 /**

@@ -6,7 +6,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LeaderLock } from '../../src/index.js';
+import { FixedInterval, LeaderLock } from '../../src/index.js';
 import { useChildren } from '../harness/children.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
@@ -207,4 +207,46 @@ describe('proof of drain: a live old leader ends the next leader’s takeover de
     );
     expect(next.at - killedAt).toBeGreaterThanOrEqual(250);
   });
+});
+
+describe('a lock’s own step-down and re-acquisition', () => {
+  it.each(['wait', 'poll'] as const)(
+    '%s mode, nobody else waiting: 20 cycles of stepDown() then leading again on the same session (same backend pid), never delayed, each within 15 ms of the 20 ms back-off',
+    async (acquireMode) => {
+      const lock = locks.make({
+        ...randomKeys(),
+        acquireMode,
+        takeoverDelayMs: 250,
+        retryStrategy: new FixedInterval({ intervalMs: 20 }),
+      });
+      let delays = 0;
+      lock.onTakeoverFence(() => {
+        delays += 1;
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      await using admin = await adminClient(databaseUrl());
+      const pidOf = () =>
+        admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [
+          `pgleaderlock:${lock.id}`,
+        ]);
+      const first = (await pidOf()).map((r) => r.pid);
+      expect(first).toHaveLength(1);
+      delays = 0; // the very first acquisition has no proof; what follows must
+      const cycles: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        await lock.stepDown();
+        const at = performance.now();
+        expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+        cycles.push(performance.now() - at);
+      }
+      expect((await pidOf()).map((r) => r.pid)).toEqual(first); // no reconnect
+      expect(delays).toBe(0);
+      cycles.sort((a, b) => a - b);
+      console.log(
+        `[own step-down ${acquireMode}] stepDown → leading again: p50 ${cycles[10]?.toFixed(1)} ms, max ${cycles[19]?.toFixed(1)} ms (back-off 20 ms)`,
+      );
+      expect(cycles[19]).toBeLessThan(20 + 15);
+    },
+  );
 });

@@ -81,7 +81,7 @@ const ROWS: Row[] = [
     'ReleaseSucceeded',
     { releaseThen: 'follow' },
     FOLLOWER,
-    ['emitReleased', 'closeConnection', 'resetRetry', 'backOff'],
+    ['emitReleased', 'resetRetry', 'backOff'], // the session is kept: it queues again on it
   ],
   [
     RELEASING,
