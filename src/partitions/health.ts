@@ -60,7 +60,7 @@ export interface PartitionHealthSnapshot {
   readonly started: boolean;
   readonly phase: WorkerPhase;
   /**
-   * Why the last ownership session ended, or the last attempt to open one failed (this
+   * Why the last member session ended, or the last attempt to open one failed (this
    * run); read only while `connecting`.
    */
   readonly lastError: Error | null;
@@ -73,6 +73,8 @@ export interface PartitionHealthSnapshot {
   readonly quietBoundMs: number;
   readonly owned: number;
   readonly members: number;
+  /** Running: why the ring watch's session is down (it cannot see deaths), or null. */
+  readonly watchDown?: Error | null;
 }
 
 /**
@@ -110,8 +112,11 @@ export function assessPartitionHealth(s: PartitionHealthSnapshot): PartitionHeal
     notReady.push(
       s.lastError
         ? `the last attempt failed: ${s.lastError.message}`
-        : 'connecting: the ownership session is not open yet',
+        : 'connecting: the member session is not open yet',
     );
+  }
+  else if (s.phase === 'running' && s.watchDown) {
+    notReady.push(`the ring watch's session is down (deaths are seen late): ${s.watchDown.message}`);
   }
   const live = notLive.length === 0;
   return {

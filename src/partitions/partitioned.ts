@@ -204,6 +204,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       quietBoundMs: quietBoundMs(this.o),
       owned: this.owned.size,
       members: this.ownership.members.length,
+      watchDown: p.kind === 'running' ? p.watch.down : null,
     });
   }
 

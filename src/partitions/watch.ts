@@ -47,6 +47,8 @@ export class RingWatch {
   private changed: (() => void) | null = null;
   private recancel: unknown = null;
   private readonly done: Promise<void>;
+  /** Why the watch's session failed, until a statement on a new one succeeds (`health()`). */
+  down: Error | null = null;
 
   constructor(private readonly o: WatchOptions) {
     this.done = this.loop();
@@ -165,6 +167,7 @@ export class RingWatch {
         }
         this.conn?.destroy();
         this.conn = null;
+        this.down = err as Error;
         this.o.onError(err as Error);
         await sleep(this.o.clock, 500, this.wakeUp.signal);
       }
@@ -208,6 +211,7 @@ export class RingWatch {
     }
     this.o.onStatement();
     this.conn = conn;
+    this.down = null;
     if (this.stopped) await conn.close();
     return conn;
   }

@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LockMetrics } from '../../src/index.js';
 import {
   adminClient,
   adminQuery,
@@ -374,6 +375,31 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
     expect(s.health()).toMatchObject({ live: true, ready: true, reasons: [] });
     await s.shutdown();
     expect(s.health()).toMatchObject({ live: true, ready: false });
+  });
+
+  it('metrics: new LockMetrics(target) reports live and ready as health() does, and counts a loss after pg_terminate_backend', async () => {
+    const name = uniqueName();
+    const s = make({ name });
+    s.onError(() => {});
+    using metrics = new LockMetrics(s.target);
+    const sample = (metric: string): number => {
+      const line = metrics
+        .prometheus()
+        .split('\n')
+        .find((l) => l.startsWith(`${metric}{`));
+      if (!line) throw new Error(`no ${metric} in the metrics`);
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    expect([sample('pgleaderlock_live'), sample('pgleaderlock_ready')]).toEqual([1, 0]);
+    await s.start();
+    await inCharge(s);
+    expect([sample('pgleaderlock_live'), sample('pgleaderlock_ready')]).toEqual([1, 1]);
+    expect(sample(s.lossesMetric)).toBe(0);
+    await using admin = await adminClient(databaseUrl());
+    await admin.terminate(await holderPid(s, name));
+    await eventually(() => sample(s.lossesMetric) > 0, { what: `${s.lossesMetric} to count the loss` });
+    await s.shutdown();
+    expect(sample('pgleaderlock_ready')).toBe(0);
   });
 
   describe('{ signal } unregisters a handler', () => {

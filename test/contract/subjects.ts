@@ -43,6 +43,10 @@ export interface Subject {
   onLost(fn: () => unknown, options?: Off): void;
   onError(fn: (error: Error) => unknown, options?: Off): void;
   health(): SubjectHealth;
+  /** The object itself (for `new LockMetrics(target)`). */
+  readonly target: LeaderLock | PartitionedLeadership;
+  /** Its losses counter in `LockMetrics`' output. */
+  readonly lossesMetric: string;
   /** Its state in one line, for failure messages. */
   readonly description: string;
 }
@@ -81,6 +85,8 @@ const leaderLock: Adapter = {
     });
     return {
       id: lock.id,
+      target: lock,
+      lossesMetric: 'pgleaderlock_losses_total',
       start: () => lock.start(),
       shutdown: () => lock.shutdown(),
       get inCharge() {
@@ -125,6 +131,8 @@ const partitioned: Adapter = {
     const w = new PartitionedLeadership({ partitions: PARTITIONS, ...o });
     return {
       id: w.id,
+      target: w,
+      lossesMetric: 'pgleaderlock_partitions_losses_total',
       start: () => w.start(),
       shutdown: () => w.shutdown(),
       get inCharge() {

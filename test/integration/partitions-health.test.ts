@@ -6,7 +6,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { quietBoundMs } from '../../src/partitions/health.js';
-import { eventually, ownServer } from '../harness/db.js';
+import { databaseUrl, eventually, ownServer, sessionsLike, terminate } from '../harness/db.js';
 import { useWorkers } from '../harness/workers.js';
 
 const workers = useWorkers();
@@ -80,6 +80,23 @@ describe('PartitionedLeadership.health()', () => {
     await eventually(() => w.health().owned === 4, { what: 'all four owned again' });
     expect(w.health()).toMatchObject({ live: true, ready: true, reasons: [] });
     await w.shutdown();
+  });
+
+  it('its ring watch session terminated: not ready, the watch named as the reason, until it is back', async () => {
+    const name = `ph-${workers.tag()}`;
+    const [a, b] = [worker({ name }), worker({ name })];
+    await Promise.all([a.start(), b.start()]);
+    await eventually(
+      async () => (await sessionsLike(databaseUrl(), `pgleaderlock:${a.id}#watch`)).length === 1,
+      {
+        what: "a's ring watch",
+      },
+    );
+    const [watch] = await sessionsLike(databaseUrl(), `pgleaderlock:${a.id}#watch`);
+    await terminate(databaseUrl(), watch?.pid as number);
+    await eventually(() => !a.health().ready, { what: 'a not ready' });
+    expect(a.health().reasons.join(' ')).toMatch(/ring watch/);
+    await eventually(() => a.health().ready, { what: 'a ready again' });
   });
 
   it('an onAssigned callback that has not returned past callbackTimeoutMs turns live false, after shutdown too', async () => {

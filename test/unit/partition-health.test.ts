@@ -40,10 +40,14 @@ describe('assessPartitionHealth', () => {
     [{ started: false, phase: 'stopped' }, 'not started'],
     [{ started: true, phase: 'stopped' }, 'stopped'],
     [{ phase: 'stopping' }, 'shutting down'],
-    [{ phase: 'connecting', lastError: null }, 'connecting: the ownership session is not open yet'],
+    [{ phase: 'connecting', lastError: null }, 'connecting: the member session is not open yet'],
     [
       { phase: 'connecting', lastError: new Error('connect ECONNREFUSED 127.0.0.1:1') },
       'the last attempt failed: connect ECONNREFUSED 127.0.0.1:1',
+    ],
+    [
+      { phase: 'running', watchDown: new Error('connection terminated') },
+      "the ring watch's session is down (deaths are seen late): connection terminated",
     ],
   ] as const)('%o: live, not ready, "%s"', (change, reason) => {
     expect(assessPartitionHealth({ ...running, quietMs: null, ...change })).toMatchObject({
