@@ -102,6 +102,19 @@ export interface Found {
   readonly others: readonly Surveyed[];
 }
 
+/**
+ * A `connect` for the primary found: the client the survey connected first (a session
+ * takes it over), then new connections to that host.
+ */
+export function connectFound(found: Found): () => Promise<pg.Client> {
+  let first: pg.Client | null = found.client;
+  return async () => {
+    const c = first ?? (await found.endpoint.connect());
+    first = null;
+    return c;
+  };
+}
+
 /** No host is a primary, but standbys answered: a failover in progress (or a standby-only list). */
 export class NoPrimaryError extends LockError {
   constructor(

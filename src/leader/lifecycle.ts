@@ -1,19 +1,7 @@
-/**
- * The lifecycle task (spec §5.1): one async loop per `start()` that owns the phase (the
- * state and its data, phase.ts), the sessions, the retry cycle and the leadership. Each
- * phase has a step (steps.ts) that does that state's work and returns the next input;
- * `transition()` (fsm.ts) turns it into the next state and its effects, and `apply`
- * carries the transition out with the actions beside the table (fsm-actions.ts). Outside
- * calls (`stop`, `stepDown`) only leave a request in the mailbox and wake the loop; they
- * never touch a session. The loop never rejects: an internal failure runs the exit actions
- * of the state it was in, destroys the session and stops (onError, onStopped).
- */
-import type pg from 'pg';
 import { deferred } from '../core/clock.js';
-import type { ConnectFn } from '../core/connect.js';
 import { PgLeaderLockError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
-import { findPrimary } from '../core/primary.js';
+import { connectFound, findPrimary } from '../core/primary.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
 import { Vitals } from '../core/vitals.js';
@@ -268,13 +256,7 @@ export class Lifecycle {
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
   private async open(): Promise<Session> {
     const found = await findPrimary(this.o.endpoints, this.o);
-    let first: pg.Client | null = found.client;
-    const take: ConnectFn = async () => {
-      const c = first ?? (await found.endpoint.connect());
-      first = null;
-      return c;
-    };
-    const session = await Session.open(take, found.endpoint.connect, this.o, {
+    const session = await Session.open(connectFound(found), found.endpoint.connect, this.o, {
       host: found.endpoint.label,
       timeline: found.timeline,
       others: found.others,

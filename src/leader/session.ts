@@ -12,7 +12,6 @@ import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, createTableSql } from '../core/fencing.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
-import type { Surveyed } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import {
@@ -23,7 +22,14 @@ import {
   payload,
   type SessionIdentity,
 } from './handover.js';
-import type { ResolvedOptions } from './options.js';
+import {
+  type Acquired,
+  type CheckResult,
+  type Epoch,
+  idFromApplicationName,
+  type SessionOptions,
+  type SessionPlace,
+} from './session-types.js';
 import {
   CHECK,
   CHECK_PENDING,
@@ -38,51 +44,6 @@ import {
 
 /** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
 const SLICE_ENDED = '55P03';
-
-/** What a session needs of the lock's options (see LeaderLockOptions for each). */
-export type SessionOptions = Pick<
-  ResolvedOptions,
-  | 'key1'
-  | 'key2'
-  | 'id'
-  | 'applicationName'
-  | 'clock'
-  | 'serverReleaseMs'
-  | 'healthIntervalMs'
-  | 'waitSliceMs'
-  | 'queryTimeoutMs'
-  | 'closeTimeoutMs'
-  | 'unref'
->;
-
-/** Where a session runs: its host, that server's timeline, and the other configured hosts. */
-export interface SessionPlace {
-  readonly host: string;
-  readonly timeline: number;
-  readonly others: readonly Surveyed[];
-}
-
-/** A granted acquisition, with the figures its lease is computed from. */
-export interface Acquired {
-  readonly safety: Safety;
-  /**
-   * A clock time no later than the grant: the statement's send time plus how long the
-   * server saw it wait. The server's activity on the session (and so its release bound)
-   * starts no earlier than this; the lease counts from it.
-   */
-  readonly provenAt: number;
-  /** The previous holder is proven to have released cleanly (handover.ts). */
-  readonly cleanHandover: boolean;
-}
-
-/** A fencing epoch, and whether the previous epoch's holder released it cleanly (null: unknown). */
-export interface Epoch {
-  readonly epoch: bigint;
-  readonly previousReleased: boolean | null;
-}
-
-/** Result of an ownership check. */
-export type CheckResult = { ok: true; safety: Safety } | { ok: false; reason: string };
 
 interface AcquireRow {
   pid: number;
@@ -431,9 +392,4 @@ export class Session {
     this.pooler?.close();
     return this.conn.close();
   }
-}
-
-/** The candidate id in a `pgleaderlock:<id>` application_name, else null. */
-export function idFromApplicationName(name: string | null): string | null {
-  return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
 }

@@ -14,7 +14,8 @@ import { type Input, STOP } from './fsm.js';
 import type { ResolvedOptions } from './options.js';
 import type { Mailbox, Phase, PhaseOf, TakeoverDelay } from './phase.js';
 import type { RetryCycle } from './retry.js';
-import type { Acquired, Session } from './session.js';
+import type { Session } from './session.js';
+import type { Acquired } from './session-types.js';
 import { Takeover } from './takeover.js';
 import type { Term } from './term.js';
 

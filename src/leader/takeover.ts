@@ -13,7 +13,8 @@ import { type Input, STOP } from './fsm.js';
 import type { Grant } from './leadership.js';
 import type { ResolvedOptions } from './options.js';
 import type { Mailbox, PhaseOf } from './phase.js';
-import type { Acquired, Epoch, Session } from './session.js';
+import type { Session } from './session.js';
+import type { Acquired, Epoch } from './session-types.js';
 import type { StepContext } from './steps.js';
 
 type Attempt = PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>;

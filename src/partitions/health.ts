@@ -114,8 +114,7 @@ export function assessPartitionHealth(s: PartitionHealthSnapshot): PartitionHeal
         ? `the last attempt failed: ${s.lastError.message}`
         : 'connecting: the member session is not open yet',
     );
-  }
-  else if (s.phase === 'running' && s.watchDown) {
+  } else if (s.phase === 'running' && s.watchDown) {
     notReady.push(`the ring watch's session is down (deaths are seen late): ${s.watchDown.message}`);
   }
   const live = notLive.length === 0;

@@ -3,9 +3,10 @@
  * partition, from `pg_locks` on the primary, without joining. A snapshot (informational).
  */
 import type pg from 'pg';
-import { systemClock } from '../core/clock.js';
-import { type ConnectFn, destroyClient } from '../core/connect.js';
-import { type Endpoint, endpointsOf, findPrimary } from '../core/primary.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import type { ConnectFn } from '../core/connect.js';
+import { Connection } from '../core/connection.js';
+import { connectFound, type Endpoint, endpointsOf, findPrimary } from '../core/primary.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
 export interface PartitionInspectOptions {
@@ -16,6 +17,8 @@ export interface PartitionInspectOptions {
   partitions: number;
   /** Connect and query deadline (default 5000). */
   timeoutMs?: number;
+  /** Time source (default `performance.now()` and the global timers). */
+  clock?: Clock;
 }
 
 export interface PartitionInspection {
@@ -32,24 +35,27 @@ export async function inspectPartitions(o: PartitionInspectOptions): Promise<Par
   const endpoints: Endpoint[] = o.connect
     ? [{ label: 'connect()', connect: o.connect }]
     : endpointsOf(o, 'pgleaderlock-inspect', timeoutMs);
-  const found = await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
-  const client = found.client;
+  const clock = o.clock ?? systemClock;
+  const found = await findPrimary(endpoints, { clock, queryTimeoutMs: timeoutMs });
+  const conn = await Connection.open(connectFound(found), {
+    clock,
+    queryTimeoutMs: timeoutMs,
+    closeTimeoutMs: 1000,
+    unref: false,
+  });
   try {
     const keys = keysOf(o.name);
-    const [row] = (
-      await client.query<{ members: { app: string | null; slot: string; pid: number }[] }>(RECONCILE, [
-        keys.members,
-        keys.partitions,
-        '', // no marker: not a member session
-      ])
-    ).rows;
+    const [row] = await conn.query<{ members: { app: string | null; slot: string; pid: number }[] }>(
+      RECONCILE,
+      [keys.members, keys.partitions, ''], // no marker: not a member session
+    );
     const members = (row?.members ?? [])
       .map((m) => parseMember(m.app, Number(m.slot), m.pid))
       .filter((m): m is MemberRow => m !== null)
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const byPid = new Map(members.map((m) => [m.pid, m.id]));
     const owners: (string | null)[] = Array.from({ length: o.partitions }, () => null);
-    const held = (await client.query<{ partition: number; pid: number }>(OWNERS, [keys.partitions])).rows;
+    const held = await conn.query<{ partition: number; pid: number }>(OWNERS, [keys.partitions]);
     for (const h of held) {
       if (h.partition >= 0 && h.partition < o.partitions)
         owners[h.partition] = byPid.get(h.pid) ?? `pid ${h.pid}`;
@@ -65,6 +71,6 @@ export async function inspectPartitions(o: PartitionInspectOptions): Promise<Par
       owners,
     };
   } finally {
-    destroyClient(client);
+    await conn.close();
   }
 }

@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
-import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { createTableSql } from '../core/fencing.js';
@@ -18,7 +17,7 @@ import { PeerWatch } from '../core/peers.js';
 import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
-import { type Endpoint, findPrimary, type Surveyed } from '../core/primary.js';
+import { connectFound, type Endpoint, findPrimary, type Surveyed } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
 
@@ -61,13 +60,7 @@ export class MemberSession {
   /** Connect to the primary, prepare the session, listen, take the member lock. */
   static async open(o: MemberSessionOptions): Promise<MemberSession> {
     const found = await findPrimary(o.endpoints, { clock: o.clock, queryTimeoutMs: o.queryTimeoutMs });
-    let first: pg.Client | null = found.client;
-    const take: ConnectFn = async () => {
-      const c = first ?? (await found.endpoint.connect());
-      first = null;
-      return c;
-    };
-    const conn = await Connection.open(take, o);
+    const conn = await Connection.open(connectFound(found), o);
     let pooler: PoolerGuard | null = null;
     try {
       const token = randomBytes(8).toString('hex');

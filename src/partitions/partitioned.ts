@@ -8,31 +8,26 @@
  * this session's locks in one statement, renews the lease, computes the assignment
  * (assign.ts), hands back partitions no longer ours (their runs drained first), and takes
  * the free ones that are. Deaths are seen by the ring watch (watch.ts) within
- * milliseconds. This module is the worker's lifecycle: the public API, its two sessions,
- * and reconnecting after a session ends.
+ * milliseconds. This module is the public API and wires the pieces together; the run, its
+ * sessions and reconnecting after a session ends are lifecycle.ts.
  */
 import type pg from 'pg';
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
-import { type Deferred, deferred, sleep } from '../core/clock.js';
-import { ConnectionError } from '../core/errors.js';
 import { Lease } from '../core/lease.js';
-import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import type { LeaderWorkHandle } from '../core/runner.js';
 import { rejecting, timeoutOf } from '../core/validate.js';
-import { hungCallback, Vitals } from '../core/vitals.js';
+import { hungCallback } from '../core/vitals.js';
 import { Balance } from './balance.js';
 import { fencedPartitionWrite } from './epochs.js';
-import { PartitionMismatchError } from './errors.js';
 import {
   assessPartitionHealth,
   type PartitionHealth,
   type PartitionStats,
   quietBoundMs,
   stuckRun,
-  type WorkerPhase,
 } from './health.js';
 import { inspectPartitions, type PartitionInspection, type PartitionInspectOptions } from './inspect.js';
-import type { MemberSession } from './member-session.js';
+import { WorkerLifecycle } from './lifecycle.js';
 import {
   type PartitionedLeadershipOptions,
   type ResolvedPartitionOptions,
@@ -40,10 +35,8 @@ import {
 } from './options.js';
 import { Ownership } from './ownership.js';
 import type { PartitionWork } from './runs.js';
-import { openSessions, type Sessions } from './sessions.js';
 import { keysOf } from './sql.js';
 import { type PartitionCallbackMap, type PartitionTerm, Terms } from './terms.js';
-import type { RingWatch } from './watch.js';
 
 export { PartitionMismatchError } from './errors.js';
 export type { PartitionHealth, PartitionStats } from './health.js';
@@ -51,41 +44,16 @@ export type { PartitionInspection, PartitionInspectOptions } from './inspect.js'
 export type { PartitionWork } from './runs.js';
 export type { PartitionTerm, RevokeReason } from './terms.js';
 
-/** One run of the worker, from `start()` to the end of its loop. */
-interface Run {
-  /** Settles when the loop has ended (everything handed back or lost, both sessions closed). */
-  done: Promise<void>;
-  /** What `start()` returns: resolved at the first reconcile or when the run ends, rejected on a refusal. */
-  readonly joined: Promise<void>;
-  /** Until the first reconcile: how to settle `joined`. A mismatched count is refused while joining. */
-  joining: Deferred<void> | null;
-  /** `shutdown()` was called: leave at the next step, then end. */
-  stopping: boolean;
-}
-
-type Phase =
-  | { kind: 'stopped' }
-  | { kind: 'connecting' }
-  | { kind: 'running'; member: MemberSession; watch: RingWatch; peers: PeerWatch | null }
-  | { kind: 'stopping'; member: MemberSession; watch: RingWatch };
-
 export class PartitionedLeadership implements AsyncDisposable {
   private readonly o: ResolvedPartitionOptions;
   private readonly keys: ReturnType<typeof keysOf>;
   private readonly terms: Terms;
   private readonly callbacks: Callbacks<PartitionCallbackMap>;
-  private phase: Phase = { kind: 'stopped' };
   private readonly lease: Lease;
   private readonly ownership: Ownership;
   private readonly balance: Balance;
-  private run: Run | null = null;
-  /** Aborted by `wake()`: a notice, a death, a shutdown; `arm()` renews it. */
-  private interrupt = new AbortController();
-  private statements = 0;
-  /** health(): the loop's pulse (one per run), whether start() was called, and why the last session failed. */
-  private vitals: Vitals | null = null;
-  private started = false;
-  private lastFailure: Error | null = null;
+  /** The run from start() to the end of its loop, its sessions and phase (lifecycle.ts). */
+  private readonly life: WorkerLifecycle;
 
   constructor(options: PartitionedLeadershipOptions) {
     this.o = resolvePartitionOptions(options);
@@ -95,13 +63,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.o.clock,
       this.o.callbackTimeoutMs,
     );
-    this.lease = new Lease(this.o.clock, () => {
-      const p = this.phase;
-      const lapsed = new ConnectionError(
-        'the lease ran out before an ownership check succeeded (a frozen process, or a server that did not answer); every term ends',
-      );
-      if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy(lapsed);
-    });
+    this.lease = new Lease(this.o.clock, () => this.life.lapsed());
     this.terms = new Terms(
       { name: this.o.name, id: this.o.id },
       this.o.drainTimeoutMs,
@@ -116,8 +78,8 @@ export class PartitionedLeadership implements AsyncDisposable {
       this.keys,
       this.terms,
       this.lease,
-      (err) => this.report(err),
-      () => this.splitDelayMs(),
+      (err) => this.terms.error(err),
+      () => this.life.splitDelayMs(),
     );
     this.balance = new Balance(
       this.o.clock,
@@ -125,6 +87,14 @@ export class PartitionedLeadership implements AsyncDisposable {
       () => this.callbacks.drained(),
       () => this.callbacks.inCallback(),
     );
+    this.life = new WorkerLifecycle({
+      o: this.o,
+      keys: this.keys,
+      terms: this.terms,
+      ownership: this.ownership,
+      lease: this.lease,
+      balance: this.balance,
+    });
     this.o.signal?.addEventListener('abort', () => void this.shutdown(), { once: true });
   }
 
@@ -168,7 +138,7 @@ export class PartitionedLeadership implements AsyncDisposable {
       members: this.ownership.members.length,
       ...this.terms.counts(),
       reconciles: this.ownership.reconciles,
-      statements: this.statements,
+      statements: this.life.statements,
     };
   }
 
@@ -180,31 +150,23 @@ export class PartitionedLeadership implements AsyncDisposable {
    * owns partitions or not. `reasons` says why either is false.
    */
   health(): PartitionHealth {
-    const run = this.run;
-    const p = this.phase;
-    const phase: WorkerPhase = !run
-      ? 'stopped'
-      : run.stopping
-        ? 'stopping'
-        : p.kind === 'running' && !p.member.dead
-          ? 'running'
-          : 'connecting';
+    const { life } = this;
     const hung = this.callbacks.hung();
     const stuck = this.terms.stuckRun(this.o.callbackTimeoutMs);
     return assessPartitionHealth({
-      started: this.started,
-      phase,
-      lastError: this.lastFailure,
+      started: life.started,
+      phase: life.workerPhase,
+      lastError: life.lastFailure,
       hung: [
         ...(hung ? [hungCallback(hung, this.o.callbackTimeoutMs)] : []),
         ...(stuck ? [stuckRun(stuck)] : []),
       ],
-      loopBlockedMs: this.vitals?.blockedMs ?? null,
-      quietMs: run ? (this.vitals?.quietMs ?? null) : null,
+      loopBlockedMs: life.vitals?.blockedMs ?? null,
+      quietMs: life.running ? (life.vitals?.quietMs ?? null) : null,
       quietBoundMs: quietBoundMs(this.o),
       owned: this.owned.size,
       members: this.ownership.members.length,
-      watchDown: p.kind === 'running' ? p.watch.down : null,
+      watchDown: life.watchDown,
     });
   }
 
@@ -264,23 +226,12 @@ export class PartitionedLeadership implements AsyncDisposable {
 
   /**
    * Join. Resolves once this worker is a member (its first reconcile done); rejects if the
-   * workers already running this name have another partition count. Connection failures are
+   * workers already running this name have another partition count, or with
+   * `ERR_PGLEADERLOCK_UNSAFE` behind a pooler that shares backends. Connection failures are
    * reported to onError and retried.
    */
   start(): Promise<void> {
-    const current = this.run;
-    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
-    if (current) return current.joined;
-    const joining = deferred<void>();
-    const run: Run = { done: Promise.resolve(), joined: joining.promise, joining, stopping: false };
-    this.run = run;
-    this.started = true;
-    this.lastFailure = null;
-    const vitals = new Vitals(this.o.clock);
-    this.vitals = vitals;
-    vitals.start();
-    run.done = this.loop(run).finally(() => vitals.stop());
-    return run.joined;
+    return this.life.start();
   }
 
   /**
@@ -294,144 +245,10 @@ export class PartitionedLeadership implements AsyncDisposable {
 
   /** Hand every partition back (runs drained), leave, close both sessions. Idempotent. */
   shutdown(options: { timeoutMs?: number } = {}): Promise<void> {
-    return rejecting(() => this.stop(timeoutOf('shutdown', options) ?? 30_000));
-  }
-
-  private async stop(timeoutMs: number): Promise<void> {
-    const run = this.run;
-    if (!run) return;
-    run.stopping = true;
-    this.wake();
-    const timer = new AbortController(); // no timer left behind once the run is over
-    const finished = await Promise.race([
-      run.done.then(() => true),
-      sleep(this.o.clock, timeoutMs, timer.signal).then(() => false),
-    ]);
-    timer.abort();
-    if (finished) return;
-    // past the timeout: close both sessions, and the server frees what they hold (the others
-    // then take it after the takeover delay); runs still winding down are left to finish
-    this.terms.log('warn', 'shutdown_timeout', { timeoutMs });
-    const p = this.phase as Phase;
-    if (p.kind === 'running' || p.kind === 'stopping') {
-      p.member.destroy(new ConnectionError(`shutdown did not complete within ${timeoutMs} ms`));
-      await p.watch.close();
-    }
-    this.balance.stopped();
+    return rejecting(() => this.life.stop(timeoutOf('shutdown', options) ?? 30_000));
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.shutdown();
   }
-
-  private wake(): void {
-    this.interrupt.abort();
-  }
-
-  /** A signal the next wake() aborts: check what woke the loop after calling this, then wait on it. */
-  private arm(): AbortSignal {
-    this.vitals?.progress();
-    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
-    return this.interrupt.signal;
-  }
-
-  private report(error: Error): void {
-    this.terms.error(error);
-  }
-
-  private async loop(run: Run): Promise<void> {
-    let delay = 100;
-    while (!run.stopping) {
-      this.phase = { kind: 'connecting' };
-      let session: Sessions | null = null;
-      try {
-        session = await this.open();
-        delay = 100;
-        await this.serve(session, run);
-      } catch (err) {
-        if (run.joining && refusesToJoin(err)) {
-          run.joining.reject(err);
-          run.joining = null;
-          run.stopping = true;
-        } else {
-          // what ended the session (a promotion, a lapsed lease, a timeout), not the
-          // "connection terminated" of a statement it cut short
-          const failure = session?.member.dead ?? (err as Error);
-          this.lastFailure = failure;
-          this.report(failure);
-        }
-      }
-      this.lease.set(null);
-      await this.terms.revokeAll('lost');
-      if (session) {
-        session.peers?.stop();
-        session.member.destroy();
-        await session.watch.close();
-      }
-      if (run.stopping) break;
-      await sleep(this.o.clock, delay, this.arm());
-      delay = Math.min(delay * 2, 5000);
-    }
-    this.phase = { kind: 'stopped' };
-    this.balance.stopped();
-    run.joining?.resolve();
-    run.joining = null;
-    if (this.run === run) this.run = null;
-  }
-
-  private open(): Promise<Sessions> {
-    return openSessions(this.o, this.keys, {
-      ownership: this.ownership,
-      terms: this.terms,
-      wake: () => this.wake(),
-      report: (err) => this.report(err),
-      stopping: () => this.run?.stopping === true,
-      countStatement: () => {
-        this.statements += 1;
-      },
-      opened: (s) => {
-        this.phase = { kind: 'running', ...s };
-      },
-    });
-  }
-
-  /**
-   * Another primary is up beside this worker's (an old primary after a promotion): its
-   * workers may still run the partitions this one takes until their peer watch sees the
-   * promotion, within one health interval plus a probe. Takes wait that long on top of the
-   * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
-   */
-  private splitDelayMs(): number {
-    const p = this.phase;
-    return p.kind === 'running' && p.peers?.otherPrimary ? this.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
-  }
-
-  private async serve({ member, watch }: Sessions, run: Run): Promise<void> {
-    for (;;) {
-      if (member.dead) throw member.dead;
-      if (run.stopping) {
-        this.phase = { kind: 'stopping', member, watch };
-        return this.ownership.leave(member);
-      }
-      const woken = this.arm();
-      if (this.ownership.handovers.anyDeaths) await this.ownership.takeOver(member);
-      const next = await this.ownership.reconcile(member, run.joining !== null);
-      watch.watch(next ? next.slot : null);
-      this.balance.check();
-      run.joining?.resolve();
-      run.joining = null;
-      if (woken.aborted) continue;
-      await sleep(this.o.clock, this.o.healthIntervalMs, woken);
-    }
-  }
-}
-
-/**
- * Errors that end a join instead of being retried: another partition count, or a refusal
- * (a pooler that shares backends, a hot standby): `start()` rejects with them.
- */
-function refusesToJoin(err: unknown): boolean {
-  return (
-    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
-  );
 }

@@ -1,0 +1,54 @@
+/** What a lock session (session.ts) takes and gives: its options, where it runs, a grant, an epoch, a check. */
+import type { Surveyed } from '../core/primary.js';
+import type { Safety } from '../core/safety.js';
+import type { ResolvedOptions } from './options.js';
+
+/** What a session needs of the lock's options (see LeaderLockOptions for each). */
+export type SessionOptions = Pick<
+  ResolvedOptions,
+  | 'key1'
+  | 'key2'
+  | 'id'
+  | 'applicationName'
+  | 'clock'
+  | 'serverReleaseMs'
+  | 'healthIntervalMs'
+  | 'waitSliceMs'
+  | 'queryTimeoutMs'
+  | 'closeTimeoutMs'
+  | 'unref'
+>;
+
+/** Where a session runs: its host, that server's timeline, and the other configured hosts. */
+export interface SessionPlace {
+  readonly host: string;
+  readonly timeline: number;
+  readonly others: readonly Surveyed[];
+}
+
+/** A granted acquisition, with the figures its lease is computed from. */
+export interface Acquired {
+  readonly safety: Safety;
+  /**
+   * A clock time no later than the grant: the statement's send time plus how long the
+   * server saw it wait. The server's activity on the session (and so its release bound)
+   * starts no earlier than this; the lease counts from it.
+   */
+  readonly provenAt: number;
+  /** The previous holder is proven to have released cleanly (handover.ts). */
+  readonly cleanHandover: boolean;
+}
+
+/** A fencing epoch, and whether the previous epoch's holder released it cleanly (null: unknown). */
+export interface Epoch {
+  readonly epoch: bigint;
+  readonly previousReleased: boolean | null;
+}
+
+/** Result of an ownership check. */
+export type CheckResult = { ok: true; safety: Safety } | { ok: false; reason: string };
+
+/** The candidate id in a `pgleaderlock:<id>` application_name, else null. */
+export function idFromApplicationName(name: string | null): string | null {
+  return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
+}

@@ -1,0 +1,241 @@
+/**
+ * A partition worker's lifecycle: one run from `start()` to the end of its loop, which
+ * opens the worker's sessions (sessions.ts), reconciles on every notice and every
+ * `healthIntervalMs` (ownership.ts), leaves cleanly on `shutdown()`, and after a lost
+ * session revokes every term and connects again after a back-off (100 ms, doubling to 5 s
+ * while attempts fail). The phase and the run are data, owned here; `PartitionedLeadership` reads them.
+ */
+import { type Deferred, deferred, sleep } from '../core/clock.js';
+import { ConnectionError } from '../core/errors.js';
+import type { Lease } from '../core/lease.js';
+import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
+import { Vitals } from '../core/vitals.js';
+import type { Balance } from './balance.js';
+import { PartitionMismatchError } from './errors.js';
+import type { WorkerPhase } from './health.js';
+import type { MemberSession } from './member-session.js';
+import type { ResolvedPartitionOptions } from './options.js';
+import type { Ownership } from './ownership.js';
+import { openSessions, type Sessions } from './sessions.js';
+import type { keysOf } from './sql.js';
+import type { Terms } from './terms.js';
+import type { RingWatch } from './watch.js';
+
+/** One run of the worker, from `start()` to the end of its loop. */
+interface Run {
+  /** Settles when the loop has ended (everything handed back or lost, both sessions closed). */
+  done: Promise<void>;
+  /** What `start()` returns: resolved at the first reconcile or when the run ends, rejected on a refusal. */
+  readonly joined: Promise<void>;
+  /** Until the first reconcile: how to settle `joined`. A refusal ends the run while joining. */
+  joining: Deferred<void> | null;
+  /** `shutdown()` was called: leave at the next step, then end. */
+  stopping: boolean;
+}
+
+type Phase =
+  | { kind: 'stopped' }
+  | { kind: 'connecting' }
+  | { kind: 'running'; member: MemberSession; watch: RingWatch; peers: PeerWatch | null }
+  | { kind: 'stopping'; member: MemberSession; watch: RingWatch };
+
+/** What the lifecycle works with, owned by the worker. */
+export interface WorkerParts {
+  readonly o: ResolvedPartitionOptions;
+  readonly keys: ReturnType<typeof keysOf>;
+  readonly terms: Terms;
+  readonly ownership: Ownership;
+  readonly lease: Lease;
+  readonly balance: Balance;
+}
+
+export class WorkerLifecycle {
+  private phase: Phase = { kind: 'stopped' };
+  private run: Run | null = null;
+  /** Aborted by `wake()`: a notice, a death, a shutdown; `arm()` renews it. */
+  private interrupt = new AbortController();
+  /** Statements sent on both sessions (`stats()`). */
+  statements = 0;
+  /** health(): the loop's pulse (one per run), whether start() was called, and why the last session failed. */
+  vitals: Vitals | null = null;
+  started = false;
+  lastFailure: Error | null = null;
+
+  constructor(private readonly w: WorkerParts) {}
+
+  /** Where the loop is, for `health()`. */
+  get workerPhase(): WorkerPhase {
+    const run = this.run;
+    const p = this.phase;
+    if (!run) return 'stopped';
+    if (run.stopping) return 'stopping';
+    return p.kind === 'running' && !p.member.dead ? 'running' : 'connecting';
+  }
+
+  /** A run is under way (started, not yet over). */
+  get running(): boolean {
+    return this.run !== null;
+  }
+
+  /** While running: why the ring watch's session is down, if it is. */
+  get watchDown(): Error | null {
+    return this.phase.kind === 'running' ? this.phase.watch.down : null;
+  }
+
+  /** The lease ran out unrenewed: end the member session, and with it every term. */
+  lapsed(): void {
+    const p = this.phase;
+    const lapsed = new ConnectionError(
+      'the lease ran out before an ownership check succeeded (a frozen process, or a server that did not answer); every term ends',
+    );
+    if (p.kind === 'running' || p.kind === 'stopping') p.member.destroy(lapsed);
+  }
+
+  start(): Promise<void> {
+    const current = this.run;
+    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
+    if (current) return current.joined;
+    const joining = deferred<void>();
+    const run: Run = { done: Promise.resolve(), joined: joining.promise, joining, stopping: false };
+    this.run = run;
+    this.started = true;
+    this.lastFailure = null;
+    const vitals = new Vitals(this.w.o.clock);
+    this.vitals = vitals;
+    vitals.start();
+    run.done = this.loop(run).finally(() => vitals.stop());
+    return run.joined;
+  }
+
+  async stop(timeoutMs: number): Promise<void> {
+    const run = this.run;
+    if (!run) return;
+    run.stopping = true;
+    this.wake();
+    const timer = new AbortController(); // no timer left behind once the run is over
+    const finished = await Promise.race([
+      run.done.then(() => true),
+      sleep(this.w.o.clock, timeoutMs, timer.signal).then(() => false),
+    ]);
+    timer.abort();
+    if (finished) return;
+    // past the timeout: close both sessions, and the server frees what they hold (the others
+    // then take it after the takeover delay); runs still winding down are left to finish
+    this.w.terms.log('warn', 'shutdown_timeout', { timeoutMs });
+    const p = this.phase as Phase;
+    if (p.kind === 'running' || p.kind === 'stopping') {
+      p.member.destroy(new ConnectionError(`shutdown did not complete within ${timeoutMs} ms`));
+      await p.watch.close();
+    }
+    this.w.balance.stopped();
+  }
+
+  /**
+   * Another primary is up beside this worker's (an old primary after a promotion): its
+   * workers may still run the partitions this one takes until their peer watch sees the
+   * promotion, within one health interval plus a probe. Takes wait that long on top of the
+   * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
+   */
+  splitDelayMs(): number {
+    const p = this.phase;
+    return p.kind === 'running' && p.peers?.otherPrimary ? this.w.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
+  }
+
+  private wake(): void {
+    this.interrupt.abort();
+  }
+
+  /** A signal the next wake() aborts: check what woke the loop after calling this, then wait on it. */
+  private arm(): AbortSignal {
+    this.vitals?.progress();
+    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
+    return this.interrupt.signal;
+  }
+
+  private async loop(run: Run): Promise<void> {
+    const { o, terms, lease, balance } = this.w;
+    let delay = 100;
+    while (!run.stopping) {
+      this.phase = { kind: 'connecting' };
+      let session: Sessions | null = null;
+      try {
+        session = await this.open();
+        delay = 100;
+        await this.serve(session, run);
+      } catch (err) {
+        if (run.joining && refusesToJoin(err)) {
+          run.joining.reject(err);
+          run.joining = null;
+          run.stopping = true;
+        } else {
+          // what ended the session (a promotion, a lapsed lease, a timeout), not the
+          // "connection terminated" of a statement it cut short
+          const failure = session?.member.dead ?? (err as Error);
+          this.lastFailure = failure;
+          terms.error(failure);
+        }
+      }
+      lease.set(null);
+      await terms.revokeAll('lost');
+      if (session) {
+        session.peers?.stop();
+        session.member.destroy();
+        await session.watch.close();
+      }
+      if (run.stopping) break;
+      await sleep(o.clock, delay, this.arm());
+      delay = Math.min(delay * 2, 5000);
+    }
+    this.phase = { kind: 'stopped' };
+    balance.stopped();
+    run.joining?.resolve();
+    run.joining = null;
+    if (this.run === run) this.run = null;
+  }
+
+  private open(): Promise<Sessions> {
+    return openSessions(this.w.o, this.w.keys, {
+      ownership: this.w.ownership,
+      terms: this.w.terms,
+      wake: () => this.wake(),
+      report: (err) => this.w.terms.error(err),
+      stopping: () => this.run?.stopping === true,
+      countStatement: () => {
+        this.statements += 1;
+      },
+      opened: (s) => {
+        this.phase = { kind: 'running', ...s };
+      },
+    });
+  }
+
+  private async serve({ member, watch }: Sessions, run: Run): Promise<void> {
+    const { o, ownership, balance } = this.w;
+    for (;;) {
+      if (member.dead) throw member.dead;
+      if (run.stopping) {
+        this.phase = { kind: 'stopping', member, watch };
+        return ownership.leave(member);
+      }
+      const woken = this.arm();
+      if (ownership.handovers.anyDeaths) await ownership.takeOver(member);
+      const next = await ownership.reconcile(member, run.joining !== null);
+      watch.watch(next ? next.slot : null);
+      balance.check();
+      run.joining?.resolve();
+      run.joining = null;
+      if (woken.aborted) continue;
+      await sleep(o.clock, o.healthIntervalMs, woken);
+    }
+  }
+}
+
+/**
+ * Errors that end a join instead of being retried: another partition count, or a refusal
+ * (a pooler that shares backends, a hot standby): `start()` rejects with them.
+ */
+function refusesToJoin(err: unknown): boolean {
+  return (
+    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
+  );
+}
