@@ -64,15 +64,20 @@ export class RingWatch {
 
   /**
    * Cancel a wait on a slot that is no longer the target; again every 50 ms until the wait
-   * has ended (a cancel that reaches the server before the statement does is lost).
+   * has ended (a cancel that reaches the server before the statement does is lost), for
+   * `closeTimeoutMs` at most: then the session is closed.
    */
   private retarget(): void {
     const conn = this.conn;
     if (!conn || this.waiting === null || this.waiting === this.target || this.recancel !== null) return;
     const { clock } = this.o;
+    const until = clock.now() + this.o.closeTimeoutMs;
     const again = (): void => {
       this.recancel = null;
       if (this.conn !== conn || this.waiting === null || this.waiting === this.target) return;
+      // a path that drops cancel requests (some proxies): past closeTimeoutMs, close the
+      // session instead; the loop opens a new one for the new target
+      if (clock.now() >= until) return conn.destroy();
       void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
       this.recancel = clock.setTimeout(again, RECANCEL_MS);
     };

@@ -20,6 +20,8 @@ export interface FaultProxy {
   readonly host: string;
   /** Number of live client connections. */
   readonly connections: number;
+  /** CancelRequests dropped (`dropCancels`). */
+  readonly cancelsDropped: number;
   /** Connection string through the proxy, built from `targetUrl`. */
   url(targetUrl: string): string;
   /** Stop forwarding bytes in both directions on current and future connections. */
@@ -45,6 +47,16 @@ export interface FaultProxyOptions {
    * mode, so `end()` returns even while blackholed.
    */
   silentFin?: boolean;
+  /**
+   * Drop protocol CancelRequests, as proxies without cancel support do (AWS RDS Proxy and
+   * others): a connection whose first message is one is closed without reaching the server.
+   */
+  dropCancels?: boolean;
+}
+
+/** A CancelRequest: length 16, code 80877102. */
+function isCancelRequest(chunk: Buffer): boolean {
+  return chunk.length >= 8 && chunk.readInt32BE(0) === 16 && chunk.readInt32BE(4) === 80877102;
 }
 
 export async function startFaultProxy(
@@ -69,7 +81,28 @@ export async function startFaultProxy(
     });
   };
 
+  let cancelsDropped = 0;
   const server = net.createServer({ allowHalfOpen: halfOpen }, (client) => {
+    if (options.dropCancels) {
+      client.pause();
+      client.once('data', (first: Buffer) => {
+        if (isCancelRequest(first)) {
+          cancelsDropped += 1;
+          client.on('error', () => {});
+          client.end();
+          return;
+        }
+        client.unshift(first);
+        connectPair(client);
+        client.resume();
+      });
+      client.resume();
+      return;
+    }
+    connectPair(client);
+  });
+
+  const connectPair = (client: net.Socket): void => {
     const upstream = net.connect({ port: target.port, host: target.host, allowHalfOpen: halfOpen });
     const pair = { client, upstream };
     pairs.add(pair);
@@ -98,7 +131,7 @@ export async function startFaultProxy(
         teardown();
       });
     }
-  });
+  };
   server.on('error', () => {});
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -108,6 +141,9 @@ export async function startFaultProxy(
   return {
     port,
     host: '127.0.0.1',
+    get cancelsDropped() {
+      return cancelsDropped;
+    },
     get connections() {
       return [...pairs].filter((p) => !p.client.destroyed || !p.upstream.destroyed).length;
     },
