@@ -77,7 +77,10 @@ export class RingWatch {
       if (this.conn !== conn || this.waiting === null || this.waiting === this.target) return;
       // a path that drops cancel requests (some proxies): past closeTimeoutMs, close the
       // session instead; the loop opens a new one for the new target
-      if (clock.now() >= until) return conn.destroy();
+      if (clock.now() >= until) {
+        conn.destroy();
+        return;
+      }
       void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
       this.recancel = clock.setTimeout(again, RECANCEL_MS);
     };
