@@ -12,6 +12,7 @@
  * the lock was never lost.
  */
 import type { Clock } from '../core/clock.js';
+import { Lease } from '../core/lease.js';
 import type { Safety } from '../core/safety.js';
 import { type Term, TermEndedError } from './term.js';
 
@@ -41,8 +42,8 @@ export class TermIds {
 
 export class Leadership {
   private active: { term: Term; controller: AbortController } | null = null;
-  private leaseEnd: number;
-  private timer: unknown = null;
+  /** The lease behind `isLeader` (core/lease.ts): its timer suspends the term when it runs out. */
+  private readonly lease: Lease;
   private ended = false;
   private current: Safety;
   /** onAcquired is still owed for this acquisition: it goes with the first term that opens. */
@@ -51,7 +52,7 @@ export class Leadership {
 
   constructor(
     grant: Grant,
-    private readonly clock: Clock,
+    clock: Clock,
     private readonly ids: TermIds,
     private readonly events: TermEvents,
     /** The lease ran out unrenewed (the term has just been suspended): check now. */
@@ -61,8 +62,16 @@ export class Leadership {
   ) {
     this.epoch = grant.epoch;
     this.current = grant.safety;
+    this.lease = new Lease(clock, () => {
+      if (this.ended) return;
+      this.closeTerm('lease expired before a check renewed it (leader work is suspended)');
+      this.onLapse();
+    });
     this.leaseEnd = grant.sentAt + grant.safety.leaseMs;
   }
+
+  /** The lease's end: set when the lifecycle begins (the timer with it), pushed by each renewal. */
+  private leaseEnd: number;
 
   /**
    * Called once the lifecycle is in its LEADER phase: open the first term and arm the
@@ -70,7 +79,7 @@ export class Leadership {
    * process) opens no term: the lapse timer fires at once and the next check decides.
    */
   begin(): void {
-    this.armTimer();
+    this.lease.set(this.leaseEnd);
     if (this.leaseValid()) this.open();
   }
 
@@ -98,7 +107,7 @@ export class Leadership {
     if (this.ended) return;
     this.current = safety;
     this.leaseEnd = Math.max(this.leaseEnd, sentAt + safety.leaseMs);
-    this.armTimer();
+    this.lease.set(this.leaseEnd);
     if (!this.active && this.leaseValid()) this.open();
     else this.events.renewed();
   }
@@ -112,12 +121,12 @@ export class Leadership {
   end(why: string): void {
     if (this.ended) return;
     this.ended = true;
-    this.cancelTimer();
+    this.lease.set(null);
     this.closeTerm(why);
   }
 
   private leaseValid(): boolean {
-    return this.clock.now() < this.leaseEnd;
+    return this.lease.valid();
   }
 
   private open(): void {
@@ -138,23 +147,5 @@ export class Leadership {
     if (!a) return;
     this.active = null;
     a.controller.abort(new TermEndedError(a.term.id, why));
-  }
-
-  private armTimer(): void {
-    this.cancelTimer();
-    this.timer = this.clock.setTimeout(
-      () => {
-        this.timer = null;
-        if (this.ended || this.leaseValid()) return;
-        this.closeTerm('lease expired before a check renewed it (leader work is suspended)');
-        this.onLapse();
-      },
-      Math.max(0, this.leaseEnd - this.clock.now()),
-    );
-  }
-
-  private cancelTimer(): void {
-    if (this.timer !== null) this.clock.clearTimeout(this.timer);
-    this.timer = null;
   }
 }
