@@ -68,12 +68,26 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // failover figures checked against tight budgets (the proof of drain): alone, after
+          // the parallel projects, so that two cores shared with other files do not skew them
+          name: 'timing',
+          include: ['test/timing/**/*.test.ts'],
+          globalSetup: ['test/harness/global-setup.ts'],
+          fileParallelism: false,
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        extends: true,
+        test: {
           // runs alone, after the others: it is timing-sensitive and loads both cores
           name: 'chaos',
           include: ['test/chaos/**/*.test.ts'],
           fileParallelism: false, // its files one at a time too
           testTimeout: 120_000,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
       {
