@@ -213,3 +213,38 @@ describe('freeing what a moved member session left on its backend (FREE_MOVED)',
     expect(await sessionsLike(databaseUrl(), '')).not.toContainEqual(expect.objectContaining({ pid }));
   });
 });
+
+describe('runForEach handle', () => {
+  it('stop() aborts the current runs of every partition and resolves once they have settled; no run starts after it', async () => {
+    const name = uniq();
+    const w = worker(name, 4, { id: 'h' });
+    let running = 0;
+    let started = 0;
+    const handle = w.runForEach(async (_p, term) => {
+      started += 1;
+      running += 1;
+      try {
+        await new Promise<void>((resolve) => term.signal.addEventListener('abort', () => resolve()));
+        await new Promise((r) => setTimeout(r, 50)); // winds down after its abort
+      } finally {
+        running -= 1;
+      }
+    });
+    await w.start();
+    await eventually(() => running === 4, { what: 'four runs' });
+    await handle.stop();
+    expect(running).toBe(0);
+    expect(w.owned.size).toBe(4); // the partitions stay owned: only the work stopped
+    const other = worker(name, 4, { id: 'i' });
+    await other.start();
+    await eventually(() => w.owned.size === 2, { what: 'a rebalance' });
+    const [member] = await sessionsLike(databaseUrl(), 'pgleaderlock:h#p4');
+    const assignedBefore = w.stats().acquisitions;
+    await terminate(databaseUrl(), member?.pid as number); // partitions lost and taken again
+    await eventually(() => w.stats().acquisitions > assignedBefore && w.owned.size === 2, {
+      timeoutMs: 10_000,
+      what: 'new terms on the worker after its rejoin',
+    });
+    expect(started).toBe(4); // none of them ran the stopped function
+  });
+});
