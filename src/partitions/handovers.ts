@@ -1,5 +1,5 @@
 /**
- * What a worker hears on its name's channel (one LISTEN on the ownership session) about
+ * What a worker hears on its name's channel (one LISTEN on the member session) about
  * hand-overs and departures, and what follows from it:
  *  - `released:<id>:<p>,…`: unlocked after their runs returned, so the next owner needs no
  *    takeover delay, until `took:<id>:<p>,…` says another worker holds them again (it may
@@ -7,7 +7,7 @@
  *  - `left:<id>`: a clean leave, announced before the member lock goes: its release is no death;
  *  - `died:<id>`: a member's session ended (seen by some worker's ring watch): its
  *    partitions were not handed over, and its share is taken before anything else.
- * What an earlier ownership session heard is no proof for the next one: `reset()`.
+ * What an earlier member session heard is no proof for the next one: `reset()`.
  */
 
 /** The NOTIFY payloads announcing partitions released or taken (each under 8000 bytes). */

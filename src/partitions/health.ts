@@ -32,9 +32,9 @@ export interface PartitionHealth extends Health {
    */
   readonly live: boolean;
   /**
-   * True when started, live, and a member on an open ownership session (owning partitions
+   * True when started, live, and a member on an open member session (owning partitions
    * or not). False before `start()`, after `shutdown()`, while shutting down, while the
-   * ownership session is not open (connecting, reconnecting, the database unreachable).
+   * member session is not open (connecting, reconnecting, the database unreachable).
    */
   readonly ready: boolean;
   /** The partitions this worker owns now (`owned.size`). */
@@ -43,13 +43,13 @@ export interface PartitionHealth extends Health {
   readonly members: number;
 }
 
-/** Where the worker's loop is (its ownership session, not its partitions). */
+/** Where the worker's loop is (its member session, not its partitions). */
 export type WorkerPhase =
   /** No run: before `start()`, or after the run ended. */
   | 'stopped'
-  /** Started, but no open ownership session: the first connection, or after one ended. */
+  /** Started, but no open member session: the first connection, or after one ended. */
   | 'connecting'
-  /** A member on an open ownership session. */
+  /** A member on an open member session. */
   | 'running'
   /** `shutdown()` was called and the run has not ended yet. */
   | 'stopping';

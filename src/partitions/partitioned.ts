@@ -146,7 +146,7 @@ export class PartitionedLeadership implements AsyncDisposable {
    * For liveness and readiness probes (docs/observability.md, "Probes"). `live` is false
    * when the worker is wedged (its loop stopped making progress, a callback has not
    * returned past `callbackTimeoutMs`, the event loop was blocked for 2 s or more); `ready`
-   * is true for a live worker that is a member on an open ownership session, whether it
+   * is true for a live worker that is a member on an open member session, whether it
    * owns partitions or not. `reasons` says why either is false.
    */
   health(): PartitionHealth {

@@ -1,8 +1,8 @@
 /**
  * The statements of partitioned leadership. Two advisory-key namespaces per name:
- * `(kMembers, slot)` is a worker's member lock, held by its ownership session for as long
+ * `(kMembers, slot)` is a worker's member lock, held by its member session for as long
  * as it is a member; `(kPartitions, p)` is partition p's lock, held by its owner's
- * ownership session. Members are read from `pg_locks` (the server's own view: a worker
+ * member session. Members are read from `pg_locks` (the server's own view: a worker
  * whose session ended is no member, with no time-to-live to wait out).
  */
 import pg from 'pg';
