@@ -107,7 +107,11 @@ type InProcessEvent = 'stepDown' | 'shutdown' | 'terminate';
 /** One trial: leader + follower in this process; returns [failover, detection] (ms). */
 async function inProcessOnce(cfg: Config, event: InProcessEvent): Promise<[number, number | null]> {
   const keys = randomKeys();
-  const leader = lock(cfg, keys, { autoReacquire: false });
+  // after a step-down or a shutdown the old leader stays out. After a terminate in wait mode
+  // it keeps the default (autoReacquire): it reconnects, announces its drain (docs/safety.md)
+  // and queues behind the follower; in poll mode it could take the lock straight back
+  const rejoin = event === 'terminate' && cfg.options.acquireMode === 'wait';
+  const leader = lock(cfg, keys, rejoin ? {} : { autoReacquire: false });
   await leader.start();
   await leader.waitForLeadership();
   const follower = lock(cfg, keys);
