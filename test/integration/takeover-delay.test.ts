@@ -3,27 +3,16 @@
  * unclean handover (the leader's backend terminated) the next leader's work starts only
  * after the old leader's work stopped; a clean handover (stepDown) is not delayed.
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
-import { useChildren } from '../harness/children.js';
+import { type Report, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
-const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
 const STOP_MS = 200; // the candidates' work takes this long to stop after its term's signal aborts
 
-interface Report {
-  ev: string;
-  id: string;
-  at: number;
-  term?: number;
-}
-
 const locks = useLocks();
-const track = useChildren();
-
+const start = useCandidates(() => locks.tag);
 function candidates(
   mode: 'wait' | 'poll',
   takeoverDelayMs: number,
@@ -31,32 +20,7 @@ function candidates(
   autoReacquire = false,
   stopMs = STOP_MS,
 ) {
-  const keys = randomKeys();
-  const reports: Report[] = [];
-  const procs = new Map<string, ChildProcess>();
-  for (let i = 0; i < n; i++) {
-    const id = `${locks.tag}-c${i}`;
-    const proc = fork(
-      FIXTURE,
-      [
-        JSON.stringify({
-          url: databaseUrl(),
-          ...keys,
-          id,
-          acquireMode: mode,
-          takeoverDelayMs,
-          stopMs,
-          autoReacquire,
-        }),
-      ],
-      { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
-    );
-    proc.on('message', (m: Report) => reports.push(m));
-    track(proc);
-    procs.set(id, proc);
-  }
-  const runs = (ev: 'run-start' | 'run-end') => reports.filter((r) => r.ev === ev);
-  return { keys, reports, procs, runs };
+  return start({ mode, takeoverDelayMs, n, autoReacquire, stopMs });
 }
 
 describe.each(['wait', 'poll'] as const)('takeover delay, candidates in two processes (%s mode)', (mode) => {

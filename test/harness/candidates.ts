@@ -1,0 +1,61 @@
+/**
+ * Candidates in processes of their own (test/fixtures/takeover-delay-candidate.fixture.ts),
+ * for the takeover-delay and proof-of-drain tests. Each reports over IPC, on the machine's
+ * monotonic clock: `run-start`, `run-end`, `acquired`, `delayed`, `ready`.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { useChildren } from './children.js';
+import { databaseUrl, randomKeys } from './db.js';
+
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
+
+export interface Report {
+  ev: string;
+  id: string;
+  at: number;
+  term?: number;
+}
+
+export interface CandidateOptions {
+  mode: 'wait' | 'poll';
+  takeoverDelayMs: number;
+  n?: number;
+  /** After a loss, join again (the default of a lock); false: stay out. */
+  autoReacquire?: boolean;
+  /** How long the candidates' work takes to stop after its term's signal aborts. */
+  stopMs: number;
+}
+
+/** Registers the afterEach that ends the processes; returns the factory. */
+export function useCandidates(tag: () => string) {
+  const track = useChildren();
+  return ({ mode, takeoverDelayMs, n = 2, autoReacquire = false, stopMs }: CandidateOptions) => {
+    const keys = randomKeys();
+    const reports: Report[] = [];
+    const procs = new Map<string, ChildProcess>();
+    for (let i = 0; i < n; i++) {
+      const id = `${tag()}-c${i}`;
+      const proc = fork(
+        FIXTURE,
+        [
+          JSON.stringify({
+            url: databaseUrl(),
+            ...keys,
+            id,
+            acquireMode: mode,
+            takeoverDelayMs,
+            stopMs,
+            autoReacquire,
+          }),
+        ],
+        { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+      );
+      proc.on('message', (m: Report) => reports.push(m));
+      track(proc);
+      procs.set(id, proc);
+    }
+    const runs = (ev: 'run-start' | 'run-end') => reports.filter((r) => r.ev === ev);
+    return { keys, reports, procs, runs };
+  };
+}
