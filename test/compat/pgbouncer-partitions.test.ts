@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { PartitionedLeadership } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
-import { adminQuery, eventually, ownServer, testTag } from '../harness/db.js';
+import { adminQuery, eventually, ownServer, testTag, within } from '../harness/db.js';
 import type { PgServer } from '../harness/pg-server.js';
 import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
 
@@ -25,19 +25,6 @@ afterAll(async () => {
 
 const uniqueName = (): string => `bouncer-parts-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 type Make = (name: string) => PartitionedLeadership;
 

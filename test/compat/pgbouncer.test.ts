@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
 import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
-import { eventually, holderPid, lockHolders, ownServer, randomKeys } from '../harness/db.js';
+import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
 import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
@@ -88,19 +88,6 @@ async function countOverlaps(
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
   describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (poolMode) => {

@@ -19,6 +19,7 @@ import {
   databaseUrl,
   eventually,
   testTag,
+  within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { ADAPTERS, isSessionOf, LOCK_ROWS, type Subject, type SubjectOptions } from './subjects.js';
@@ -27,21 +28,6 @@ const FIXTURE = path.join(import.meta.dirname, '../fixtures/contract-subject.fix
 
 /** A fresh name per test: its locks are nobody else's. */
 const uniqueName = (): string => `contract-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
-
-/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
-async function within<T>(promise: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`));
-    }, ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The claim is that nothing happens (no exit) for a while: this waits out that while. */
 const quietFor = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -27,10 +27,22 @@ export interface CandidateOptions {
   stopMs: number;
 }
 
-/** Registers the afterEach that ends the processes; returns the factory. */
+/** The default `stopMs`: the candidates' work takes 200 ms to stop after its abort. */
+export const STOP_MS = 200;
+
+/**
+ * Registers the afterEach that ends the processes; returns the factory:
+ * `candidates(mode, takeoverDelayMs, n = 2, autoReacquire = false, stopMs = STOP_MS)`.
+ */
 export function useCandidates(tag: () => string) {
   const track = useChildren();
-  return ({ mode, takeoverDelayMs, n = 2, autoReacquire = false, stopMs }: CandidateOptions) => {
+  return (
+    mode: CandidateOptions['mode'],
+    takeoverDelayMs: number,
+    n = 2,
+    autoReacquire = false,
+    stopMs = STOP_MS,
+  ) => {
     const keys = randomKeys();
     const reports: Report[] = [];
     const procs = new Map<string, ChildProcess>();

@@ -131,3 +131,18 @@ export async function assertNoSessions(tag: string, url: string = databaseUrl())
 export function ownServer(options: PgServerOptions = {}): Promise<PgServer> {
   return startPgServer(options);
 }
+
+/** `promise`, or a rejection naming `what` after `ms` (instead of hanging until the test timeout). */
+export async function within<T>(promise: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

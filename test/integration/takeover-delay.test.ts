@@ -5,23 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
-import { type Report, useCandidates } from '../harness/candidates.js';
+import { type Report, STOP_MS, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
-const STOP_MS = 200; // the candidates' work takes this long to stop after its term's signal aborts
-
 const locks = useLocks();
-const start = useCandidates(() => locks.tag);
-function candidates(
-  mode: 'wait' | 'poll',
-  takeoverDelayMs: number,
-  n = 2,
-  autoReacquire = false,
-  stopMs = STOP_MS,
-) {
-  return start({ mode, takeoverDelayMs, n, autoReacquire, stopMs });
-}
+const candidates = useCandidates(() => locks.tag);
 
 describe.each(['wait', 'poll'] as const)('takeover delay, candidates in two processes (%s mode)', (mode) => {
   it(`after pg_terminate_backend of a leader whose work takes ${STOP_MS} ms to stop, the next leader's work (another process) starts only after it stopped (3 rounds)`, async () => {

@@ -9,19 +9,8 @@ import { type Report, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
-const STOP_MS = 200; // the candidates' work takes this long to stop after its term's signal aborts
-
 const locks = useLocks();
-const start = useCandidates(() => locks.tag);
-function candidates(
-  mode: 'wait' | 'poll',
-  takeoverDelayMs: number,
-  n = 2,
-  autoReacquire = false,
-  stopMs = STOP_MS,
-) {
-  return start({ mode, takeoverDelayMs, n, autoReacquire, stopMs });
-}
+const candidates = useCandidates(() => locks.tag);
 
 describe('proof of drain: a live old leader ends the next leader’s takeover delay (wait mode, delay 250 ms)', () => {
   const now = (): number => Number(process.hrtime.bigint()) / 1e6;
