@@ -256,30 +256,32 @@ export class Lifecycle {
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
   private async open(): Promise<Session> {
     const found = await findPrimary(this.o.endpoints, this.o);
-    const session = await Session.open(connectFound(found), found.endpoint.connect, this.o, {
-      host: found.endpoint.label,
-      timeline: found.timeline,
-      others: found.others,
-    });
+    const lost = this.actions.lost;
+    const session = await Session.open(
+      connectFound(found),
+      found.endpoint.connect,
+      this.o,
+      { host: found.endpoint.label, timeline: found.timeline, others: found.others },
+      // on the same server only: a drain announced on another host proves nothing there
+      lost && lost.host === found.endpoint.label ? this.drained(lost.identity) : null,
+    );
+    this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
     session.onDeath(() => this.wake());
     if (session.holderAtConnect) this.report.leaderSeen(session.holderAtConnect);
     session.onEvent((event) => {
       if (event.kind === 'acquired') this.report.leaderSeen(event.id);
       if (event.kind === 'drained') this.wake(); // may end a takeover delay early
     });
-    const lost = this.actions.lost;
-    this.actions.lost = null;
-    // on the same server only: a drain announced on another host proves nothing there
-    if (lost && lost.host === found.endpoint.label) await this.announceDrained(session, lost.identity);
     return session;
   }
 
   /**
-   * Proof of drain (handover.ts): the runs of the lost term have returned, so say so before
-   * queueing again. Runs still going when this session opens are not waited for (the lock
-   * would queue late): nothing is announced, and the next holder's takeover delay applies.
+   * Proof of drain (handover.ts): the lost session to announce drained, if the runs of its
+   * term have returned. Runs still going when the next session opens are not waited for
+   * (the lock would queue late): nothing is announced, and the next holder's takeover delay
+   * applies.
    */
-  private async announceDrained(session: Session, lost: SessionIdentity): Promise<void> {
-    if (!this.runners.busy) await session.announceDrained(lost);
+  private drained(lost: SessionIdentity): SessionIdentity | null {
+    return this.runners.busy ? null : lost;
   }
 }

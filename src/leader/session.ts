@@ -96,7 +96,6 @@ export class Session {
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
   }
 
-  /** Open and prepare a session; on any failure the connection is closed and the error thrown. */
   /**
    * Open and prepare a session on `where` (the surveyed primary, primary.ts): `first` is the
    * client the survey connected, `connect` opens more on that host (the pooler probe).
@@ -106,10 +105,17 @@ export class Session {
     connect: ConnectFn,
     o: SessionOptions,
     where: SessionPlace = { host: 'connect()', timeline: 1, others: [] },
+    /**
+     * Proof of drain: this candidate's earlier session, lost uncleanly, whose runs have
+     * returned. Announced as the first statement, before the session is prepared: the next
+     * holder's takeover delay ends a few round trips sooner.
+     */
+    drained: SessionIdentity | null = null,
   ): Promise<Session> {
     const conn = await Connection.open(first, o);
     const session = new Session(conn, o, where);
     try {
+      if (drained) await session.announceDrained(drained);
       await session.prepare(connect);
     } catch (err) {
       session.destroy();

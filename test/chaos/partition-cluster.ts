@@ -73,6 +73,8 @@ export function partitionCluster(o: ClusterOptions) {
   const all = new Map<string, Worker>();
   /** When each killed worker was SIGKILLed: its runs ended then. */
   const killed = new Map<string, number>();
+  /** When each process was seen to exit (its sockets are closed by then, so the server has freed its locks). */
+  const exitedAt = new Map<string, number>();
   /** partition → id of the worker whose run is going (kept as reports arrive: polled often). */
   const going = new Map<number, string>();
   let runEvents = 0;
@@ -115,7 +117,12 @@ export function partitionCluster(o: ClusterOptions) {
     });
     proc.on('error', () => {}); // a send to a process that has just exited (EPIPE) is no failure
     o.track?.(proc);
-    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve())).then(() => {
+    const exited = new Promise<void>((resolve) =>
+      proc.once('exit', () => {
+        exitedAt.set(id, now());
+        resolve();
+      }),
+    ).then(() => {
       isReady();
       return proxy?.close();
     });
@@ -256,6 +263,7 @@ export function partitionCluster(o: ClusterOptions) {
     msgs,
     procs,
     killed,
+    exitedAt,
     spawn,
     kill,
     stop,
