@@ -2,8 +2,8 @@
  * A partition worker's lifecycle: one run from `start()` to the end of its loop, which
  * opens the worker's sessions (sessions.ts), reconciles on every notice and every
  * `healthIntervalMs` (ownership.ts), leaves cleanly on `shutdown()`, and after a lost
- * session revokes every term and connects again after a back-off (100 ms, doubling to 5 s
- * while attempts fail). The phase and the run are data, owned here; `PartitionedLeadership` reads them.
+ * session revokes every term and connects again: at once, then after a back-off (100 ms,
+ * doubling to 5 s) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
  */
 import { type Deferred, deferred, sleep } from '../core/clock.js';
 import { ConnectionError } from '../core/errors.js';
@@ -12,11 +12,12 @@ import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import { Vitals } from '../core/vitals.js';
 import type { Balance } from './balance.js';
 import { PartitionMismatchError } from './errors.js';
+import { drainedNotices } from './handovers.js';
 import type { WorkerPhase } from './health.js';
 import type { MemberSession } from './member-session.js';
 import type { ResolvedPartitionOptions } from './options.js';
 import type { Ownership } from './ownership.js';
-import { openSessions, type Sessions } from './sessions.js';
+import { type LostMember, openSessions, type Sessions } from './sessions.js';
 import type { keysOf } from './sql.js';
 import type { Terms } from './terms.js';
 import type { RingWatch } from './watch.js';
@@ -60,6 +61,8 @@ export class WorkerLifecycle {
   vitals: Vitals | null = null;
   started = false;
   lastFailure: Error | null = null;
+  /** The member session lost last, until the next one opens (its proof of drain). */
+  private lostMember: LostMember | null = null;
 
   constructor(private readonly w: WorkerParts) {}
 
@@ -155,12 +158,14 @@ export class WorkerLifecycle {
   private async loop(run: Run): Promise<void> {
     const { o, terms, lease, balance } = this.w;
     let delay = 100;
+    // the ring watches of lost sessions, still closing: the next session does not wait for them
+    let closing: Promise<unknown> = Promise.resolve();
     while (!run.stopping) {
       this.phase = { kind: 'connecting' };
       let session: Sessions | null = null;
       try {
         session = await this.open();
-        delay = 100;
+        delay = 0; // a session that served: connect again at once (its proof of drain is due)
         await this.serve(session, run);
       } catch (err) {
         if (run.joining && refusesToJoin(err)) {
@@ -180,12 +185,13 @@ export class WorkerLifecycle {
       if (session) {
         session.peers?.stop();
         session.member.destroy();
-        await session.watch.close();
+        closing = Promise.all([closing, session.watch.close()]);
       }
       if (run.stopping) break;
       await sleep(o.clock, delay, this.arm());
-      delay = Math.min(delay * 2, 5000);
+      delay = Math.min(Math.max(delay * 2, 100), 5000);
     }
+    await closing;
     this.phase = { kind: 'stopped' };
     balance.stopped();
     run.joining?.resolve();
@@ -205,8 +211,30 @@ export class WorkerLifecycle {
       },
       opened: (s) => {
         this.phase = { kind: 'running', ...s };
+        this.lostMember = null;
       },
+      lost: (member) => {
+        this.lostMember = member;
+      },
+      drained: (host) => this.drained(host),
     });
+  }
+
+  /**
+   * Proof of drain (handovers.ts, docs/safety.md): after the member session was lost, the
+   * next one first says which of its partitions' runs have all returned; on the same server
+   * only (a drain announced on another host proves nothing there). Partitions with a run
+   * still going are left out: their next owner waits the full takeover delay.
+   */
+  private drained(host: string): readonly string[] {
+    const lost = this.lostMember;
+    if (!lost || lost.host !== host) return [];
+    const { terms, o } = this.w;
+    return drainedNotices(
+      o.id,
+      lost,
+      lost.partitions.filter((p) => !terms.running(p)),
+    );
   }
 
   private async serve({ member, watch }: Sessions, run: Run): Promise<void> {

@@ -37,6 +37,11 @@ export interface MemberSessionOptions {
   /** With fencing: the epoch table, created at connect if missing. */
   fencingTable: string | null;
   onStatement: () => void;
+  /**
+   * Proof of drain (handovers.ts): the `drained` notices to send on the server at `host`,
+   * as the first statements of the connection (before anything is taken).
+   */
+  drained?: (host: string) => readonly string[];
 }
 
 export class MemberSession {
@@ -63,6 +68,10 @@ export class MemberSession {
     const conn = await Connection.open(connectFound(found), o);
     let pooler: PoolerGuard | null = null;
     try {
+      for (const notice of o.drained?.(found.endpoint.label) ?? []) {
+        o.onStatement();
+        await conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [o.channel, notice]);
+      }
       const token = randomBytes(8).toString('hex');
       const prepared = await prepareSession(conn, {
         token,

@@ -28,7 +28,10 @@ import type { Terms } from './terms.js';
 export class Ownership {
   /** The members at the last reconcile (this partition count), sorted by id. */
   members: MemberRow[] = [];
-  readonly handovers = new Handovers((id) => this.members.some((m) => m.id === id));
+  readonly handovers = new Handovers(
+    (id) => this.members.some((m) => m.id === id),
+    (partitions) => this.terms.endDelay(partitions),
+  );
   reconciles = 0;
   /** This worker's share at the last reconcile. */
   private share: ReadonlySet<number> = new Set();
@@ -65,6 +68,7 @@ export class Ownership {
       .map((m) => parseMember(m.app, Number(m.slot), m.pid))
       .filter((m): m is MemberRow => m !== null);
     const same = all.filter((m) => m.partitions === this.o.partitions);
+    this.handovers.membersAtJoin(all); // the previous holders of what no `took` was heard for
     for (const m of all) {
       if (m.partitions === this.o.partitions || this.mismatchReported.has(m.id)) continue;
       const err = new PartitionMismatchError(this.o.name, m.id, m.partitions, this.o.partitions);
@@ -141,10 +145,10 @@ export class Ownership {
       await session.verify(got);
       const taken = got?.taken ?? [];
       if (taken.length === 0) return;
-      const { clean, delayed } = this.handovers.delayNeeded(taken);
-      await this.announce(session, 'took', taken);
-      const epochs = await this.bump(session, taken);
       const split = this.splitDelayMs(); // another primary up: nothing heard here proves it stopped
+      const { clean, delayed } = this.handovers.delayNeeded(taken, split === 0);
+      await this.announceTaken(session, taken);
+      const epochs = await this.bump(session, taken);
       this.terms.open(clean, split, epochs);
       this.terms.open(delayed, this.o.takeoverDelayMs + split, epochs);
     } catch (err) {
@@ -211,12 +215,10 @@ export class Ownership {
   }
 
   /** Tell the others which partitions were taken (NOTIFY payloads stay under 8000 bytes). */
-  private async announce(
-    session: MemberSession,
-    what: 'released' | 'took',
-    partitions: readonly number[],
-  ): Promise<void> {
-    for (const notice of partitionNotices(what, this.o.id, partitions)) await session.notify(notice);
+  private async announceTaken(session: MemberSession, partitions: readonly number[]): Promise<void> {
+    for (const notice of partitionNotices('took', this.o.id, partitions, session.token)) {
+      await session.notify(notice);
+    }
   }
 
   /** A clean leave: drain every run, hand every partition back, announce it, give up membership, end the session. */

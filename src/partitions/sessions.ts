@@ -31,6 +31,18 @@ export interface SessionHooks {
   countStatement(): void;
   /** The sessions are open (before the `joined` notice is sent). */
   opened(sessions: Sessions): void;
+  /** The member session ended, with these partitions' terms open. */
+  lost(member: LostMember): void;
+  /** The proof-of-drain notices to send first on the server at `host` (member-session.ts). */
+  drained(host: string): readonly string[];
+}
+
+/** A member session that ended: who it was, where, and the partitions whose terms it had open. */
+export interface LostMember {
+  readonly token: string;
+  readonly pid: number;
+  readonly host: string;
+  readonly partitions: readonly number[];
 }
 
 export async function openSessions(
@@ -52,6 +64,7 @@ export async function openSessions(
     unref: o.unref,
     fencingTable: o.fencingTable,
     onStatement: h.countStatement,
+    drained: h.drained,
   });
   const watch = new RingWatch({
     // the watch session goes to the same server as the member session
@@ -79,6 +92,8 @@ export async function openSessions(
   h.opened({ member, watch, peers });
   member.onDeath((err) => {
     if (!h.stopping()) h.terms.log('warn', 'session_lost', { error: err.message });
+    const { token, pid } = member;
+    h.lost({ token, pid, host: member.endpoint.label, partitions: h.terms.openPartitions() });
     void h.terms.revokeAll('lost'); // at once, before the loop runs
     h.wake();
   });

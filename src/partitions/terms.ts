@@ -30,8 +30,8 @@ export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';
 type Stage =
   /** Fencing: its epoch row is held by a fenced write still open (a previous owner's); no epoch yet. */
   | { readonly kind: 'awaiting-epoch' }
-  /** Under the takeover delay: the term opens when the timer fires. */
-  | { readonly kind: 'delayed'; readonly timer: unknown }
+  /** Under the takeover delay: the term opens when the timer fires, or at a proof of drain. */
+  | { readonly kind: 'delayed'; readonly timer: unknown; readonly epoch: bigint | null }
   /**
    * Due to open while the lease had run out (a frozen worker woke: its delay timers fire
    * before its lease timer): not opened; the next ownership check that renews the lease
@@ -188,7 +188,34 @@ export class Terms {
     const timer = this.clock.setTimeout(() => {
       if (this.held.get(e.partition) === e && e.stage.kind === 'delayed') this.begin(e, epoch);
     }, delayMs);
-    e.stage = { kind: 'delayed', timer };
+    e.stage = { kind: 'delayed', timer, epoch };
+  }
+
+  /**
+   * A proof of drain from their previous holder (handovers.ts) ends these partitions'
+   * takeover delays: their terms open now (if the lease is valid, as any other).
+   */
+  endDelay(partitions: readonly number[]): void {
+    const ended: Entry[] = [];
+    for (const p of partitions) {
+      const e = this.held.get(p);
+      if (e?.stage.kind !== 'delayed') continue; // opened already, or no longer held
+      this.clock.clearTimeout(e.stage.timer);
+      ended.push(e);
+    }
+    if (ended.length === 0) return;
+    this.log('info', 'takeover_delay_ended', { partitions: sorted(ended.map((e) => e.partition)) });
+    for (const e of ended) if (e.stage.kind === 'delayed') this.begin(e, e.stage.epoch);
+  }
+
+  /** The partitions whose term is open (a session's loss: what its proof of drain may name). */
+  openPartitions(): number[] {
+    return [...this.held.values()].filter((e) => e.stage.kind === 'open').map((e) => e.partition);
+  }
+
+  /** Whether a run of `partition` is still going in this process (a revoked term's included). */
+  running(partition: number): boolean {
+    return this.runs.busy(partition);
   }
 
   /** After an ownership check renewed the lease: open the terms that came due while it had run out. */

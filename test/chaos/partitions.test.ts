@@ -27,7 +27,7 @@ const pct = (xs: number[], q: number): number => {
 };
 
 describe('PartitionedLeadership, workers in separate processes', () => {
-  it('1024 partitions over 8 workers: balanced 128 each; after SIGKILL of a worker its partitions run again within p99 150 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
+  it('1024 partitions over 8 workers: balanced 128 each; after SIGKILL of a worker its partitions run again within p99 200 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
     const P = 1024;
     const N = 8;
     const name = `pp-${Date.now()}`;
@@ -98,7 +98,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     // From the exit (the baseline, measured in this run: the server frees a killed worker's
     // locks when its sockets close, as it exits): the 7 survivors and the server share 2 cores
     // for the take-over. A regression to the health interval (1 s) fails this.
-    expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(150);
+    expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(200);
     expect(overlaps(c)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
   }, 120_000);

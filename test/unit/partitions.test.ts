@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { assign } from '../../src/partitions/assign.js';
 import { epochsOf } from '../../src/partitions/epochs.js';
-import { Handovers, partitionNotices } from '../../src/partitions/handovers.js';
+import { drainedNotices, Handovers, partitionNotices } from '../../src/partitions/handovers.js';
 
 const ids = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i) => `worker-${from + i}`);
 const owners = (a: Map<string, number[]>): Map<number, string> => {
@@ -91,6 +91,116 @@ describe('Handovers (what a worker hears on its channel)', () => {
     h.reset();
     expect(h.died('a')).toBe(true); // its leave was heard by an earlier session
     expect(h.delayNeeded([7])).toEqual({ clean: [], delayed: [7] });
+  });
+
+  describe('proof of drain: a drained notice of exactly the previous holder ends the takeover delay', () => {
+    const withProofs = () => {
+      const proven: number[][] = [];
+      const h = new Handovers(
+        (id) => members.has(id),
+        (ps) => proven.push(ps),
+      );
+      return { h, proven };
+    };
+    const drained = (id: string, token: string, pid: number, ps: number[]) =>
+      drainedNotices(id, { token, pid }, ps)[0] as string;
+
+    it('the session whose took was heard last: its drained, heard after the take, ends the delay of the partitions it names', () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1,2,3:tokA');
+      expect(h.delayNeeded([1, 2, 3])).toEqual({ clean: [], delayed: [1, 2, 3] });
+      h.hear(drained('a', 'tokA', 11, [1, 3]));
+      expect(proven).toEqual([[1, 3]]);
+      h.hear(drained('a', 'tokA', 11, [1, 3])); // a duplicate: nothing more
+      expect(proven).toEqual([[1, 3]]);
+    });
+
+    it('heard before the take: the partitions are taken without the delay', () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1,2:tokA');
+      h.hear(drained('a', 'tokA', 11, [1, 2]));
+      expect(h.delayNeeded([1, 2, 5])).toEqual({ clean: [1, 2], delayed: [5] });
+      expect(proven).toEqual([]);
+    });
+
+    it('proves nothing: another session, an earlier session of the same worker, a partition it does not name', () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1:tokA1');
+      h.hear('took:a:1:tokA2'); // a took p again on its next session: that session is the previous holder
+      h.hear('took:b:2:tokB');
+      expect(h.delayNeeded([1, 2])).toEqual({ clean: [], delayed: [1, 2] });
+      h.hear(drained('a', 'tokA1', 11, [1])); // the earlier session
+      h.hear(drained('c', 'tokC', 13, [1, 2])); // another worker's session
+      h.hear(drained('b', 'tokB', 12, [3])); // b's own, but not naming 2
+      expect(proven).toEqual([]);
+      h.hear(drained('a', 'tokA2', 14, [1]));
+      expect(proven).toEqual([[1]]);
+    });
+
+    it('no took heard since joining: the member that held it at the first reconcile, by id and backend pid', () => {
+      const { h, proven } = withProofs();
+      h.membersAtJoin([
+        { id: 'a', pid: 11 },
+        { id: 'b', pid: 12 },
+      ]);
+      h.membersAtJoin([{ id: 'a', pid: 99 }]); // only the first reconcile counts
+      expect(h.delayNeeded([1, 2, 3])).toEqual({ clean: [], delayed: [1, 2, 3] });
+      h.hear(drained('a', 'tokX', 99, [1])); // a's id with another backend: not the session seen at join
+      h.hear(drained('c', 'tokC', 13, [2])); // no member at join
+      expect(proven).toEqual([]);
+      h.hear(drained('b', 'tokB', 12, [2, 3]));
+      expect(proven).toEqual([[2, 3]]);
+    });
+
+    it('proves nothing: no previous holder known (nothing heard, no reconcile yet), or a release heard since', () => {
+      const { h, proven } = withProofs();
+      expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
+      h.membersAtJoin([{ id: 'a', pid: 11 }]);
+      h.hear('took:a:2:tokA');
+      h.hear('released:a:2');
+      expect(h.delayNeeded([2])).toEqual({ clean: [2], delayed: [] }); // the clean mark, used once
+      expect(h.delayNeeded([2])).toEqual({ clean: [], delayed: [2] });
+      h.hear(drained('a', 'tokA', 11, [1, 2]));
+      expect(proven).toEqual([]);
+    });
+
+    it("a partition taken again since: an earlier take's proof ends nothing; another primary up: no proof is looked for", () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1:tokA');
+      expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
+      h.hear('took:b:1:tokB');
+      expect(h.delayNeeded([1], false)).toEqual({ clean: [], delayed: [1] }); // split: no proof
+      h.hear(drained('a', 'tokA', 11, [1]));
+      h.hear(drained('b', 'tokB', 12, [1]));
+      expect(proven).toEqual([]);
+      h.hear(drained('b', 'tokB', 12, [1]));
+      expect(h.delayNeeded([1], false)).toEqual({ clean: [], delayed: [1] });
+    });
+
+    it('malformed notices are ignored; reset forgets what was heard', () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1:tokA');
+      expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
+      for (const bad of [
+        'drained',
+        'drained:a',
+        'drained:a:1',
+        'drained:a:1:tokA',
+        'drained:a:1:tokA:x',
+        'drained:a::tokA:11',
+        'drained:a:x,y:tokA:11',
+        ':::::',
+      ]) {
+        h.hear(bad);
+      }
+      expect(proven).toEqual([]);
+      h.hear('took:a:2:tokA');
+      h.hear(drained('a', 'tokA', 11, [2]));
+      h.reset();
+      expect(h.delayNeeded([2])).toEqual({ clean: [], delayed: [2] });
+      h.hear(drained('a', 'tokA', 11, [1]));
+      expect(proven).toEqual([]); // what the delay of 1 waited for was forgotten with the session
+    });
   });
 
   it('partitionNotices: at most 1000 partitions per notice, under the 8000-byte NOTIFY limit', () => {

@@ -1,0 +1,95 @@
+/**
+ * The proof of drain for PartitionedLeadership, against real PostgreSQL, workers in
+ * processes of their own (test/chaos/partition-cluster.ts): a worker whose member session is
+ * terminated while its process lives says, from its next session, that its runs returned,
+ * and the worker that took its partitions under the takeover delay opens them at once. A
+ * SIGKILLed worker says nothing: its partitions wait the full delay.
+ */
+import { describe, expect, it } from 'vitest';
+import { findRunOverlaps, now, partitionCluster } from '../chaos/partition-cluster.js';
+import { useChildren } from '../harness/children.js';
+import { adminClient, databaseUrl, eventually } from '../harness/db.js';
+
+const track = useChildren(8000);
+const DELAY = 250;
+const P = 16;
+
+/** Two workers, 8 partitions each, work that stops 5 ms after its abort. */
+async function pair() {
+  const c = partitionCluster({
+    url: databaseUrl(),
+    name: `drain-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`,
+    partitions: P,
+    takeoverDelayMs: DELAY,
+    stopMs: 5,
+    track,
+  });
+  await c.spawn();
+  await c.spawn();
+  await c.balanced('two workers to own 8 partitions each');
+  return c;
+}
+
+/** When each of `partitions` first started a run after `t0`, anywhere, as ms after `t0`. */
+function restarts(c: Awaited<ReturnType<typeof pair>>, partitions: number[], t0: number): number[] {
+  return partitions.map((p) => {
+    const first = c.msgs.find((m) => m.ev === 'start' && m.p === p && m.at >= t0);
+    return first ? first.at - t0 : Number.POSITIVE_INFINITY;
+  });
+}
+
+describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, work stops 5 ms after its abort)`, () => {
+  it('pg_terminate_backend of a worker’s member session (its process lives): its partitions run again within 75 ms, p50 over 4 rounds, never while its old runs went on', async () => {
+    const c = await pair();
+    await using admin = await adminClient(databaseUrl()); // connected ahead: its SCRAM is not in the figure
+    const took: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      const victim = [...c.procs.keys()][round % 2] as string;
+      const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
+      const [member] = await admin.query<{ pid: number }>(
+        'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+        [`pgleaderlock:${victim}#p${P}`],
+      );
+      const t0 = now();
+      await admin.terminate(member?.pid as number);
+      await eventually(
+        () => theirs.every((p) => c.msgs.some((m) => m.ev === 'start' && m.p === p && m.at >= t0)),
+        {
+          timeoutMs: 10_000,
+          intervalMs: 5,
+          what: 'the terminated worker’s partitions to run again',
+        },
+      );
+      took.push(Math.max(...restarts(c, theirs, t0)));
+      await c.balanced(`balanced again after round ${round + 1}`, 20_000, 300);
+    }
+    took.sort((a, b) => a - b);
+    const p50 = ((took[1] as number) + (took[2] as number)) / 2;
+    console.log(
+      `[partitions proof of drain] terminate → its last partition runs again: ${took.map((t) => t.toFixed(0)).join(', ')} ms; p50 ${p50.toFixed(1)} ms (delay ${DELAY} ms)`,
+    );
+    const overlaps = findRunOverlaps(c.runs());
+    expect(overlaps).toEqual([]);
+    expect(p50).toBeLessThanOrEqual(75);
+    await c.close();
+  });
+
+  it('a SIGKILLed worker sends nothing: its partitions wait the full delay (250 ms) after the kill', async () => {
+    const c = await pair();
+    const victim = [...c.procs.keys()][0] as string;
+    const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
+    c.kill(victim);
+    const t0 = c.killed.get(victim) as number;
+    await eventually(() => theirs.every((p) => c.running().has(p)), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+      what: 'the killed worker’s partitions to run elsewhere',
+    });
+    const times = restarts(c, theirs, t0);
+    console.log(
+      `[partitions proof of drain] SIGKILL → its partitions run again: first ${Math.min(...times).toFixed(0)} ms, last ${Math.max(...times).toFixed(0)} ms (delay ${DELAY} ms)`,
+    );
+    expect(Math.min(...times)).toBeGreaterThanOrEqual(DELAY);
+    await c.close();
+  });
+});
