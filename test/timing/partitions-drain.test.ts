@@ -74,7 +74,7 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
     await c.close();
   });
 
-  it('a SIGKILLed worker sends nothing: its partitions wait the full delay (250 ms) after the kill', async () => {
+  it('a SIGKILLed worker sends nothing: its partitions wait the full delay: they run again 250–325 ms after the kill', async () => {
     const c = await pair();
     const victim = [...c.procs.keys()][0] as string;
     const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
@@ -90,6 +90,7 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
       `[partitions proof of drain] SIGKILL → its partitions run again: first ${Math.min(...times).toFixed(0)} ms, last ${Math.max(...times).toFixed(0)} ms (delay ${DELAY} ms)`,
     );
     expect(Math.min(...times)).toBeGreaterThanOrEqual(DELAY);
+    expect(Math.max(...times)).toBeLessThanOrEqual(DELAY + 75); // README: 250–325 ms after the kill
     await c.close();
   });
 });
