@@ -18,6 +18,7 @@ import pg from 'pg';
 import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../src/index.js';
 import { randomKeys } from '../test/harness/db.js';
 import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
+import { handoffBreakdown, PHASES } from './handoff-breakdown.js';
 
 const quick = process.argv.includes('--quick');
 const TRIALS = quick ? 10 : 50;
@@ -31,6 +32,12 @@ interface Config {
 }
 
 const WAIT: Config = { name: 'wait (default)', options: { acquireMode: 'wait' }, phaseMs: 200 };
+/** Wait mode with the takeover delay off: the bare failover, for comparison. */
+const WAIT_NO_DELAY: Config = {
+  name: 'wait, takeoverDelayMs 0',
+  options: { acquireMode: 'wait', takeoverDelayMs: 0 },
+  phaseMs: 200,
+};
 const POLL_SPEC: Config = {
   name: 'poll, spec defaults (exp. 1–30 s)',
   options: { acquireMode: 'poll', retryStrategy: new ExponentialBackoff() },
@@ -197,8 +204,16 @@ async function versusLimit(
   return { limit, wait, detection };
 }
 
-/** Leader in a child process killed with SIGKILL; follower here. */
-async function killed(cfg: Config, trials: number): Promise<number[]> {
+/**
+ * Leader in a child process, killed with SIGKILL or frozen with SIGSTOP (then killed once
+ * the follower leads: a frozen leader's session ends when the server's idle_session_timeout
+ * or keepalives end it); follower here.
+ */
+async function killed(
+  cfg: Config,
+  trials: number,
+  signal: 'SIGKILL' | 'SIGSTOP' = 'SIGKILL',
+): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < trials; i++) {
     const keys = randomKeys();
@@ -239,8 +254,9 @@ async function killed(cfg: Config, trials: number): Promise<number[]> {
     else await sleep(Math.random() * cfg.phaseMs);
     const exited = new Promise((r) => child.once('exit', r));
     const t0 = performance.now();
-    child.kill('SIGKILL');
+    child.kill(signal);
     out.push((await acquired) - t0);
+    if (signal !== 'SIGKILL') child.kill('SIGKILL');
     await exited;
     await follower.shutdown();
   }
@@ -383,9 +399,9 @@ async function main(): Promise<void> {
     );
     log();
     log(
-      '| event | physical limit (bare pg client) | wait (default) | wait ÷ limit (p50) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
+      '| event | physical limit (bare pg client) | wait (default: takeover delay 250 ms) | wait ÷ limit (p50) | wait, takeoverDelayMs 0 (÷ limit) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
     );
-    log('|---|---|---|---|---|---|---|');
+    log('|---|---|---|---|---|---|---|---|');
     const ratio = (a: number[], b: number[]): string => (pct(a, 50) / pct(b, 50)).toFixed(2);
     const detection: Record<string, number[]> = {};
     for (const event of ['stepDown', 'shutdown'] as const) {
@@ -394,23 +410,28 @@ async function main(): Promise<void> {
       const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
       const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
       log(
-        `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+        `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | same path (a clean handover is never delayed) | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
       );
     }
     {
       const v = await versusLimit('terminate', TRIALS);
+      const off = await inProcess(WAIT_NO_DELAY, 'terminate', TRIALS);
       const p = await inProcess(POLL_100, 'terminate', TRIALS);
       detection.wait = v.detection;
       detection.poll = p.detection;
       log(
-        `| leader backend terminated | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(p.failover)} | not run | n/a |`,
+        `| leader backend terminated (its process lives: proof of drain) | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(off.failover)} (${ratio(off.failover, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
       );
     }
     log(
-      `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+      `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(WAIT_NO_DELAY, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+    );
+    const frozen = Math.min(TRIALS, 5);
+    log(
+      `| leader process frozen (SIGSTOP; ${frozen} trials) | | ${fmt(await killed(WAIT, frozen, 'SIGSTOP'))} | | ${fmt(await killed(WAIT_NO_DELAY, frozen, 'SIGSTOP'))} | ${fmt(await killed(POLL_100, frozen, 'SIGSTOP'))} | not run | n/a |`,
     );
     log(
-      `| server restart (fast) | | ${fmt(await restarted(WAIT, TRIALS))} | | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
+      `| server restart (fast) | | ${fmt(await restarted(WAIT, TRIALS))} | | ${fmt(await restarted(WAIT_NO_DELAY, TRIALS))} | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
     );
     const waitFastRetry: Config = {
       ...WAIT,
@@ -418,10 +439,31 @@ async function main(): Promise<void> {
       options: { ...WAIT.options, retryStrategy: new FixedInterval({ intervalMs: 100 }) },
     };
     log(
-      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | | |`,
+      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | | | |`,
     );
     await connectAdmin(); // the restarts ended the admin session
     log();
+    {
+      const b = await handoffBreakdown(server.url, TRIALS);
+      const limit = pct(b.limit, 50);
+      log('### Graceful handoff: where the time goes (ms, p50 / p95 / p99; stepDown, wait mode)');
+      log();
+      log(
+        "Each phase from the lock's own `diagnostics_channel` state events and its clients' statements; the follower's grant overlaps the leader's release round trip. Two bare `pg` references alternate with the trials: the physical limit, and the same two statements committing the events a handoff must commit (the holder's `released` before its unlock, the waiter's `acquired` with its grant).",
+      );
+      log();
+      log('| phase | ms | ÷ limit (p50) |');
+      log('|---|---|---|');
+      log(`| physical limit: bare unlock → bare waiter granted | ${fmt(b.limit)} | 1.00 |`);
+      log(
+        `| bare, with both events committed | ${fmt(b.withEvents)} | ${(pct(b.withEvents, 50) / limit).toFixed(2)} |`,
+      );
+      PHASES.forEach(([name], j) => {
+        const xs = b.phases[j] ?? [];
+        log(`| ${name} | ${fmt(xs)} | ${(pct(xs, 50) / limit).toFixed(2)} |`);
+      });
+      log();
+    }
     log(
       '### Loss detection on the old leader after pg_terminate_backend (ms, p50 / p95 / p99), healthIntervalMs 1000',
     );
@@ -444,7 +486,7 @@ async function main(): Promise<void> {
     }
     log();
     log(
-      '### Scale: followers waiting on one key, leader backend terminated (wait mode, after a 2.5 s settle)',
+      '### Scale: followers waiting on one key, leader backend terminated (wait mode, after a 2.5 s settle, 10 trials)',
     );
     log();
     log(
@@ -452,7 +494,7 @@ async function main(): Promise<void> {
     );
     log('|---|---|---|---|---|');
     for (const n of [10, 100, 500]) {
-      const r = await scale(WAIT, n, TRIALS);
+      const r = await scale(WAIT, n, Math.min(TRIALS, 10));
       log(
         `| ${n} | ${pct(r.times, 50).toFixed(1)} | ${pct(r.times, 99).toFixed(1)} | ${r.heapPerLockKb.toFixed(0)} | ${r.rssPerLockKb.toFixed(0)} |`,
       );

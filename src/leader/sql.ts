@@ -21,12 +21,14 @@ export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
 /**
  * What a granting statement also does, in its outer SELECT (so after the grant): arm
  * `idle_session_timeout` to $4 (PG14+, when $4 is not null; armed only once leader so that
- * idle followers are never cut); measure on the server's clock how long the statement
+ * idle followers are never cut); commit without waiting for the WAL flush (the statement
+ * writes nothing durable: a NOTIFY is not kept across a crash anyway); measure on the server's clock how long the statement
  * waited for the grant (`waited_ms`: the lease can then count from the grant itself, with
  * no extra round trip); and send the `acquired` event ($5) on the key's channel ($6)
  * (handover.ts), committed with the statement, so before any term can open.
  */
 const ON_GRANT = `CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle,
+  CASE WHEN a.ok THEN set_config('synchronous_commit', 'off', true) END AS async_commit,
   CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms,
   CASE WHEN a.ok THEN (SELECT count(*) FROM pg_notify($6, $5)) END AS announced`;
 
@@ -77,7 +79,8 @@ export interface ReleaseValues {
 /**
  * A clean release, in one round trip (a simple-protocol query, hence literals): in its own
  * transaction, mark the fencing epoch released and send the `released` event, both only on
- * this session's own backend while it holds the key; commit; then unlock (again only on
+ * this session's own backend while it holds the key; commit without waiting for the WAL
+ * flush (a `released` mark lost in a crash only costs the next holder its takeover delay); then unlock (again only on
  * that backend: never someone else's hold). The event is committed before the unlock, so
  * the next holder, granted by the unlock, receives it with its grant.
  */
@@ -92,6 +95,7 @@ export function releaseSql(v: ReleaseValues): string {
          AND epoch = ${BigInt(v.fencing.epoch)} AND ${holding};`
     : '';
   return `/* pgleaderlock:release */ BEGIN;
+  SET LOCAL synchronous_commit = off;
   ${mark}
   SELECT pg_notify(${lit(v.channel)}, ${lit(v.payload)}) WHERE ${holding};
   COMMIT;
