@@ -6,7 +6,7 @@
  * doubling to 5 s) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
  */
 import { type Deferred, deferred, sleep } from '../core/clock.js';
-import { ConnectionError } from '../core/errors.js';
+import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
 import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import { Vitals } from '../core/vitals.js';
@@ -168,7 +168,9 @@ export class WorkerLifecycle {
         delay = 0; // a session that served: connect again at once (its proof of drain is due)
         await this.serve(session, run);
       } catch (err) {
-        if (run.joining && refusesToJoin(err)) {
+        if (run.stopping && err instanceof ShutdownError) {
+          // shut down while reconnecting: nothing failed
+        } else if (run.joining && refusesToJoin(err)) {
           run.joining.reject(err);
           run.joining = null;
           run.stopping = true;

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
 import { Connection } from '../core/connection.js';
-import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
+import { ConnectionError, LockError, ShutdownError, sqlStateOf } from '../core/errors.js';
 import { createTableSql } from '../core/fencing.js';
 import { PeerWatch } from '../core/peers.js';
 import type { PoolerGuard } from '../core/pooler.js';
@@ -42,6 +42,8 @@ export interface MemberSessionOptions {
    * as the first statements of the connection (before anything is taken).
    */
   drained?: (host: string) => readonly string[];
+  /** `shutdown()` was called: do not join (checked before the member lock is taken). */
+  stopping?: () => boolean;
 }
 
 export class MemberSession {
@@ -87,6 +89,8 @@ export class MemberSession {
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
       if (o.fencingTable !== null) await createFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
       await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
+      // a worker shut down while it reconnected joins no more (a join would move partitions twice)
+      if (o.stopping?.()) throw new ShutdownError('shutdown() was called before the worker joined');
       const [member] = await conn.query<{ got: boolean; pid: number; same: boolean }>(MEMBER_LOCK, [
         o.membersKey,
         o.slot,

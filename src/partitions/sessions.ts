@@ -65,6 +65,7 @@ export async function openSessions(
     fencingTable: o.fencingTable,
     onStatement: h.countStatement,
     drained: h.drained,
+    stopping: h.stopping,
   });
   const watch = new RingWatch({
     // the watch session goes to the same server as the member session

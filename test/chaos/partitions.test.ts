@@ -32,7 +32,16 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     const N = 8;
     const name = `pp-${Date.now()}`;
     await using server = await ownServer(); // the chaos project has no shared server
-    const c = cluster(server.url, name, P, 0);
+    // eight processes compiling and joining on 2 cores: a new connection can take over the
+    // default 1 s here (seen once: a ring watch's connect timed out and was reported)
+    const c = partitionCluster({
+      url: server.url,
+      name,
+      partitions: P,
+      takeoverDelayMs: 0,
+      queryTimeoutMs: 2000,
+      track,
+    });
     for (let i = 0; i < N; i++) await c.spawn();
     const balanced = (what: string) => c.balanced(what);
     await balanced('8 workers to own 128 partitions each');
