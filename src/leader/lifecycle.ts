@@ -257,15 +257,27 @@ export class Lifecycle {
   private async open(): Promise<Session> {
     const found = await findPrimary(this.o.endpoints, this.o);
     const lost = this.actions.lost;
+    const host = found.endpoint.label;
+    // on the same server only: a drain announced on another host proves nothing there
+    const drained = lost && lost.host === host ? this.drained(lost.identity) : null;
     const session = await Session.open(
       connectFound(found),
       found.endpoint.connect,
       this.o,
-      { host: found.endpoint.label, timeline: found.timeline, others: found.others },
-      // on the same server only: a drain announced on another host proves nothing there
-      lost && lost.host === found.endpoint.label ? this.drained(lost.identity) : null,
+      { host, timeline: found.timeline, others: found.others },
+      drained,
     );
     this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
+    if (lost) {
+      const fields = {
+        event: 'proof_of_drain',
+        sent: drained !== null,
+        host,
+        lostHost: lost.host,
+        lostPid: lost.identity.pid,
+      };
+      this.o.logger.info(fields, 'proof_of_drain');
+    }
     session.onDeath(() => this.wake());
     if (session.holderAtConnect) this.report.leaderSeen(session.holderAtConnect);
     session.onEvent((event) => {

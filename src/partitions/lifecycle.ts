@@ -230,13 +230,16 @@ export class WorkerLifecycle {
    */
   private drained(host: string): readonly string[] {
     const lost = this.lostMember;
-    if (!lost || lost.host !== host) return [];
+    if (!lost) return [];
     const { terms, o } = this.w;
-    return drainedNotices(
-      o.id,
-      lost,
-      lost.partitions.filter((p) => !terms.running(p)),
-    );
+    const returned = lost.host === host ? lost.partitions.filter((p) => !terms.running(p)) : [];
+    terms.log('info', 'proof_of_drain', {
+      partitions: returned,
+      host,
+      lostHost: lost.host,
+      lostPid: lost.pid,
+    });
+    return drainedNotices(o.id, lost, returned);
   }
 
   private async serve({ member, watch }: Sessions, run: Run): Promise<void> {

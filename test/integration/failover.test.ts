@@ -32,21 +32,37 @@ function useCandidates() {
   const locks: LeaderLock[] = [];
   const runs: Run[] = [];
   const errors: Error[] = [];
+  /** The proof-of-drain log lines of each lock (where a lost session's drain was announced, if anywhere). */
+  const drains: { lock: LeaderLock; sent: boolean; host: string; lostHost: string }[] = [];
   let tag = testTag();
   afterEach(async () => {
     await Promise.all(locks.splice(0).map((l) => l.shutdown({ timeoutMs: 5000 })));
     runs.length = 0;
     errors.length = 0;
+    drains.length = 0;
     tag = testTag();
   });
   return {
     runs,
     errors,
+    drains,
     get tag() {
       return tag;
     },
     add(options: Options): LeaderLock {
-      const lock = new LeaderLock({ id: `${tag}-${locks.length}`, ...options });
+      const quiet = () => {};
+      const logger = {
+        debug: quiet,
+        warn: quiet,
+        error: quiet,
+        info: (fields: Record<string, unknown>) => {
+          if (fields.event === 'proof_of_drain') {
+            const { sent, host, lostHost } = fields as { sent: boolean; host: string; lostHost: string };
+            drains.push({ lock, sent, host, lostHost });
+          }
+        },
+      };
+      const lock: LeaderLock = new LeaderLock({ id: `${tag}-${locks.length}`, logger, ...options });
       lock.onError((e) => {
         errors.push(e);
       });
@@ -146,7 +162,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     expect([...samples].sort((a, b) => a - b)[Math.floor((samples.length - 1) / 2)]).toBeLessThanOrEqual(500);
   });
 
-  it('promoted while the old primary runs: with every host listed the old leader ends its term within 500 ms and the new one starts after it; with one host each, both lead', async () => {
+  it('promoted while the old primary runs: with every host listed the old leader ends its term within 500 ms and the new one starts after it, and announces no drain on the promoted server; with one host each, both lead', async () => {
     await using cluster = await startCluster();
     let [node1, node2] = [cluster.primary, cluster.standbys[0] as ClusterNode];
     const ends: number[] = [];
@@ -175,6 +191,14 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       starts.push(next.start - promotedAt);
       expect(overlaps(c.runs, guarded)).toEqual([]);
       expect(old.end as number).toBeLessThanOrEqual(promotedAt + 500);
+      // the old leader's next session is on the promoted server: the drain of its session on
+      // the old primary is not announced there (it would prove nothing about that server)
+      await eventually(() => c.drains.some((d) => d.lock === old.lock), {
+        what: 'the old leader to open its next session',
+      });
+      expect(c.drains.filter((d) => d.lock === old.lock)).toEqual([
+        { lock: old.lock, sent: false, host: hostOf(node2), lostHost: hostOf(node1) },
+      ]);
 
       const loneNext = await leaderOn(c, hostOf(node2), `the one-host candidate on ${node2.name}`, [
         lone[1] as LeaderLock,

@@ -26,8 +26,25 @@ it('a standby promoted beside a live old primary: the old primary’s workers en
   const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
   const runs: Run[] = [];
   const errors: { worker: string; code: unknown }[] = [];
+  const drains: { worker: string; partitions: number[]; host: string; lostHost: string }[] = [];
+  const quiet = () => {};
   const worker = (id: string) => {
+    const logger = {
+      debug: quiet,
+      warn: quiet,
+      error: quiet,
+      info: (fields: Record<string, unknown>) => {
+        if (fields.event !== 'proof_of_drain') return;
+        const { partitions, host, lostHost } = fields as {
+          partitions: number[];
+          host: string;
+          lostHost: string;
+        };
+        drains.push({ worker: id, partitions, host, lostHost });
+      },
+    };
     const w = new PartitionedLeadership({
+      logger,
       name: 'split',
       partitions: 8,
       id,
@@ -68,6 +85,13 @@ it('a standby promoted beside a live old primary: the old primary’s workers en
       timeoutMs: 20_000,
     },
   );
+  // a and b lost their sessions on p and joined on s: the drain of what they ran on p is
+  // not announced on s (it would prove nothing about s)
+  const host = (n: ClusterNode) => `127.0.0.1:${n.port}`;
+  expect([...new Set(drains.map((d) => d.worker))].sort()).toEqual(['a', 'b']);
+  for (const d of drains) {
+    expect(d).toEqual({ worker: d.worker, partitions: [], host: host(s), lostHost: host(p) });
+  }
   expect(
     errors
       .filter((e) => e.code === 'ERR_PGLEADERLOCK_UNSAFE')
