@@ -1,7 +1,8 @@
 /**
- * Failover benchmark: npm run bench [-- --quick]. Own embedded server; prints markdown
+ * Failover benchmark: npm run bench [-- --quick] [-- --only latency|breakdown|load|scale|partitions].
+ * Own embedded server; prints markdown
  * tables (with the machine) and writes them to docs/benchmarks.run.md, or to $BENCH_OUT.
- * docs/benchmarks.md keeps two consecutive runs side by side for their spread.
+ * docs/benchmarks.md shows the latest full run.
  * Not part of npm test.
  *
  * Times are from the event (the call, the kill, the terminate, the stop signal) to the new
@@ -21,6 +22,9 @@ import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harn
 import { handoffBreakdown, PHASES } from './handoff-breakdown.js';
 
 const quick = process.argv.includes('--quick');
+/** `--only load` (or latency, breakdown, scale, partitions): that section alone. */
+const only = process.argv[process.argv.indexOf('--only') + 1];
+const runs = (section: string): boolean => !process.argv.includes('--only') || only === section;
 const TRIALS = quick ? 10 : 50;
 const root = path.resolve(import.meta.dirname, '..');
 
@@ -320,8 +324,15 @@ async function load(cfg: Config, n: number, windowMs: number): Promise<number> {
     return client;
   };
   const followers = Array.from({ length: n }, () => lock(cfg, keys, { connect }));
+  // past every follower's set-up (connect, prepare, listen: a few statements each; with 100
+  // followers on a slow machine that takes longer than a second): queued in wait mode, one
+  // attempt failed in poll mode
+  let failed = 0;
+  for (const f of followers) f.onStateChange((from) => void (from === 'acquiring' && (failed += 1)));
   await Promise.all(followers.map((f) => f.start()));
-  await sleep(1000); // past connection set-up
+  if (cfg.options.acquireMode === 'wait') while ((await lockRows(keys)) < n + 1) await sleep(20);
+  else while (failed < n) await sleep(20);
+  await sleep(500);
   counting = true;
   await sleep(windowMs);
   counting = false;
@@ -398,57 +409,59 @@ async function main(): Promise<void> {
       `Run at ${started.toISOString()}: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, PostgreSQL ${(await admin.query('SHOW server_version')).rows[0]?.server_version}, ${TRIALS} trials per cell unless noted.`,
     );
     log();
-    log("### Failover latency (ms, p50 / p95 / p99): event → new leader's onAcquired");
-    log();
-    log(
-      "The physical limit is two bare `pg` clients: the holder sends `pg_advisory_unlock` (or the leader backend is terminated) and the waiter's `pg_advisory_lock` returns; its trials alternate with the wait-mode trials in the same run.",
-    );
-    log();
-    log(
-      '| event | physical limit (bare pg client) | wait (default: takeover delay 250 ms) | wait ÷ limit (p50) | wait, takeoverDelayMs 0 (÷ limit) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
-    );
-    log('|---|---|---|---|---|---|---|---|');
-    const ratio = (a: number[], b: number[]): string => (pct(a, 50) / pct(b, 50)).toFixed(2);
     const detection: Record<string, number[]> = {};
-    for (const event of ['stepDown', 'shutdown'] as const) {
-      const v = await versusLimit(event, TRIALS);
-      const p = await inProcess(POLL_100, event, TRIALS);
-      const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
-      const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
+    if (runs('latency')) {
+      log("### Failover latency (ms, p50 / p95 / p99): event → new leader's onAcquired");
+      log();
       log(
-        `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | same path (a clean handover is never delayed) | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+        "The physical limit is two bare `pg` clients: the holder sends `pg_advisory_unlock` (or the leader backend is terminated) and the waiter's `pg_advisory_lock` returns; its trials alternate with the wait-mode trials in the same run.",
       );
-    }
-    {
-      const v = await versusLimit('terminate', TRIALS);
-      const p = await inProcess(POLL_100, 'terminate', TRIALS);
-      detection.wait = v.detection;
-      detection.poll = p.detection;
+      log();
       log(
-        `| leader backend terminated (its process lives: proof of drain) | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(v.off)} (${ratio(v.off, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
+        '| event | physical limit (bare pg client) | wait (default: takeover delay 250 ms) | wait ÷ limit (p50) | wait, takeoverDelayMs 0 (÷ limit) | poll, fixed 100 ms | poll, spec defaults (exp. 1–30 s) | advisory-lock 2.0.0 |',
       );
+      log('|---|---|---|---|---|---|---|---|');
+      const ratio = (a: number[], b: number[]): string => (pct(a, 50) / pct(b, 50)).toFixed(2);
+      for (const event of ['stepDown', 'shutdown'] as const) {
+        const v = await versusLimit(event, TRIALS);
+        const p = await inProcess(POLL_100, event, TRIALS);
+        const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
+        const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
+        log(
+          `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | same path (a clean handover is never delayed) | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+        );
+      }
+      {
+        const v = await versusLimit('terminate', TRIALS);
+        const p = await inProcess(POLL_100, 'terminate', TRIALS);
+        detection.wait = v.detection;
+        detection.poll = p.detection;
+        log(
+          `| leader backend terminated (its process lives: proof of drain) | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(v.off)} (${ratio(v.off, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
+        );
+      }
+      log(
+        `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(WAIT_NO_DELAY, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+      );
+      const frozen = Math.min(TRIALS, 5);
+      log(
+        `| leader process frozen (SIGSTOP; ${frozen} trials) | | ${fmt(await killed(WAIT, frozen, 'SIGSTOP'))} | | ${fmt(await killed(WAIT_NO_DELAY, frozen, 'SIGSTOP'))} | ${fmt(await killed(POLL_100, frozen, 'SIGSTOP'))} | not run | n/a |`,
+      );
+      log(
+        `| server restart (fast) | | ${fmt(await restarted(WAIT, TRIALS))} | | ${fmt(await restarted(WAIT_NO_DELAY, TRIALS))} | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
+      );
+      const waitFastRetry: Config = {
+        ...WAIT,
+        name: 'wait + 100 ms retry',
+        options: { ...WAIT.options, retryStrategy: new FixedInterval({ intervalMs: 100 }) },
+      };
+      log(
+        `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | | | |`,
+      );
+      await connectAdmin(); // the restarts ended the admin session
+      log();
     }
-    log(
-      `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(WAIT_NO_DELAY, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
-    );
-    const frozen = Math.min(TRIALS, 5);
-    log(
-      `| leader process frozen (SIGSTOP; ${frozen} trials) | | ${fmt(await killed(WAIT, frozen, 'SIGSTOP'))} | | ${fmt(await killed(WAIT_NO_DELAY, frozen, 'SIGSTOP'))} | ${fmt(await killed(POLL_100, frozen, 'SIGSTOP'))} | not run | n/a |`,
-    );
-    log(
-      `| server restart (fast) | | ${fmt(await restarted(WAIT, TRIALS))} | | ${fmt(await restarted(WAIT_NO_DELAY, TRIALS))} | ${fmt(await restarted(POLL_100, TRIALS))} | not run | n/a |`,
-    );
-    const waitFastRetry: Config = {
-      ...WAIT,
-      name: 'wait + 100 ms retry',
-      options: { ...WAIT.options, retryStrategy: new FixedInterval({ intervalMs: 100 }) },
-    };
-    log(
-      `| server restart (fast), wait mode with retryStrategy FixedInterval(100) | | ${fmt(await restarted(waitFastRetry, TRIALS))} | | | | | |`,
-    );
-    await connectAdmin(); // the restarts ended the admin session
-    log();
-    {
+    if (runs('breakdown')) {
       const b = await handoffBreakdown(server.url, TRIALS);
       const limit = pct(b.limit, 50);
       log('### Graceful handoff: where the time goes (ms, p50 / p95 / p99; stepDown, wait mode)');
@@ -469,54 +482,62 @@ async function main(): Promise<void> {
       });
       log();
     }
-    log(
-      '### Loss detection on the old leader after pg_terminate_backend (ms, p50 / p95 / p99), healthIntervalMs 1000',
-    );
-    log();
-    log('| wait | poll |');
-    log('|---|---|');
-    log(`| ${fmt(detection.wait ?? [])} | ${fmt(detection.poll ?? [])} |`);
-    log();
-    log(
-      '### Database load of idle followers (statements per second sent by the followers while the leader lives)',
-    );
-    log();
-    log('| followers | wait (default, 30 s slices) | poll, fixed 100 ms | poll, spec defaults |');
-    log('|---|---|---|---|');
-    for (const n of [1, 10, 100]) {
-      const w = await load(WAIT, n, quick ? 3000 : 6000);
-      const p = await load(POLL_100, n, quick ? 3000 : 6000);
-      const s = await load(POLL_SPEC, n, quick ? 3000 : 6000);
-      log(`| ${n} | ${w.toFixed(1)} | ${p.toFixed(1)} | ${s.toFixed(1)} |`);
-    }
-    log();
-    log(
-      '### Scale: followers waiting on one key, leader backend terminated (wait mode, after a 2.5 s settle, 10 trials)',
-    );
-    log();
-    log(
-      '| followers | failover p50 (ms) | p99 (ms) | client heap per lock (KiB) | client RSS per lock (KiB) |',
-    );
-    log('|---|---|---|---|---|');
-    for (const n of [10, 100, 500]) {
-      const r = await scale(WAIT, n, Math.min(TRIALS, 10));
+    if (runs('latency')) {
       log(
-        `| ${n} | ${pct(r.times, 50).toFixed(1)} | ${pct(r.times, 99).toFixed(1)} | ${r.heapPerLockKb.toFixed(0)} | ${r.rssPerLockKb.toFixed(0)} |`,
+        '### Loss detection on the old leader after pg_terminate_backend (ms, p50 / p95 / p99), healthIntervalMs 1000',
       );
+      log();
+      log('| wait | poll |');
+      log('|---|---|');
+      log(`| ${fmt(detection.wait ?? [])} | ${fmt(detection.poll ?? [])} |`);
+      log();
+    }
+    if (runs('load')) {
+      log(
+        '### Database load of idle followers (statements per second sent by the followers while the leader lives)',
+      );
+      log();
+      log('| followers | wait (default, 30 s slices) | poll, fixed 100 ms | poll, spec defaults |');
+      log('|---|---|---|---|');
+      for (const n of [1, 10, 100]) {
+        const w = await load(WAIT, n, quick ? 3000 : 6000);
+        const p = await load(POLL_100, n, quick ? 3000 : 6000);
+        const s = await load(POLL_SPEC, n, quick ? 3000 : 6000);
+        log(`| ${n} | ${w.toFixed(1)} | ${p.toFixed(1)} | ${s.toFixed(1)} |`);
+      }
+      log();
+    }
+    if (runs('scale')) {
+      log(
+        '### Scale: followers waiting on one key, leader backend terminated (wait mode, after a 2.5 s settle, 10 trials)',
+      );
+      log();
+      log(
+        '| followers | failover p50 (ms) | p99 (ms) | client heap per lock (KiB) | client RSS per lock (KiB) |',
+      );
+      log('|---|---|---|---|---|');
+      for (const n of [10, 100, 500]) {
+        const r = await scale(WAIT, n, Math.min(TRIALS, 10));
+        log(
+          `| ${n} | ${pct(r.times, 50).toFixed(1)} | ${pct(r.times, 99).toFixed(1)} | ${r.heapPerLockKb.toFixed(0)} | ${r.rssPerLockKb.toFixed(0)} |`,
+        );
+      }
     }
   } finally {
     await admin.end().catch(() => {});
     await server.dispose();
   }
   // the partitions section: its own process and server (bench/partitions.ts)
-  const partitions = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', path.join(root, 'bench/partitions.ts'), ...(quick ? ['--quick'] : [])],
-    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' },
-  );
-  if (partitions.status !== 0) throw new Error(`bench/partitions.ts exited ${partitions.status}`);
-  log();
-  log(partitions.stdout.trimEnd());
+  if (runs('partitions')) {
+    const partitions = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', path.join(root, 'bench/partitions.ts'), ...(quick ? ['--quick'] : [])],
+      { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' },
+    );
+    if (partitions.status !== 0) throw new Error(`bench/partitions.ts exited ${partitions.status}`);
+    log();
+    log(partitions.stdout.trimEnd());
+  }
   const out = process.env.BENCH_OUT ?? path.join(root, 'docs/benchmarks.run.md');
   fs.writeFileSync(out, `${lines.join('\n')}\n`);
   console.log(`\nwritten to ${path.relative(root, out)}`);

@@ -181,7 +181,7 @@ try {
 }
 console.log(
   [
-    `## Partitioned leadership (${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, PostgreSQL on loopback, healthIntervalMs ${HEALTH_MS}, no takeover fence, ${ROUNDS} kills)`,
+    `## Partitioned leadership (${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, PostgreSQL on loopback, healthIntervalMs ${HEALTH_MS}, no takeover delay, ${ROUNDS} kills)`,
     '',
     '| workers run | P | N | connections / worker | statements / s / worker at rest | SIGKILL → its partitions run again, ms (p50 / p99 / max) | moves in a rolling restart | longest ownerless gap in it, ms |',
     '| --- | --- | --- | --- | --- | --- | --- | --- |',
