@@ -328,7 +328,11 @@ async function load(cfg: Config, n: number, windowMs: number): Promise<number> {
   // followers on a slow machine that takes longer than a second): queued in wait mode, one
   // attempt failed in poll mode
   let failed = 0;
-  for (const f of followers) f.onStateChange((from) => void (from === 'acquiring' && (failed += 1)));
+  for (const f of followers) {
+    f.onStateChange((from) => {
+      if (from === 'acquiring') failed += 1;
+    });
+  }
   await Promise.all(followers.map((f) => f.start()));
   if (cfg.options.acquireMode === 'wait') while ((await lockRows(keys)) < n + 1) await sleep(20);
   else while (failed < n) await sleep(20);
