@@ -163,10 +163,11 @@ export class WorkerLifecycle {
     while (!run.stopping) {
       this.phase = { kind: 'connecting' };
       let session: Sessions | null = null;
+      const served = { reconciled: false };
       try {
         session = await this.open();
-        delay = 0; // a session that served: connect again at once (its proof of drain is due)
-        await this.serve(session, run);
+        delay = 100;
+        await this.serve(session, run, served);
       } catch (err) {
         if (run.stopping && err instanceof ShutdownError) {
           // shut down while reconnecting: nothing failed
@@ -190,8 +191,11 @@ export class WorkerLifecycle {
         closing = Promise.all([closing, session.watch.close()]);
       }
       if (run.stopping) break;
+      // a session that reconciled and then ended: connect again at once (its proof of drain
+      // is due); otherwise back off, doubling while attempts fail
+      if (served.reconciled) continue;
       await sleep(o.clock, delay, this.arm());
-      delay = Math.min(Math.max(delay * 2, 100), 5000);
+      delay = Math.min(delay * 2, 5000);
     }
     await closing;
     this.phase = { kind: 'stopped' };
@@ -242,7 +246,7 @@ export class WorkerLifecycle {
     return drainedNotices(o.id, lost, returned);
   }
 
-  private async serve({ member, watch }: Sessions, run: Run): Promise<void> {
+  private async serve({ member, watch }: Sessions, run: Run, served: { reconciled: boolean }): Promise<void> {
     const { o, ownership, balance } = this.w;
     for (;;) {
       if (member.dead) throw member.dead;
@@ -253,6 +257,7 @@ export class WorkerLifecycle {
       const woken = this.arm();
       if (ownership.handovers.anyDeaths) await ownership.takeOver(member);
       const next = await ownership.reconcile(member, run.joining !== null);
+      served.reconciled = true;
       watch.watch(next ? next.slot : null);
       balance.check();
       run.joining?.resolve();
