@@ -39,47 +39,40 @@ async function queuedBehindProxy(args: (url: string, keys: string[]) => string[]
   return { proxy, keys: k, r };
 }
 
+/** Signal the queued process; it must exit with `code` within 2 s, its queue place freed. */
+async function signalled(
+  q: Awaited<ReturnType<typeof queuedBehindProxy>>,
+  signal: NodeJS.Signals,
+  code: number,
+  id: string,
+) {
+  const at = performance.now();
+  q.r.proc.kill(signal);
+  const done = await q.r.exited;
+  const took = performance.now() - at;
+  console.log(
+    `[no cancel] ${id} exited ${took.toFixed(0)} ms after ${signal} (${q.proxy.cancelsDropped} cancel(s) dropped)`,
+  );
+  expect(done.code).toBe(code);
+  expect(q.proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
+  expect(took).toBeLessThan(2000);
+  await eventually(async () => (await lockHolders(databaseUrl(), q.keys.key1, q.keys.key2)).length === 1, {
+    timeoutMs: 3000,
+    what: 'the queue to empty',
+  });
+  await assertNoSessions(id);
+}
+
 describe('the CLI behind a proxy that drops cancels', () => {
   it('acquire --wait: SIGINT while waiting exits 130 within 2 s and leaves the queue', async () => {
     const id = `${locks.tag}-nc-acquire`;
-    const { proxy, keys, r } = await queuedBehindProxy(
-      (url, k) => ['acquire', '--dsn', url, ...k, '--wait'],
-      id,
-    );
-    const at = performance.now();
-    r.proc.kill('SIGINT');
-    const done = await r.exited;
-    const took = performance.now() - at;
-    console.log(
-      `[no cancel] acquire --wait exited ${took.toFixed(0)} ms after SIGINT (${proxy.cancelsDropped} cancel(s) dropped)`,
-    );
-    expect(done.code).toBe(130);
-    expect(proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
-    expect(took).toBeLessThan(2000);
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 1, {
-      timeoutMs: 3000,
-      what: 'the queue to empty',
-    });
-    await assertNoSessions(id);
+    const q = await queuedBehindProxy((url, k) => ['acquire', '--dsn', url, ...k, '--wait'], id);
+    await signalled(q, 'SIGINT', 130, id);
   });
 
   it('run: SIGTERM while following exits 0 within 2 s and leaves the queue', async () => {
     const id = `${locks.tag}-nc-run`;
-    const { proxy, keys, r } = await queuedBehindProxy((url, k) => ['run', '--dsn', url, ...k, '--json'], id);
-    const at = performance.now();
-    r.proc.kill('SIGTERM');
-    const done = await r.exited;
-    const took = performance.now() - at;
-    console.log(
-      `[no cancel] run exited ${took.toFixed(0)} ms after SIGTERM (${proxy.cancelsDropped} cancel(s) dropped)`,
-    );
-    expect(done.code).toBe(0);
-    expect(proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
-    expect(took).toBeLessThan(2000);
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 1, {
-      timeoutMs: 3000,
-      what: 'the queue to empty',
-    });
-    await assertNoSessions(id);
+    const q = await queuedBehindProxy((url, k) => ['run', '--dsn', url, ...k, '--json'], id);
+    await signalled(q, 'SIGTERM', 0, id);
   });
 });
