@@ -223,7 +223,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     );
   });
 
-  it('a candidate given only a standby waits quietly (one connection at a time, about 10 statements a second, a new survey only after each back-off delay), then leads within 500 ms of its promotion', async () => {
+  it('a candidate given only a standby waits quietly (one connection at a time, about 10 statements a second, a new survey only after each back-off delay), then leads within 600 ms of its promotion (takeover delay 250 ms included)', async () => {
     await using cluster = await startCluster();
     const standby = cluster.standbys[0] as ClusterNode;
     const url = cluster.url([standby]);
@@ -265,7 +265,9 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     console.log(
       `[failover ${mode}] standby-only candidate: ${statements.size} statements in 2 s on ${pids.size} connection(s), one at a time, while waiting; led ${(run.start - writable).toFixed(0)} ms after its promotion`,
     );
-    expect(run.start - writable).toBeLessThanOrEqual(500);
+    // the next survey (≤ 100 ms away), a new connection (SCRAM: 16–40 ms on the 2-core VM),
+    // then the takeover delay (250 ms: nothing proves who led before): 328–507 ms measured
+    expect(run.start - writable).toBeLessThanOrEqual(600);
   });
 });
 

@@ -60,11 +60,20 @@ describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
     await lock.start();
     await eventually(() => terms.length === 1);
     for (let i = 0; i < 3; i++) {
+      // the term is open; its session may be between a loss and the next grant on a loaded
+      // machine (a health check past its deadline): wait for one holder, then end it
+      const seen = terms.length;
+      await eventually(
+        async () =>
+          (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => r.granted).length === 1,
+        { what: 'one holder' },
+      );
       await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
-      await eventually(() => terms.length === i + 2, { what: `run ${i + 2}` });
+      await eventually(() => terms.length > seen, { what: `a run after failover ${i + 1}` });
     }
     expect(maxAlive).toBe(1);
-    expect(terms).toEqual([1, 2, 3, 4]);
+    expect(terms.length).toBeGreaterThanOrEqual(4);
+    expect(terms).toEqual(terms.map((_, i) => i + 1)); // one run per term, each term new
   });
 });
 
