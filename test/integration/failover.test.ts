@@ -196,9 +196,10 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       await eventually(() => c.drains.some((d) => d.lock === old.lock), {
         what: 'the old leader to open its next session',
       });
-      expect(c.drains.filter((d) => d.lock === old.lock)).toEqual([
-        { lock: old.lock, sent: false, host: hostOf(node2), lostHost: hostOf(node1) },
-      ]);
+      const its = c.drains.filter((d) => d.lock === old.lock);
+      expect(its[0]).toEqual({ lock: old.lock, sent: false, host: hostOf(node2), lostHost: hostOf(node1) });
+      // (a later loss on node2 itself, under load, may be announced there)
+      for (const d of c.drains) if (d.host !== d.lostHost) expect(d.sent).toBe(false);
 
       const loneNext = await leaderOn(c, hostOf(node2), `the one-host candidate on ${node2.name}`, [
         lone[1] as LeaderLock,
