@@ -23,7 +23,10 @@ import { TEST_PASSWORD } from '../harness/pg-server.js';
 
 const locks = useLocks();
 const running: Running[] = [];
+/** Kills a command the CLI may have left behind: it would hold the CLI's pipes open. */
+const strays: (() => void)[] = [];
 afterEach(async () => {
+  for (const kill of strays.splice(0)) kill();
   for (const r of running.splice(0)) {
     if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
     await r.exited;
@@ -342,10 +345,16 @@ describe('pgleaderlock acquire', () => {
     const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
       process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);`;
     const r = start(jobArgs(keys, script, ['--kill-grace', '300ms']));
-    await eventually(() => fs.existsSync(pidFile), { what: 'the command to start' });
-    const childPid = Number(fs.readFileSync(pidFile, 'utf8'));
+    // the file exists before its content is written: wait for the pid itself
+    const written = () => (fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8') : '');
+    await eventually(() => /^\d+$/.test(written()), { what: 'the command to write its pid' });
+    const childPid = Number(written());
     const started = processStart(childPid);
     expect(started).not.toBeNull();
+    // should the CLI fail to kill it, the test does: it ignores SIGTERM and would outlive the run
+    strays.push(() => {
+      if (processStart(childPid) === started) process.kill(childPid, 'SIGKILL');
+    });
     await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
     const done = await r.exited;
     expect(done.code).toBe(75);

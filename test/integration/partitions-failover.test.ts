@@ -88,14 +88,18 @@ it('a standby promoted beside a live old primary: the old primary’s workers en
   // a and b lost their sessions on p and joined on s: the drain of what they ran on p is
   // not announced on s (it would prove nothing about s). Any worker may also lose a session
   // on s under load and announce that drain on s itself, which is allowed.
+  // c too, when its first survey (on a loaded machine) did not hear s within its timeout and
+  // it joined on p: it then moves like a and b (seen once in CI).
   const host = (n: ClusterNode) => `127.0.0.1:${n.port}`;
   const moved = drains.filter((d) => d.lostHost === host(p) && d.host === host(s));
-  expect([...new Set(moved.map((d) => d.worker))].sort()).toEqual(['a', 'b']);
+  const movers = [...new Set(moved.map((d) => d.worker))].sort();
+  expect(movers.filter((w) => w !== 'c')).toEqual(['a', 'b']);
   for (const d of drains) if (d.host !== d.lostHost) expect(d.partitions).toEqual([]);
   expect(
     errors
       .filter((e) => e.code === 'ERR_PGLEADERLOCK_UNSAFE')
       .map((e) => e.worker)
+      .filter((w) => w !== 'c' || !movers.includes('c'))
       .sort(),
   ).toEqual(['a', 'b']);
 
