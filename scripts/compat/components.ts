@@ -15,8 +15,8 @@ import {
   readResult,
   type ServerSettingsFigures,
 } from '../../test/harness/compat-results.js';
+import { findPgBouncer, findPgpool } from '../../test/harness/debian-binary.js';
 import { PG_PACKAGE_ENV } from '../../test/harness/pg-server.js';
-import { findPgBouncer } from '../../test/harness/pgbouncer-binary.js';
 import { fetchPackage } from './fetch.js';
 import type { MajorFigures, Outcome } from './report.js';
 import { run, runVitest } from './vitest.js';
@@ -61,6 +61,15 @@ function pgBouncerName(): string {
     return out.split('\n')[0]?.trim() || 'PgBouncer';
   } catch {
     return 'PgBouncer (not installed yet: the compat setup installs it)';
+  }
+}
+
+function pgpoolName(): string {
+  try {
+    const out = execFileSync(findPgpool(), ['--version'], { encoding: 'utf8' });
+    return out.split('\n')[0]?.trim() || 'pgpool-II';
+  } catch {
+    return 'pgpool-II (not installed yet: the compat setup installs it)';
   }
 }
 
@@ -205,6 +214,11 @@ export function components(): Component[] {
       'test/compat/pgbouncer.test.ts',
       'test/compat/pgbouncer-partitions.test.ts',
       'test/compat/doctor-pgbouncer.test.ts',
+    ),
+    compatFile(
+      'pgpool',
+      () => `${pgpoolName()}, streaming replication (primary and standby)`,
+      'test/compat/pgpool.test.ts',
     ),
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
     compatFile(

@@ -5,6 +5,7 @@
  */
 import type pg from 'pg';
 import { sqlStateOf } from '../core/errors.js';
+import { detectPgpool, pgpoolRisks } from '../core/pgpool.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
 import { CliExit, connectOrExit, EXIT, explain, humanMs } from './common.js';
@@ -64,6 +65,20 @@ export async function breakLock(
     if (found.age_ms < minAgeMs) {
       write(
         `refusing: ${key} is held by ${describeHolder(found)}, younger than --min-age ${humanMs(minAgeMs)}; a live leader may have just started`,
+      );
+      return EXIT.NOT_ACQUIRED;
+    }
+    // behind pgpool-II with failover_on_backend_shutdown, the terminated backend's pgpool
+    // child detaches the primary: the whole pool goes down (core/pgpool.ts)
+    const pgpool = await detectPgpool(async (sql) => (await client.query(sql)).rows);
+    const risk = pgpool && pgpoolRisks(pgpool).find((r) => r.setting === 'failover_on_backend_shutdown');
+    if (pgpool && risk) {
+      write(
+        `refusing: this connection goes through pgpool-II ${pgpool.version} with failover_on_backend_shutdown = on. ` +
+          `Terminating ${describeHolder(found)} would make pgpool detach the primary, and every client of the pool would fail ` +
+          '(whichever path the terminate takes, when the holder is connected through pgpool). ' +
+          `If the holder connects to PostgreSQL directly, run break against the primary directly (--dsn naming the primary, not pgpool); ` +
+          `otherwise ${risk.fix}, or stop the holder's process.`,
       );
       return EXIT.NOT_ACQUIRED;
     }

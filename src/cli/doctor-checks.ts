@@ -8,12 +8,14 @@ import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
 import { sqlStateOf } from '../core/errors.js';
+import { detectPgpool, type PgpoolFront } from '../core/pgpool.js';
 import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
 import { connectSettings, type Safety } from '../core/safety.js';
 import { LeaderLock } from '../leader/leader-lock.js';
 import type { LeaderLockOptions } from '../leader/options.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
+import { pgpoolChecks } from './doctor-pgpool.js';
 import { defaultsCheck, holderCheck, latencyCheck, permissionChecks } from './doctor-queries.js';
 
 export type Verdict = 'ok' | 'warn' | 'fail';
@@ -102,8 +104,13 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
     const version = await bounded('version', serverVersion(client));
     say(versionCheck(version));
     const pooled = await bounded('pooler', poolerInPath(client));
+    const pgpool = await bounded(
+      'pgpool',
+      detectPgpool(async (sql) => (await client.query(sql)).rows),
+    );
     const lockRun = await bounded('pooler', tryLock(input), 2 * timeoutMs + 5000);
-    say(poolerCheck(pooled, lockRun));
+    say(poolerCheck(pooled, lockRun, pgpool));
+    if (pgpool) for (const c of pgpoolChecks(pgpool)) say(c);
     say(await bounded('exclusion', exclusionCheck(input, opened), 3 * timeoutMs));
     say(settingsCheck(lockRun, version, input.lockOptions));
     say(await bounded('defaults', defaultsCheck(client, input.lockOptions)));
@@ -206,7 +213,7 @@ async function tryLock(input: DoctorInput): Promise<LockRun> {
   }
 }
 
-function poolerCheck(pooled: boolean, run: LockRun): Check {
+function poolerCheck(pooled: boolean, run: LockRun, pgpool: PgpoolFront | null): Check {
   const unsafe = !run.ok && (run.error as { code?: string }).code === 'ERR_PGLEADERLOCK_UNSAFE';
   if (unsafe && /pooler/.test(run.error.message)) {
     return {
@@ -214,6 +221,13 @@ function poolerCheck(pooled: boolean, run: LockRun): Check {
       verdict: 'fail',
       reason: `a pooler in transaction or statement mode shares backends between clients: the lock refuses (ERR_PGLEADERLOCK_UNSAFE), two clients could both hold one advisory lock`,
       fix: 'connect directly to PostgreSQL, or through the pooler in session mode (e.g. a separate PgBouncer database with pool_mode = session)',
+    };
+  }
+  if (pgpool) {
+    return {
+      id: 'pooler',
+      verdict: 'ok',
+      reason: `pgpool-II ${pgpool.version} is in the path (it answers SHOW pool_version): it does not share a backend between clients; keepalive and tcp_user_timeout settings apply to pgpool's connection to the server, not to the lock's client`,
     };
   }
   if (pooled) {

@@ -27,7 +27,7 @@ export interface ConnectionOptions {
 
 interface PgInternals {
   processID?: number | null;
-  connection?: { stream?: { unref?(): void } };
+  connection?: { stream?: { unref?(): void; remoteAddress?: string; remotePort?: number } };
   _ending?: boolean;
   _queryable?: boolean;
 }
@@ -112,6 +112,13 @@ export class Connection {
     return typeof pid === 'number' ? pid : null;
   }
 
+  /** The address and port this connection's socket reached (null on a Unix socket). */
+  get remote(): { address: string; port: number } | null {
+    const stream = (this.client as unknown as PgInternals).connection?.stream;
+    if (!stream?.remoteAddress || !stream.remotePort) return null;
+    return { address: stream.remoteAddress.replace(/^::ffff:/, ''), port: stream.remotePort };
+  }
+
   /** Call `fn` once when the connection dies (at once if it already has). Returns an unsubscribe. */
   onDeath(fn: (err: Error) => void): () => void {
     if (this.deathCause) {
@@ -133,14 +140,14 @@ export class Connection {
 
   /**
    * Several statements in one simple-protocol message (no parameters: literals only),
-   * under one deadline. Returns the rows of the last statement.
+   * under one deadline (`extraMs` added, as for {@link query}). Returns the rows of the last statement.
    */
-  simple<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+  simple<R extends pg.QueryResultRow>(text: string, extraMs = 0): Promise<R[]> {
     return this.run<R>(async () => {
       const results = (await this.client.query(text)) as unknown as pg.QueryResult<R> | pg.QueryResult<R>[];
       const last = Array.isArray(results) ? results.at(-1) : results;
       return { rows: last?.rows ?? [] };
-    }, 0);
+    }, extraMs);
   }
 
   /**

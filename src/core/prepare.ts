@@ -8,6 +8,7 @@ import type { Clock } from './clock.js';
 import { type ConnectFn, parseSettingMs } from './connect.js';
 import type { Connection } from './connection.js';
 import { ConnectionError, LockError } from './errors.js';
+import { detectPgpool, type PgpoolFront } from './pgpool.js';
 import { PoolerGuard } from './pooler.js';
 import { type AppliedSettings, connectSettings, READ_BACK } from './safety.js';
 import { PREPARE, READ_SETTINGS } from './statements.js';
@@ -26,6 +27,12 @@ export interface PrepareOptions {
    * whose first session already passed it).
    */
   probe: { connect: ConnectFn; key1: number; key2: number } | null;
+  /**
+   * Told of a pgpool-II front when something stands in the path (the server's address,
+   * port or backend pid is not the one this connection reached or was announced) and
+   * `SHOW pool_version` answers (pgpool.ts).
+   */
+  onPgpool?: (front: PgpoolFront) => void;
   /** Settings of this session's own, beside the common ones (lock_timeout, idle_session_timeout), by server version. */
   extra?: (serverVersion: number) => readonly [name: string, value: string][];
 }
@@ -37,6 +44,8 @@ export interface Prepared {
   readonly settings: AppliedSettings;
   /** Set when a pooler is in the path (it was probed and found not to share backends). */
   readonly pooler: PoolerGuard | null;
+  /** The pgpool-II in the path, if one was recognised. */
+  readonly pgpool: PgpoolFront | null;
 }
 
 /** The error of a refused session: `ERR_PGLEADERLOCK_UNSAFE`. */
@@ -45,16 +54,29 @@ export function unsafe(message: string, cause?: unknown): LockError {
 }
 
 export async function prepareSession(conn: Connection, o: PrepareOptions): Promise<Prepared> {
-  const [info] = await conn.query<{ version: number; recovery: boolean; pid: number }>(PREPARE, [
-    o.token,
-    o.applicationName,
-  ]);
+  const [info] = await conn.query<{
+    version: number;
+    recovery: boolean;
+    pid: number;
+    server_addr: string | null;
+    server_port: number | null;
+  }>(PREPARE, [o.token, o.applicationName]);
   if (!info) throw new ConnectionError('the server returned nothing for its version');
   if (info.recovery) {
     throw unsafe(
       'the server is in recovery (a hot standby): an advisory lock there excludes nobody on the primary; connect to the primary',
     );
   }
+  // something in the path? then ask whether it is pgpool-II (a direct connection is not
+  // asked: PostgreSQL would log the refused SHOW as an error at each connect)
+  const remote = conn.remote;
+  const inPath =
+    conn.announcedPid !== info.pid ||
+    (remote !== null &&
+      info.server_port !== null &&
+      (remote.port !== info.server_port || remote.address !== info.server_addr));
+  const pgpool = inPath ? await detectPgpool((sql) => conn.simple(sql)) : null;
+  if (pgpool) o.onPgpool?.(pgpool);
   const pooler = o.probe
     ? await PoolerGuard.open(
         {
@@ -88,7 +110,7 @@ export async function prepareSession(conn: Connection, o: PrepareOptions): Promi
       tcpUserTimeoutMs: read('tcp_user_timeout'),
       clientConnectionCheckIntervalMs: read('client_connection_check_interval'),
     };
-    return { pid: info.pid, settings, pooler };
+    return { pid: info.pid, settings, pooler, pgpool };
   } catch (err) {
     pooler?.close();
     throw err;

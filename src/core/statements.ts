@@ -9,6 +9,35 @@
  * another backend, show up as a missing or different token (docs/safety.md, "Poolers").
  */
 
+import pg from 'pg';
+
+/** A value {@link inline} writes as a literal. */
+export type Literal = string | number | null;
+
+/**
+ * `sql` with each `$n` replaced by `values[n-1]` as a literal (integers only for numbers,
+ * strings quoted by the driver), for the simple query protocol, which carries no parameters.
+ * The statements that wait on the server (a wait slice in `pg_advisory_lock`) are sent this
+ * way: in the extended protocol, pgpool-II (`allow_sql_comments = on`) sends its own
+ * catalog queries on the same backend after the pipelined Execute, while holding its
+ * shared relation cache; behind a statement that waits for the lock, they wait too, and
+ * every other client of the pool that needs that cache, the lock's holder included, stalls
+ * until the wait ends (docs/safety.md, "pgpool-II"). A simple query is parsed, and its
+ * catalog lookups done, before it is sent.
+ */
+export function inline(sql: string, values: readonly Literal[]): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const v = values[Number(n) - 1];
+    if (v === undefined) throw new RangeError(`no value for $${n}`);
+    if (v === null) return 'NULL';
+    if (typeof v === 'number') {
+      if (!Number.isSafeInteger(v)) throw new RangeError(`$${n} must be an integer, got ${v}`);
+      return `(${v})`;
+    }
+    return pg.escapeLiteral(v);
+  });
+}
+
 /** pg_locks rows (alias `l`) of the advisory key ($1, $2) in this database, held or awaited. */
 export const KEY_LOCKS = `l.locktype = 'advisory'
     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -28,6 +57,7 @@ export const same = (n: number): string =>
  */
 export const PREPARE = `/* pgleaderlock:prepare */ SELECT current_setting('server_version_num')::int AS version,
   pg_is_in_recovery() AS recovery, pg_backend_pid() AS pid,
+  host(inet_server_addr()) AS server_addr, inet_server_port() AS server_port,
   set_config('pgleaderlock.session', $1, false) AS marker, set_config('application_name', $2, false) AS app`;
 
 /**

@@ -1,6 +1,7 @@
 import { deferred } from '../core/clock.js';
 import { PgLeaderLockError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
+import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, findPrimary } from '../core/primary.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
@@ -35,6 +36,8 @@ export interface LifecycleHooks {
 
 export class Lifecycle {
   private phase: Phase = { kind: 'stopped' };
+  /** A pgpool-II front was logged (once per lock). */
+  private pgpoolSeen = false;
   private readonly mail = new Mailbox();
   private interrupt = new AbortController();
   private readonly retry: RetryCycle;
@@ -268,6 +271,11 @@ export class Lifecycle {
       drained,
     );
     this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
+    if (session.pgpool && !this.pgpoolSeen) {
+      this.pgpoolSeen = true;
+      const { level, fields } = pgpoolEvent(session.pgpool);
+      this.o.logger[level]({ event: 'pgpool', host, ...fields }, 'pgpool');
+    }
     if (lost) {
       const fields = {
         event: 'proof_of_drain',

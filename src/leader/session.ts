@@ -10,9 +10,11 @@ import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, createTableSql } from '../core/fencing.js';
+import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
+import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import {
   drainedPayload,
@@ -68,6 +70,8 @@ export class Session {
   private pooler: PoolerGuard | null = null;
   /** Backend pid when the session was opened, and once the lock was granted. */
   private openedPid = 0;
+  /** The pgpool-II in the path, if prepare recognised one (pgpool.ts). */
+  pgpool: PgpoolFront | null = null;
   private lockedPid: number | null = null;
   private settings: AppliedSettings | null = null;
   private safety: Safety | null = null;
@@ -190,6 +194,7 @@ export class Session {
     });
     this.openedPid = prepared.pid;
     this.pooler = prepared.pooler;
+    this.pgpool = prepared.pgpool;
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     const channel = channelFor(this.o.key1, this.o.key2);
@@ -224,7 +229,8 @@ export class Session {
     let sentAt = this.o.clock.now();
     let rows: AcquireRow[];
     try {
-      rows = await this.conn.query<AcquireRow>(WAIT_LOCK, this.acquireParams(), slice);
+      // simple protocol: behind pgpool-II, see statements.ts `inline`
+      rows = await this.conn.simple<AcquireRow>(inline(WAIT_LOCK, this.acquireParams()), slice);
     } catch (err) {
       if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
@@ -235,7 +241,7 @@ export class Session {
   }
 
   /** Keys, marker, and the idle_session_timeout to arm with the grant (PG14+). */
-  private acquireParams(): unknown[] {
+  private acquireParams(): Literal[] {
     const version = this.settings?.serverVersion ?? 0;
     const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
     const acquired = payload('acquired', this.o.id, this.token);

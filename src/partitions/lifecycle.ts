@@ -9,6 +9,7 @@ import { type Deferred, deferred, sleep } from '../core/clock.js';
 import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
 import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
+import { pgpoolEvent } from '../core/pgpool.js';
 import { Vitals } from '../core/vitals.js';
 import type { Balance } from './balance.js';
 import { PartitionMismatchError } from './errors.js';
@@ -63,6 +64,8 @@ export class WorkerLifecycle {
   lastFailure: Error | null = null;
   /** The member session lost last, until the next one opens (its proof of drain). */
   private lostMember: LostMember | null = null;
+  /** A pgpool-II front was logged (once per worker). */
+  private pgpoolSeen = false;
 
   constructor(private readonly w: WorkerParts) {}
 
@@ -223,6 +226,12 @@ export class WorkerLifecycle {
         this.lostMember = member;
       },
       drained: (host) => this.drained(host),
+      pgpool: (front) => {
+        if (this.pgpoolSeen) return;
+        this.pgpoolSeen = true;
+        const { level, fields } = pgpoolEvent(front);
+        this.w.terms.log(level, 'pgpool', fields);
+      },
     });
   }
 

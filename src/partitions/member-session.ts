@@ -14,6 +14,7 @@ import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, ShutdownError, sqlStateOf } from '../core/errors.js';
 import { createTableSql } from '../core/fencing.js';
 import { PeerWatch } from '../core/peers.js';
+import type { PgpoolFront } from '../core/pgpool.js';
 import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
@@ -44,6 +45,8 @@ export interface MemberSessionOptions {
   drained?: (host: string) => readonly string[];
   /** `shutdown()` was called: do not join (checked before the member lock is taken). */
   stopping?: () => boolean;
+  /** Told of a pgpool-II front (prepare.ts). */
+  onPgpool?: (front: PgpoolFront) => void;
 }
 
 export class MemberSession {
@@ -84,6 +87,7 @@ export class MemberSession {
         probe: { connect: found.endpoint.connect, key1: o.membersKey, key2: o.slot },
         extra: (version) =>
           version >= 140000 ? [['idle_session_timeout', String(Math.ceil(o.serverReleaseMs))]] : [],
+        ...(o.onPgpool ? { onPgpool: o.onPgpool } : {}),
       });
       pooler = prepared.pooler;
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);

@@ -5,7 +5,9 @@
  * is announced to everyone, the member session's own death ends every term at once, and
  * each notice wakes the loop.
  */
+
 import type { PeerWatch } from '../core/peers.js';
+import type { PgpoolFront } from '../core/pgpool.js';
 import { MemberSession } from './member-session.js';
 import type { ResolvedPartitionOptions } from './options.js';
 import type { Ownership } from './ownership.js';
@@ -35,6 +37,8 @@ export interface SessionHooks {
   lost(member: LostMember): void;
   /** The proof-of-drain notices to send first on the server at `host` (member-session.ts). */
   drained(host: string): readonly string[];
+  /** A pgpool-II front was recognised (pgpool.ts). */
+  pgpool(front: PgpoolFront): void;
 }
 
 /** A member session that ended: who it was, where, and the partitions whose terms it had open. */
@@ -66,6 +70,7 @@ export async function openSessions(
     onStatement: h.countStatement,
     drained: h.drained,
     stopping: h.stopping,
+    onPgpool: h.pgpool,
   });
   const watch = new RingWatch({
     // the watch session goes to the same server as the member session

@@ -15,6 +15,7 @@ import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { sqlStateOf } from '../core/errors.js';
 import { prepareSession } from '../core/prepare.js';
+import { inline } from '../core/statements.js';
 
 export interface WatchOptions {
   connect: ConnectFn;
@@ -137,9 +138,12 @@ export class RingWatch {
         this.waiting = target;
         this.o.onStatement();
         try {
-          await conn.query(
-            '/* pgleaderlock:watch */ SELECT pg_advisory_lock($1, $2)',
-            [this.o.membersKey, target],
+          // simple protocol: behind pgpool-II, see statements.ts `inline`
+          await conn.simple(
+            inline('/* pgleaderlock:watch */ SELECT pg_advisory_lock($1::int4, $2::int4)', [
+              this.o.membersKey,
+              target,
+            ]),
             this.o.sliceMs, // the slice (lock_timeout) ends it first
           );
         } finally {

@@ -10,8 +10,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { findPgBouncer, pgBouncerVersion } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
-import { findPgBouncer, pgBouncerVersion } from './pgbouncer-binary.js';
 
 export type PoolMode = 'session' | 'transaction' | 'statement';
 

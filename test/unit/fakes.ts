@@ -5,6 +5,37 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import type { Clock } from '../../src/core/clock.js';
+import { WAIT_LOCK } from '../../src/leader/sql.js';
+
+/**
+ * The values of a statement that `inline` (statements.ts) wrote with literals, read back
+ * against its template: each `$n` becomes the literal found at its place.
+ */
+export function uninline(template: string, text: string): unknown[] {
+  const order: number[] = [];
+  const pattern = template
+    .split(/(\$\d+)/)
+    .map((part) => {
+      const m = /^\$(\d+)$/.exec(part);
+      if (!m) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      order.push(Number(m[1]));
+      return "(NULL|\\(-?\\d+\\)|E?'(?:[^']|'')*')";
+    })
+    .join('');
+  const found = new RegExp(`^${pattern}$`).exec(text);
+  if (!found) throw new Error(`not an inlined form of the template: ${text.slice(0, 80)}`);
+  const values: unknown[] = [];
+  order.forEach((n, i) => {
+    const lit = found[i + 1] as string;
+    values[n - 1] =
+      lit === 'NULL'
+        ? null
+        : lit.startsWith('(')
+          ? Number(lit.slice(1, -1))
+          : lit.replace(/^E?'|'$/g, '').replaceAll("''", "'");
+  });
+  return values;
+}
 
 export type Behaviour = 'normal' | 'error' | 'hang';
 
@@ -94,7 +125,7 @@ export class FakeClient extends EventEmitter {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
     const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1] ?? 'other';
-    if (tag === 'wait-lock') return this.waitLock(values);
+    if (tag === 'wait-lock') return this.waitLock(values.length ? values : uninline(WAIT_LOCK, text));
     if (tag === 'late-grant') {
       const ok = this.db.holder === this;
       if (ok) this.db.notify(values);
