@@ -15,6 +15,7 @@ import { LeaderLock } from '../leader/leader-lock.js';
 import type { LeaderLockOptions } from '../leader/options.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
+import { lockTableCheck, lockTableSize } from './doctor-locktable.js';
 import { pgpoolChecks } from './doctor-pgpool.js';
 import { defaultsCheck, holderCheck, latencyCheck, permissionChecks } from './doctor-queries.js';
 
@@ -35,6 +36,8 @@ export interface DoctorInput {
   /** The lock options the service would use (durations from the command line). */
   lockOptions: LeaderLockOptions;
   timeoutMs: number;
+  /** `--partitions P --workers N`: check that the group fits in the lock table. */
+  group?: { partitions: number; workers: number } | null;
 }
 
 const APP = 'pgleaderlock-doctor';
@@ -117,6 +120,10 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
     say(await bounded('latency', latencyCheck(client, input.lockOptions)));
     for (const c of await bounded('permissions', permissionChecks(client))) say(c);
     if (input.keys) say(await bounded('holder', holderCheck(client, input.keys)));
+    const group = input.group;
+    if (group) {
+      say(lockTableCheck(await bounded('locktable', lockTableSize(client)), group.partitions, group.workers));
+    }
   } catch (err) {
     // the reason is scrubbed by say(); no stack trace
     say({

@@ -8,8 +8,11 @@ import {
   type Keys,
   type OptionSpec,
   optionalDuration,
+  partitionCount,
+  positiveInt,
   redact,
   resolveKeys,
+  UsageError,
   type Values,
 } from './args.js';
 import { EXIT } from './common.js';
@@ -18,6 +21,18 @@ import { LOCK_OPTIONS, lockOptions } from './run.js';
 
 export const DOCTOR_OPTIONS: OptionSpec[] = [
   ...LOCK_OPTIONS.filter((o) => o.name === 'health-interval'),
+  {
+    name: 'partitions',
+    type: 'string',
+    value: 'P',
+    help: 'also check that a PartitionedLeadership with P partitions fits in the server lock table',
+  },
+  {
+    name: 'workers',
+    type: 'string',
+    value: 'N',
+    help: 'with --partitions: how many workers share them (default 1)',
+  },
   {
     name: 'timeout',
     type: 'string',
@@ -47,7 +62,14 @@ export async function doctor(
   const options = lockOptions(values, dsn, keys ?? { key1: 0, key2: 0 });
   const checks: Check[] = [];
   if (!json) out.write(`pgleaderlock doctor: ${redact(dsn.url)}\n`);
-  await runChecks({ dsn, keys, lockOptions: options, timeoutMs }, (c) => {
+  if (values.workers !== undefined && values.partitions === undefined) {
+    throw new UsageError('--workers is only used with --partitions P');
+  }
+  const group =
+    values.partitions === undefined
+      ? null
+      : { partitions: partitionCount(values), workers: positiveInt(values, 'workers', 1) };
+  await runChecks({ dsn, keys, lockOptions: options, timeoutMs, group }, (c) => {
     checks.push(c);
     if (json) return;
     out.write(`${MARK[c.verdict]}  ${c.id.padEnd(19)} ${c.reason}\n`);

@@ -13,9 +13,14 @@ export class PartitionMismatchError extends PgLeaderLockError {
 }
 
 /** SQLSTATE 53200 taking partition locks: what to raise, and why. */
-export function lockTableFull(partitions: number, workers: number, cause: unknown): PgLeaderLockError {
+export function lockTableFull(
+  partitions: number,
+  workers: number,
+  backoffMs: number,
+  cause: unknown,
+): PgLeaderLockError {
   return new PgLeaderLockError(
-    `PostgreSQL's lock table is full (SQLSTATE 53200) taking partition locks: ${partitions} partitions over ${workers} worker(s) need ${partitions} advisory locks plus one per worker, and the server's shared lock table holds about max_locks_per_transaction × (max_connections + max_prepared_transactions) for everything; raise max_locks_per_transaction (docs/partitions.md, "Sizing")`,
+    `PostgreSQL's lock table is full (SQLSTATE 53200) taking partition locks: ${partitions} partitions over ${workers} worker(s) need ${partitions} advisory locks plus two per worker, in a table the whole server shares (about max_locks_per_transaction × (max_connections + background processes + max_prepared_transactions) slots); raise max_locks_per_transaction, or check with pgleaderlock doctor --partitions ${partitions} (docs/partitions.md, "Sizing"). Next attempt in ${Math.round(backoffMs / 1000)} s, so as not to keep the table full for other clients`,
     { code: 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL', cause },
   );
 }

@@ -23,6 +23,10 @@ import {
   slotOf,
   TAKE,
 } from './sql.js';
+
+/** The longest wait between two attempts to take partitions while the lock table is full. */
+export const FULL_BACKOFF_MAX_MS = 60_000;
+
 import type { Terms } from './terms.js';
 
 export class Ownership {
@@ -36,6 +40,9 @@ export class Ownership {
   /** This worker's share at the last reconcile. */
   private share: ReadonlySet<number> = new Set();
   private readonly mismatchReported = new Set<string>();
+
+  /** After SQLSTATE 53200: no take before `until`; the back-off doubles from 2 × healthIntervalMs. */
+  private full = { until: 0, backoffMs: 0 };
 
   constructor(
     private readonly o: ResolvedPartitionOptions,
@@ -136,6 +143,9 @@ export class Ownership {
   /** Try-lock `take`; open the terms of those taken (after the takeover delay unless handed over cleanly). */
   private async take(session: MemberSession, take: number[], members: number): Promise<void> {
     if (take.length === 0) return;
+    // the lock table was full: each attempt fills it again for every client of the server,
+    // so ask again only after a back-off (docs/partitions.md, "Sizing")
+    if (this.o.clock.now() < this.full.until) return;
     try {
       const [got] = await session.query<{ taken: number[] | null; pid: number; same: boolean }>(TAKE, [
         this.keys.partitions,
@@ -143,6 +153,7 @@ export class Ownership {
         session.token,
       ]);
       await session.verify(got);
+      this.full = { until: 0, backoffMs: 0 };
       const taken = got?.taken ?? [];
       if (taken.length === 0) return;
       const split = this.splitDelayMs(); // another primary up: nothing heard here proves it stopped
@@ -156,7 +167,12 @@ export class Ownership {
       // the statement failed part-way; the locks it got stay held (session locks ignore the
       // rollback): give them back, or the full table fails every statement after this one
       await session.query(GIVE, [this.keys.partitions, take, session.token]).catch(() => {});
-      this.report(lockTableFull(this.o.partitions, members, err));
+      const backoffMs = Math.min(
+        FULL_BACKOFF_MAX_MS,
+        Math.max(2 * this.full.backoffMs, 2 * this.o.healthIntervalMs),
+      );
+      this.full = { until: this.o.clock.now() + backoffMs, backoffMs };
+      this.report(lockTableFull(this.o.partitions, members, backoffMs, err));
     }
   }
 

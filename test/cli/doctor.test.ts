@@ -221,4 +221,55 @@ describe('pgleaderlock doctor', () => {
     expect(done.code).toBe(2);
     expect(done.stderr).toMatch(message);
   });
+
+  it('--partitions P --workers N: ok within half the lock table, warn beyond, fail past it; the estimate is one the server holds (it is filled here, up to SQLSTATE 53200)', async () => {
+    // max_locks_per_transaction 10 × (20 connections + 16 autovacuum slots (PG18) + launcher 1
+    // + 8 worker processes + 10 WAL senders (the test servers' setting)) = 550
+    await using server = await ownServer({
+      settings: { max_locks_per_transaction: 10, max_connections: 20 },
+    });
+    const at = async (p: number, n: number) =>
+      check(
+        (await doctor(server.url, ['--partitions', String(p), '--workers', String(n)])).report,
+        'locktable',
+      );
+    const small = await at(100, 4);
+    expect(small.verdict).toBe('ok');
+    expect(small.reason).toContain('108 advisory locks');
+    const entries = Number(/holds about (\d+)/.exec(small.reason)?.[1]);
+    expect(entries).toBeGreaterThan(0);
+    expect((await at(Math.floor(entries * 0.7), 1)).verdict).toBe('warn');
+    const over = await at(entries + 10, 2);
+    expect(over.verdict).toBe('fail');
+    expect(over.fix).toContain('max_locks_per_transaction');
+    // what the server really holds: one session takes advisory locks until the table is full
+    const c = new pg.Client({ connectionString: server.url });
+    await c.connect();
+    try {
+      const full = await c
+        .query('SELECT count(pg_advisory_lock(7, g)) FROM generate_series(1, 1000000) g')
+        .then(
+          () => null,
+          (err: { code?: string }) => err.code,
+        );
+      expect(full).toBe('53200');
+      const [row] = (
+        await c.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+        )
+      ).rows;
+      const held = Number(row?.n);
+      console.log(
+        `[doctor locktable] estimate ${entries} entries; the server held ${held} advisory locks before 53200`,
+      );
+      expect(held).toBeGreaterThanOrEqual(entries);
+    } finally {
+      await c.query('SELECT pg_advisory_unlock_all()').catch(() => {});
+      await c.end();
+    }
+    // bad input: one line naming it
+    const bad = await cli(['doctor', '--dsn', server.url, '--workers', '3']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--workers is only used with --partitions');
+  });
 });

@@ -135,8 +135,12 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
       expect(maxHolders).toBe(1);
       // one warning per lock, naming the setting and its fix
       expect(logged.length).toBe(3);
-      expect(String((logged[0]?.risks as string[])[0])).toContain('failover_on_backend_shutdown = on');
-      expect(String((logged[0]?.fixes as string[])[0])).toContain('failover_on_backend_shutdown = off');
+      expect(String((logged[0]?.risks as string[] | undefined)?.[0])).toContain(
+        'failover_on_backend_shutdown = on',
+      );
+      expect(String((logged[0]?.fixes as string[] | undefined)?.[0])).toContain(
+        'failover_on_backend_shutdown = off',
+      );
     }
     expect(await poolWorks(pool.url)).toBe(true);
   }, 120_000);
@@ -228,6 +232,27 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
       expect(await holdersOnPrimary(keys)).toEqual([]);
       expect(await poolWorks(pool.url)).toBe(true);
       expect((await pool.nodes()).map((n) => n.status)).not.toContain('down');
+    } finally {
+      await holder.end().catch(() => {});
+    }
+  }, 60_000);
+
+  it('why break refuses: with failover_on_backend_shutdown = on, a pg_terminate_backend of a pgpool client’s backend, even from a direct connection to the primary, takes the pool down for an unrelated client', async () => {
+    await using pool = await pgpool({ failover_on_backend_shutdown: true });
+    const keys = randomKeys();
+    const holder = new pg.Client({ connectionString: pool.url });
+    holder.on('error', () => {});
+    await holder.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [keys.key1, keys.key2]);
+      const [pid] = await holdersOnPrimary(keys);
+      expect(await poolWorks(pool.url)).toBe(true);
+      await cluster.primary.query('SELECT pg_terminate_backend($1::int)', [pid]);
+      await holder.query('SELECT 1').catch(() => {}); // pgpool's child reads the termination
+      await eventually(async () => !(await poolWorks(pool.url)), {
+        timeoutMs: 10_000,
+        what: 'the pool to fail an unrelated client',
+      });
     } finally {
       await holder.end().catch(() => {});
     }

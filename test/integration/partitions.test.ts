@@ -144,26 +144,38 @@ describe('PartitionedLeadership', () => {
     );
   });
 
-  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL', async () => {
+  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL, and the worker backs off (2 × healthIntervalMs, doubling) instead of filling the table at every reconcile', async () => {
     await using server = await ownServer({
       settings: { max_locks_per_transaction: 10, max_connections: 20 },
     });
     const name = uniq();
-    const w = worker(name, 4096, { takeoverDelayMs: 0 }, server.url);
-    const errors: Error[] = [];
-    w.onError((e) => errors.push(e));
+    const w = worker(
+      name,
+      4096,
+      { takeoverDelayMs: 0, healthIntervalMs: 300, queryTimeoutMs: 1000 },
+      server.url,
+    );
+    const errors: { at: number; e: Error }[] = [];
+    w.onError((e) => errors.push({ at: performance.now(), e }));
     await w.start();
     await eventually(() => errors.length > 0, { what: 'the 53200 error' });
-    expect((errors[0] as { code?: string }).code).toBe('ERR_PGLEADERLOCK_LOCK_TABLE_FULL');
-    expect(errors[0]?.message).toMatch(
-      /lock table is full \(SQLSTATE 53200\).*raise max_locks_per_transaction/,
-    );
+    const first = errors[0] as { at: number; e: Error };
+    expect((first.e as { code?: string }).code).toBe('ERR_PGLEADERLOCK_LOCK_TABLE_FULL');
+    expect(first.e.message).toMatch(/lock table is full \(SQLSTATE 53200\).*raise max_locks_per_transaction/);
+    expect(first.e.message).toContain('Next attempt in 1 s');
+    // attempts at 0, 0.6, 1.8 and 4.2 s (each after the next 300 ms reconcile): at most 3
+    // in the first 3 s; a reconcile every 300 ms would make 10
+    await new Promise((r) => setTimeout(r, 3000 - (performance.now() - first.at)));
+    const attempts = errors.filter((x) => x.at - first.at < 3000).length;
+    console.log(`[partitions lock table full] attempts in the 3 s after the first: ${attempts}`);
+    expect(attempts).toBeGreaterThanOrEqual(2);
+    expect(attempts).toBeLessThanOrEqual(3);
     // the attempt's locks are given back: the server keeps working (a new session can start)
     await eventually(async () => (await holders(name, server.url)).size === 0, {
       what: 'the locks given back',
     });
     expect(w.owned.size).toBe(0);
-    expect(errors.every((e) => (e as { code?: string }).code === 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL')).toBe(
+    expect(errors.every((x) => (x.e as { code?: string }).code === 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL')).toBe(
       true,
     );
     await w.shutdown();
