@@ -48,6 +48,8 @@ export interface ClusterOptions {
   queryTimeoutMs?: number;
   /** Each worker connects through a fault proxy of its own (needed for `blackhole`). */
   proxied?: boolean;
+  /** Those proxies drop protocol CancelRequests, as RDS Proxy does (implies `proxied`). */
+  dropCancels?: boolean;
   /** Called with each process forked (e.g. useChildren's `track`). */
   track?: (proc: ChildProcess) => void;
 }
@@ -90,9 +92,13 @@ export function partitionCluster(o: ClusterOptions) {
   const spawn = async (): Promise<string> => {
     const id = `w${n++}`;
     const target = new URL(o.url);
-    const proxy = o.proxied
-      ? await startFaultProxy({ host: target.hostname, port: Number(target.port) })
-      : null;
+    const proxy =
+      o.proxied || o.dropCancels
+        ? await startFaultProxy(
+            { host: target.hostname, port: Number(target.port) },
+            { dropCancels: o.dropCancels === true },
+          )
+        : null;
     const cfg: PartitionWorkerConfig = {
       url: proxy ? proxy.url(o.url) : o.url,
       name: o.name,

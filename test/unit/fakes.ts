@@ -19,7 +19,7 @@ export function uninline(template: string, text: string): unknown[] {
       const m = /^\$(\d+)$/.exec(part);
       if (!m) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       order.push(Number(m[1]));
-      return "(NULL|\\(-?\\d+\\)|E?'(?:[^']|'')*')";
+      return "(NULL|\\(-?\\d+\\)| ?E?'(?:[^']|'')*')";
     })
     .join('');
   const found = new RegExp(`^${pattern}$`).exec(text);
@@ -32,7 +32,12 @@ export function uninline(template: string, text: string): unknown[] {
         ? null
         : lit.startsWith('(')
           ? Number(lit.slice(1, -1))
-          : lit.replace(/^E?'|'$/g, '').replaceAll("''", "'");
+          : lit.startsWith(' E') || lit.startsWith('E')
+            ? lit
+                .replace(/^ ?E'|'$/g, '')
+                .replaceAll("''", "'")
+                .replaceAll('\\\\', '\\')
+            : lit.replace(/^'|'$/g, '').replaceAll("''", "'");
   });
   return values;
 }
