@@ -47,6 +47,28 @@ async function admin(url: string, sql: string): Promise<void> {
   }
 }
 
+/** One session takes advisory locks until SQLSTATE 53200: how many the server held. */
+async function filled(url: string): Promise<number> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const failed = await c
+      .query('SELECT count(pg_advisory_lock(7, g)) FROM generate_series(1, 1000000) g')
+      .then(
+        () => null,
+        (err: { code?: string }) => err.code,
+      );
+    expect(failed).toBe('53200');
+    const { rows } = await c.query<{ n: string }>(
+      "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+    );
+    return Number(rows[0]?.n);
+  } finally {
+    await c.query('SELECT pg_advisory_unlock_all()').catch(() => {});
+    await c.end();
+  }
+}
+
 describe('pgleaderlock doctor', () => {
   it('a direct connection to a primary: every check ok, exit 0; readable output too', async () => {
     const { code, report } = await doctor(databaseUrl());
@@ -242,30 +264,19 @@ describe('pgleaderlock doctor', () => {
     const over = await at(entries + 10, 2);
     expect(over.verdict).toBe('fail');
     expect(over.fix).toContain('max_locks_per_transaction');
-    // what the server really holds: one session takes advisory locks until the table is full
-    const c = new pg.Client({ connectionString: server.url });
-    await c.connect();
-    try {
-      const full = await c
-        .query('SELECT count(pg_advisory_lock(7, g)) FROM generate_series(1, 1000000) g')
-        .then(
-          () => null,
-          (err: { code?: string }) => err.code,
-        );
-      expect(full).toBe('53200');
-      const [row] = (
-        await c.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
-        )
-      ).rows;
-      const held = Number(row?.n);
+    const smallHeld = await filled(server.url);
+    expect(smallHeld).toBeGreaterThanOrEqual(entries);
+    // PostgreSQL's defaults for every lock-table setting (max_connections 100): 64 × 135 = 8,640
+    {
+      await using defaults = await ownServer({ settings: { max_connections: 100 } });
+      const reason = check((await doctor(defaults.url, ['--partitions', '1000'])).report, 'locktable').reason;
+      const estimate = Number(/holds about (\d+)/.exec(reason)?.[1]);
+      expect(estimate).toBe(8640);
+      const held = await filled(defaults.url);
       console.log(
-        `[doctor locktable] estimate ${entries} entries; the server held ${held} advisory locks before 53200`,
+        `[doctor locktable] estimate ${entries}: held ${smallHeld}; PostgreSQL defaults: estimate ${estimate}, held ${held}`,
       );
-      expect(held).toBeGreaterThanOrEqual(entries);
-    } finally {
-      await c.query('SELECT pg_advisory_unlock_all()').catch(() => {});
-      await c.end();
+      expect(held).toBeGreaterThanOrEqual(estimate);
     }
     // bad input: one line naming it
     const bad = await cli(['doctor', '--dsn', server.url, '--workers', '3']);
