@@ -12,11 +12,13 @@
  * work's stop time plus the old leader's detection (then no overlap is allowed either);
  * without it, an overlap up to the detection latency plus the work's stop time.
  */
+
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
 import { lockHolders, randomKeys, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
+import { overlapsOf } from '../harness/overlaps.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
 import type { CandidateConfig, CandidateMessage, ParentCommand } from './candidate.js';
 
@@ -40,7 +42,37 @@ export interface ChaosOptions {
   workStopMs?: number;
   /** The candidates' takeover delay. Default `workStopMs + DETECTION_ALLOWANCE_MS`; 0 turns it off. */
   takeoverDelayMs?: number;
+  /**
+   * Seeds the fault schedule: the first faults are every kind once, in a seeded order, then
+   * seeded draws. The report carries it, so a failing run can be replayed. Default: random.
+   */
+  seed?: number;
   log?: (line: string) => void;
+}
+
+/** mulberry32: a small seeded generator of floats in [0, 1). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The fault schedule: every kind once in a shuffled order, then draws; the same for a seed. */
+export function faultSchedule(kinds: readonly FaultKind[], seed: number): () => FaultKind {
+  const next = seeded(seed);
+  const first = [...kinds];
+  for (let i = first.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [first[i], first[j]] = [first[j] as FaultKind, first[i] as FaultKind];
+  }
+  let n = 0;
+  return () =>
+    n < first.length ? (first[n++] as FaultKind) : (kinds[Math.floor(next() * kinds.length)] as FaultKind);
 }
 
 export interface Interval {
@@ -79,6 +111,8 @@ export interface ChaosReport {
   covered: ReadonlySet<FaultKind>;
   cleanExits: number;
   candidatesStarted: number;
+  /** The schedule's seed (ChaosOptions.seed). */
+  seed: number;
 }
 
 const hrtimeMs = (): number => Number(process.hrtime.bigint()) / 1e6;
@@ -103,6 +137,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const takeoverDelayMs = opts.takeoverDelayMs ?? workStopMs + DETECTION_ALLOWANCE_MS;
   const covered = takeoverDelayMs >= workStopMs + DETECTION_ALLOWANCE_MS ? COVERED_WITH_DELAY : COVERED;
   const kinds = opts.faults ?? ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'];
+  const seed = opts.seed ?? randomInt(2 ** 31);
+  const nextKind = faultSchedule(kinds, seed);
+  log(`fault schedule seed ${seed}`);
   // an unclean handover waits for the takeover delay; a step-down for the work to stop
   const gapBoundMs: Record<FaultKind, number> = {
     kill: 1000 + takeoverDelayMs,
@@ -198,7 +235,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         await sleep(20);
         continue;
       }
-      const kind = kinds[randomInt(kinds.length)] as FaultKind;
+      const kind = nextKind();
       const at = hrtimeMs();
       log(`fault ${kind} on ${current.id}`);
       switch (kind) {
@@ -274,25 +311,18 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     covered,
     cleanExits,
     candidatesStarted: started,
+    seed,
   };
 }
 
-/** Pairwise overlaps between intervals of different candidates, attributed to the fault before them. */
+/** Overlaps between intervals of different candidates (harness/overlaps.ts), attributed to the fault before them. */
 export function findOverlaps(intervals: Interval[], faults: FaultRecord[]): Overlap[] {
-  const sorted = [...intervals].sort((x, y) => x.start - y.start);
-  const out: Overlap[] = [];
-  for (let i = 0; i < sorted.length; i++) {
-    for (let j = i + 1; j < sorted.length; j++) {
-      const a = sorted[i] as Interval;
-      const b = sorted[j] as Interval;
-      if (b.start >= a.end) continue;
-      if (a.id === b.id) continue;
-      const ms = Math.min(a.end, b.end) - b.start;
-      const fault = [...faults].reverse().find((f) => f.at <= b.start)?.kind ?? 'none';
-      out.push({ a: a.id, b: b.id, ms, fault });
-    }
-  }
-  return out;
+  return overlapsOf(intervals, (x) => x.id).map(({ a, b, ms }) => ({
+    a: a.id,
+    b: b.id,
+    ms,
+    fault: [...faults].reverse().find((f) => f.at <= b.start)?.kind ?? 'none',
+  }));
 }
 
 /** Markdown table of a report. */

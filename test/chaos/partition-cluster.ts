@@ -5,11 +5,13 @@
  * clean leave, `pg_terminate_backend` of its ownership session, a freeze (busy loop), a
  * blackhole of its connections. Used by test/chaos/partitions.test.ts and partition-chaos.ts.
  */
+
 import { type ChildProcess, fork } from 'node:child_process';
 import { keysOf } from '../../src/partitions/sql.js';
 import type { PartitionWorkerCommand, PartitionWorkerConfig } from '../fixtures/partition-worker.fixture.js';
 import { adminQuery, eventually } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
+import { overlapsOf } from '../harness/overlaps.js';
 
 const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
 
@@ -306,25 +308,11 @@ export interface RunOverlap {
   ms: number;
 }
 
-/** Every pair of runs of one partition in different workers that overlap in time. */
+/** Every pair of runs of one partition in different workers that overlap in time (harness/overlaps.ts). */
 export function findRunOverlaps(runs: readonly Run[]): RunOverlap[] {
-  const byPartition = new Map<number, Run[]>();
-  for (const r of runs) {
-    if (r.end <= r.start) continue; // ended (its lease) before it started: it never ran
-    byPartition.set(r.p, [...(byPartition.get(r.p) ?? []), r]);
-  }
-  const out: RunOverlap[] = [];
-  for (const [p, rs] of byPartition) {
-    rs.sort((x, y) => x.start - y.start);
-    let active: Run[] = [];
-    for (const b of rs) {
-      active = active.filter((a) => a.end > b.start);
-      for (const a of active) {
-        if (a.id !== b.id)
-          out.push({ p, a: a.id, b: b.id, at: b.start, ms: Math.min(a.end, b.end) - b.start });
-      }
-      active.push(b);
-    }
-  }
-  return out;
+  return overlapsOf(
+    runs,
+    (r) => r.id,
+    (r) => r.p,
+  ).map(({ a, b, at, ms }) => ({ p: a.p, a: a.id, b: b.id, at, ms }));
 }

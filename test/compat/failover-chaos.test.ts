@@ -13,12 +13,14 @@
  * Then a new standby, cloned from the new primary, takes the old primary's name. After
  * each round: a leader on the new primary, and never two runs of leader work at once.
  */
+
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaderLock, type Term } from '../../src/index.js';
 import { type ClusterNode, startCluster } from '../harness/cluster.js';
 import { eventually, randomKeys, testTag } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
+import { overlapsOf } from '../harness/overlaps.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
 
 const ROUNDS = Number(process.env.PGLEADERLOCK_FAILOVER_ROUNDS ?? 6);
@@ -59,17 +61,10 @@ async function work(term: Term, run: Run, url: (host: string) => string): Promis
 }
 
 function overlaps(runs: readonly Run[]): string[] {
-  const found: string[] = [];
-  for (const a of runs) {
-    for (const b of runs) {
-      if (a !== b && a.start <= b.start && b.start < (a.end ?? Number.POSITIVE_INFINITY)) {
-        found.push(
-          `${a.id}@${a.host} until ${a.end?.toFixed(0)} and ${b.id}@${b.host} from ${b.start.toFixed(0)}`,
-        );
-      }
-    }
-  }
-  return found;
+  return overlapsOf(runs, (r) => r.id).map(
+    ({ a, b }) =>
+      `${a.id}@${a.host} until ${a.end?.toFixed(0)} and ${b.id}@${b.host} from ${b.start.toFixed(0)}`,
+  );
 }
 
 const locks: LeaderLock[] = [];

@@ -5,10 +5,12 @@
  * promotion, and a standby-only list waits quietly. Both acquire modes, default timings.
  * Prints the figures docs/safety.md quotes ("Primary failover").
  */
+
 import { afterEach, describe, expect, it } from 'vitest';
 import { LeaderLock, type LeaderLockOptions, type Term } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually, ownServer, randomKeys, testTag } from '../harness/db.js';
+import { overlapsOf } from '../harness/overlaps.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
 
 const MODES = ['poll', 'wait'] as const;
@@ -107,13 +109,7 @@ async function leaderOn(c: Candidates, host: string, what: string, among?: Leade
 /** Pairs of runs (of `among`) that were open at the same time. */
 function overlaps(runs: readonly Run[], among?: readonly LeaderLock[]): [Run, Run][] {
   const mine = runs.filter((r) => !among || among.includes(r.lock));
-  const found: [Run, Run][] = [];
-  for (const a of mine) {
-    for (const b of mine) {
-      if (a !== b && a.start <= b.start && b.start < (a.end ?? Number.POSITIVE_INFINITY)) found.push([a, b]);
-    }
-  }
-  return found;
+  return overlapsOf(mine, (r) => r.lock).map(({ a, b }) => [a, b]);
 }
 
 /** Stop `standby` streaming: what its primary commits from now on is never replicated. */

@@ -115,6 +115,11 @@ describe('lock.health() through an outage (wait mode)', () => {
       what: 'a leader after the restart',
     });
     const follower = a.isLeader ? b : a;
+    const t0 = performance.now();
     await eventually(() => follower.health().ready, { timeoutMs: 5000, what: 'the follower to be ready' });
+    // ready once queued: well before its 30 s wait slice ends
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(follower.state).toBe('acquiring');
+    expect(follower.health().reasons).toEqual([]);
   });
 });

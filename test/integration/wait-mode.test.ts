@@ -103,9 +103,13 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     follower.onStopped(() => stopped.resolve());
     await follower.start();
     await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2);
+    const t0 = performance.now();
     ac.abort();
     await stopped.promise;
+    expect(performance.now() - t0).toBeLessThan(500); // as shutdown() above
+    expect(follower.state).toBe(LockState.STOPPED);
     await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 1);
+    expect(leader.isLeader).toBe(true);
   });
 
   it('a waiter whose client vanished (upstream reset) leaves the queue and never inherits the lock', async () => {
