@@ -58,6 +58,33 @@ async function holdersOnPrimary(keys: { key1: number; key2: number }): Promise<n
   return rows.map((r) => r.pid);
 }
 
+/** A client of the pool holding a session lock on `keys` (an abandoned holder, for `break`). */
+async function holding(
+  url: string,
+  keys: { key1: number; key2: number },
+): Promise<pg.Client & AsyncDisposable> {
+  const holder = new pg.Client({ connectionString: url });
+  holder.on('error', () => {});
+  await holder.connect();
+  await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [keys.key1, keys.key2]);
+  return Object.assign(holder, { [Symbol.asyncDispose]: () => holder.end().catch(() => {}) });
+}
+
+/** `pgleaderlock break --yes --min-age 0s` of `keys` through `url`. */
+const breakThrough = (url: string, keys: { key1: number; key2: number }) =>
+  cli([
+    'break',
+    '--dsn',
+    url,
+    '--key1',
+    String(keys.key1),
+    '--key2',
+    String(keys.key2),
+    '--min-age',
+    '0s',
+    '--yes',
+  ]);
+
 const quiet = () => {};
 
 describe('pgpool-II (streaming replication, load balancing on)', () => {
@@ -178,83 +205,40 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
   it('break through pgpool with failover_on_backend_shutdown = on refuses (exit 1, naming the setting), and the holder and the pool are untouched', async () => {
     await using pool = await pgpool({ failover_on_backend_shutdown: true });
     const keys = randomKeys();
-    const holder = new pg.Client({ connectionString: pool.url });
-    holder.on('error', () => {});
-    await holder.connect();
-    try {
-      await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [keys.key1, keys.key2]);
-      const [pid] = await holdersOnPrimary(keys);
-      const r = await cli([
-        'break',
-        '--dsn',
-        pool.url,
-        '--key1',
-        String(keys.key1),
-        '--key2',
-        String(keys.key2),
-        '--min-age',
-        '0s',
-        '--yes',
-      ]);
-      expect(r.code).toBe(1);
-      expect(r.stdout + r.stderr).toContain('failover_on_backend_shutdown = on');
-      expect(r.stdout + r.stderr).toContain('refusing');
-      expect(await holdersOnPrimary(keys)).toEqual([pid]);
-      expect(await poolWorks(pool.url)).toBe(true);
-      expect((await pool.nodes()).map((n) => n.status)).not.toContain('down');
-    } finally {
-      await holder.end().catch(() => {});
-    }
+    await using _holder = await holding(pool.url, keys);
+    const [pid] = await holdersOnPrimary(keys);
+    const r = await breakThrough(pool.url, keys);
+    expect(r.code).toBe(1);
+    expect(r.stdout + r.stderr).toContain('failover_on_backend_shutdown = on');
+    expect(r.stdout + r.stderr).toContain('refusing');
+    expect(await holdersOnPrimary(keys)).toEqual([pid]);
+    expect(await poolWorks(pool.url)).toBe(true);
+    expect((await pool.nodes()).map((n) => n.status)).not.toContain('down');
   }, 60_000);
 
   it('break through pgpool with failover_on_backend_shutdown = off terminates the holder; an unrelated client of the pool still works and both nodes stay up', async () => {
     await using pool = await pgpool({ failover_on_backend_shutdown: false });
     const keys = randomKeys();
-    const holder = new pg.Client({ connectionString: pool.url });
-    holder.on('error', () => {});
-    await holder.connect();
-    try {
-      await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [keys.key1, keys.key2]);
-      const r = await cli([
-        'break',
-        '--dsn',
-        pool.url,
-        '--key1',
-        String(keys.key1),
-        '--key2',
-        String(keys.key2),
-        '--min-age',
-        '0s',
-        '--yes',
-      ]);
-      expect(r.stdout + r.stderr).toContain('terminated');
-      expect(r.code).toBe(0);
-      expect(await holdersOnPrimary(keys)).toEqual([]);
-      expect(await poolWorks(pool.url)).toBe(true);
-      expect((await pool.nodes()).map((n) => n.status)).not.toContain('down');
-    } finally {
-      await holder.end().catch(() => {});
-    }
+    await using _holder = await holding(pool.url, keys);
+    const r = await breakThrough(pool.url, keys);
+    expect(r.stdout + r.stderr).toContain('terminated');
+    expect(r.code).toBe(0);
+    expect(await holdersOnPrimary(keys)).toEqual([]);
+    expect(await poolWorks(pool.url)).toBe(true);
+    expect((await pool.nodes()).map((n) => n.status)).not.toContain('down');
   }, 60_000);
 
   it('why break refuses: with failover_on_backend_shutdown = on, a pg_terminate_backend of a pgpool client’s backend, even from a direct connection to the primary, takes the pool down for an unrelated client', async () => {
     await using pool = await pgpool({ failover_on_backend_shutdown: true });
     const keys = randomKeys();
-    const holder = new pg.Client({ connectionString: pool.url });
-    holder.on('error', () => {});
-    await holder.connect();
-    try {
-      await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [keys.key1, keys.key2]);
-      const [pid] = await holdersOnPrimary(keys);
-      expect(await poolWorks(pool.url)).toBe(true);
-      await cluster.primary.query('SELECT pg_terminate_backend($1::int)', [pid]);
-      await holder.query('SELECT 1').catch(() => {}); // pgpool's child reads the termination
-      await eventually(async () => !(await poolWorks(pool.url)), {
-        timeoutMs: 10_000,
-        what: 'the pool to fail an unrelated client',
-      });
-    } finally {
-      await holder.end().catch(() => {});
-    }
+    await using holder = await holding(pool.url, keys);
+    const [pid] = await holdersOnPrimary(keys);
+    expect(await poolWorks(pool.url)).toBe(true);
+    await cluster.primary.query('SELECT pg_terminate_backend($1::int)', [pid]);
+    await holder.query('SELECT 1').catch(() => {}); // pgpool's child reads the termination
+    await eventually(async () => !(await poolWorks(pool.url)), {
+      timeoutMs: 10_000,
+      what: 'the pool to fail an unrelated client',
+    });
   }, 60_000);
 });

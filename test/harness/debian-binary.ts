@@ -33,6 +33,17 @@ export const missing = (t: DebianTool): string =>
 
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
+/**
+ * uid/gid to run the tools as: PgBouncer and pgpool refuse to run as root, so as root they
+ * run as the `postgres` OS user (the test servers created it if missing). Undefined otherwise.
+ */
+export function runAsIds(): { uid: number; gid: number } | undefined {
+  if (!isRoot) return undefined;
+  const id = (flag: string): number =>
+    Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
 function executable(file: string): boolean {
   try {
     fs.accessSync(file, fs.constants.X_OK);

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { findPgBouncer, pgBouncerVersion } from './debian-binary.js';
+import { findPgBouncer, pgBouncerVersion, runAsIds } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
 export type PoolMode = 'session' | 'transaction' | 'statement';
@@ -24,6 +24,8 @@ export interface PgBouncerOptions {
   defaultPoolSize?: number;
   /** Startup parameters PgBouncer lets through without forwarding. Default `['extra_float_digits']`. */
   ignoreStartupParameters?: string[];
+  /** `server_reset_query` (PgBouncer's default `DISCARD ALL`); `''` turns it off. */
+  serverResetQuery?: string;
   /** Default: {@link findPgBouncer}. */
   binary?: string;
 }
@@ -37,6 +39,8 @@ export interface PgBouncer {
   readonly running: boolean;
   /** Start it again on the same port (after stop or kill). */
   start(): Promise<void>;
+  /** Restart it on the same port with another pool mode (an operator's fix). */
+  reconfigure(poolMode: PoolMode): Promise<void>;
   /** Immediate shutdown: every client and server connection is closed at once. */
   stop(): Promise<void>;
   /** SIGKILL. */
@@ -51,16 +55,6 @@ export interface PgBouncer {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-
-/** uid/gid of the `postgres` OS user when root (the test servers created it if missing). */
-function runAsIds(): { uid: number; gid: number } | undefined {
-  if (!isRoot) return undefined;
-  const id = (flag: string): number =>
-    Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-  return { uid: id('-u'), gid: id('-g') };
-}
-
 /** Every PgBouncer this process started, SIGKILLed on exit so a crashed run leaves no orphan. */
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -68,6 +62,8 @@ process.once('exit', () => {
 });
 
 function config(o: Required<Omit<PgBouncerOptions, 'binary'>>, dir: string, port: number): string {
+  // PgBouncer 1.18 takes an empty value as "no reset query"
+  const reset = `server_reset_query = ${o.serverResetQuery}\n`;
   const { host, port: serverPort } = o.server;
   return `[databases]
 * = host=${host} port=${serverPort} user=${TEST_USER} password=${TEST_PASSWORD}
@@ -84,7 +80,7 @@ default_pool_size = ${o.defaultPoolSize}
 max_client_conn = 500
 ignore_startup_parameters = ${o.ignoreStartupParameters.join(',')}
 logfile = ${path.join(dir, 'pgbouncer.log')}
-`;
+${reset}`;
 }
 
 /** Run one statement on PgBouncer's admin console (simple query protocol, as it requires). */
@@ -137,6 +133,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
   const immediate: NodeJS.Signals = major > 1 || minor >= 23 ? 'SIGQUIT' : 'SIGTERM';
   const o = {
     server: options.server,
+    serverResetQuery: options.serverResetQuery ?? 'DISCARD ALL',
     poolMode: options.poolMode ?? 'session',
     defaultPoolSize: options.defaultPoolSize ?? 20,
     ignoreStartupParameters: options.ignoreStartupParameters ?? ['extra_float_digits'],
@@ -226,7 +223,9 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     get url() {
       return `postgres://${TEST_USER}:${TEST_PASSWORD}@127.0.0.1:${port}/postgres`;
     },
-    poolMode: o.poolMode,
+    get poolMode() {
+      return o.poolMode;
+    },
     get running() {
       return child !== null;
     },
@@ -235,6 +234,11 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     kill: () => signalAndWait('SIGKILL'),
     async restart() {
       await signalAndWait(immediate);
+      await start();
+    },
+    async reconfigure(poolMode) {
+      await signalAndWait(immediate);
+      o.poolMode = poolMode;
       await start();
     },
     async show(what) {

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { findPgpool } from './debian-binary.js';
+import { findPgpool, runAsIds } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
 export interface PgpoolOptions {
@@ -37,15 +37,6 @@ export interface Pgpool extends AsyncDisposable {
   log(): string;
   /** Fast shutdown (SIGINT) and delete the folder. Idempotent. */
   dispose(): Promise<void>;
-}
-
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-
-function runAsIds(): { uid: number; gid: number } | undefined {
-  if (!isRoot) return undefined;
-  const id = (flag: string): number =>
-    Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-  return { uid: id('-u'), gid: id('-g') };
 }
 
 /**

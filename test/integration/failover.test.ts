@@ -124,7 +124,7 @@ async function cutReplication(standby: ClusterNode): Promise<void> {
 describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
   const c = useCandidates();
 
-  it('SIGKILL the primary, promote the standby: one leader, on the promoted server, within 500 ms of it leaving recovery; epochs grow though the last bumps were never replicated (3 failovers)', async () => {
+  it('SIGKILL the primary, promote the standby: one leader, on the promoted server, within 600 ms of it leaving recovery (p50 of 3); epochs grow though the last bumps were never replicated (3 failovers)', async () => {
     await using cluster = await startCluster();
     let primary = cluster.primary;
     let standby = cluster.standbys[0] as ClusterNode;
@@ -154,11 +154,14 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       standby = await cluster.addStandby({ from: primary });
     }
     console.log(`[failover ${mode}] SIGKILL + promote -> leader on the promoted server: ${spread(samples)}`);
-    // the median: one slow sample on a loaded 2-core machine is not a broken promise
-    expect([...samples].sort((a, b) => a - b)[Math.floor((samples.length - 1) / 2)]).toBeLessThanOrEqual(500);
+    // the median: one slow sample on a loaded 2-core machine is not a broken promise. What it
+    // holds: the 250 ms takeover delay (the crash is unclean), up to 100 ms to the next survey,
+    // then a survey, a SCRAM connection and the session's preparation (16 ms per connection
+    // on this VM): p50 405–474 ms measured in a CI run (268–358 ms on the faster machine)
+    expect([...samples].sort((a, b) => a - b)[Math.floor((samples.length - 1) / 2)]).toBeLessThanOrEqual(600);
   });
 
-  it('promoted while the old primary runs: with every host listed the old leader ends its term within 500 ms and the new one starts after it, and announces no drain on the promoted server; with one host each, both lead', async () => {
+  it('promoted while the old primary runs: with every host listed the old leader ends its term within 350 ms and the new one starts after it, and announces no drain on the promoted server; with one host each, both lead', async () => {
     await using cluster = await startCluster();
     let [node1, node2] = [cluster.primary, cluster.standbys[0] as ClusterNode];
     const ends: number[] = [];
@@ -186,7 +189,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       ends.push((old.end as number) - promotedAt);
       starts.push(next.start - promotedAt);
       expect(overlaps(c.runs, guarded)).toEqual([]);
-      expect(old.end as number).toBeLessThanOrEqual(promotedAt + 500);
+      expect(old.end as number).toBeLessThanOrEqual(promotedAt + 350); // README: within 350 ms
       // the old leader's next session is on the promoted server: the drain of its session on
       // the old primary is not announced there (it would prove nothing about that server)
       await eventually(() => c.drains.some((d) => d.lock === old.lock), {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
-import { LockState } from '../../src/index.js';
+import { FixedInterval, LockState } from '../../src/index.js';
 import {
   adminQuery,
   databaseUrl,
@@ -60,7 +60,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
 
     it('step-down hands leadership to the other candidate, callbacks fire', async () => {
       const keys = randomKeys();
-      const a = make(keys);
+      // a rejoins one back-off after its step-down: 1 s here, so that in poll mode b (every
+      // 25 ms) is first. With both at 25 ms, a won the race once under load in CI
+      const a = make({ ...keys, retryStrategy: new FixedInterval({ intervalMs: 1000 }) });
       const events: string[] = [];
       a.onAcquired(() => {
         events.push('a:acquired');
@@ -73,7 +75,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       });
       await a.start();
       await a.waitForLeadership();
-      const b = make(keys);
+      const b = make(keys); // poll mode: tries every 25 ms (the factory's interval)
       b.onAcquired(() => {
         events.push('b:acquired');
       });
