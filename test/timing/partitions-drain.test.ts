@@ -77,15 +77,12 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
   });
 
   it.each([
-    ['', 2, false],
-    [
-      ', three workers, each behind a proxy that drops cancel requests (the watches retarget without a cancel)',
-      3,
-      true,
-    ],
+    ['325', '', 2, false],
+    // one more hop per statement, three workers; 3.8 s before the cancel follow-up
+    ['400', ', three workers, each behind a proxy that drops cancel requests', 3, true],
   ] as const)(
-    'a SIGKILLed worker sends nothing: its partitions wait the full delay: they run again 250–325 ms after the kill%s',
-    async (_, workers, dropCancels) => {
+    'a SIGKILLed worker sends nothing: its partitions wait the full delay: they run again 250–%s ms after the kill%s',
+    async (limit, _, workers, dropCancels) => {
       const c = await pair(workers, dropCancels);
       const victim = [...c.procs.keys()][0] as string;
       const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
@@ -101,7 +98,8 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
         `[partitions proof of drain] SIGKILL → its partitions run again: first ${Math.min(...times).toFixed(0)} ms, last ${Math.max(...times).toFixed(0)} ms (delay ${DELAY} ms)`,
       );
       expect(Math.min(...times)).toBeGreaterThanOrEqual(DELAY);
-      expect(Math.max(...times)).toBeLessThanOrEqual(DELAY + 75); // README: 250–325 ms after the kill
+      // README: 250–325 ms after the kill; docs/safety.md: 250–400 behind cancel-dropping proxies
+      expect(Math.max(...times)).toBeLessThanOrEqual(Number(limit));
       await c.close();
     },
   );
