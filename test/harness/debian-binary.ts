@@ -122,6 +122,34 @@ export function ensureTool(
   return installed;
 }
 
+/**
+ * Resolves once `probe` (a real statement through the tool, never a bare TCP connect:
+ * polling a closed port in the ephemeral range can connect a socket to itself) succeeds;
+ * rejects with the tool's exit reason when `exited` settles first, or after `timeoutMs`.
+ */
+export async function untilAnswers(
+  t: DebianTool,
+  probe: () => Promise<unknown>,
+  exited: Promise<string>,
+  options: { timeoutMs: number; intervalMs: number },
+): Promise<void> {
+  let gone: string | null = null;
+  void exited.then((why) => {
+    gone = why;
+  });
+  const deadline = Date.now() + options.timeoutMs;
+  for (;;) {
+    if (gone !== null) throw new Error(gone);
+    const ok = await probe().then(
+      () => true,
+      () => false,
+    );
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${t.label} did not answer within ${options.timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, options.intervalMs));
+  }
+}
+
 /** `[major, minor]` from `pgbouncer --version` ("PgBouncer 1.18.0"). */
 export function pgBouncerVersion(binary: string): [number, number] {
   const out = execFileSync(binary, ['--version'], { encoding: 'utf8' });

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { findPgBouncer, pgBouncerVersion, runAsIds } from './debian-binary.js';
+import { findPgBouncer, PGBOUNCER, pgBouncerVersion, runAsIds, untilAnswers } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
 export type PoolMode = 'session' | 'transaction' | 'statement';
@@ -102,29 +102,6 @@ async function consoleQuery(port: number, sql: string): Promise<Record<string, u
   }
 }
 
-/**
- * Resolves once PgBouncer answers on its admin console; rejects when `exited` settles first.
- * (A bare TCP connect is not proof: polling a closed port in the ephemeral range can connect
- * a socket to itself.)
- */
-async function answers(port: number, exited: Promise<string>, timeoutMs = 10_000): Promise<void> {
-  let gone: string | null = null;
-  void exited.then((why) => {
-    gone = why;
-  });
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (gone !== null) throw new Error(gone);
-    const ok = await consoleQuery(port, 'SHOW VERSION').then(
-      () => true,
-      () => false,
-    );
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`PgBouncer did not answer within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** Start a PgBouncer in front of `options.server` and wait until it accepts connections. */
 export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBouncer> {
   const binary = options.binary ?? findPgBouncer();
@@ -177,7 +154,11 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
       proc.once('error', (err) => resolve(`cannot run ${binary}: ${err.message}`));
     });
     try {
-      await answers(port, exited);
+      // ready once its admin console answers
+      await untilAnswers(PGBOUNCER, () => consoleQuery(port, 'SHOW VERSION'), exited, {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+      });
     } catch (err) {
       proc.kill('SIGKILL');
       throw err;

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { findPgpool, runAsIds } from './debian-binary.js';
+import { findPgpool, PGPOOL, runAsIds, untilAnswers } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
 export interface PgpoolOptions {
@@ -93,31 +93,15 @@ function config(o: PgpoolOptions, dir: string, port: number, pcpPort: number): s
     .join('\n')}\n`;
 }
 
-async function answers(url: string, exited: Promise<string>, timeoutMs = 15_000): Promise<void> {
-  let gone: string | null = null;
-  void exited.then((why) => {
-    gone = why;
-  });
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (gone !== null) throw new Error(gone);
-    const client = new pg.Client({
-      connectionString: url,
-      connectionTimeoutMillis: 2000,
-      query_timeout: 5000,
-    });
-    client.on('error', () => {});
-    const ok = await client
-      .connect()
-      .then(() => client.query('SHOW pool_version'))
-      .then(
-        () => true,
-        () => false,
-      )
-      .finally(() => client.end().catch(() => {}));
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`pgpool did not answer within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
+/** `SHOW pool_version` through pgpool on a fresh connection: what only pgpool answers. */
+async function showVersion(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000, query_timeout: 5000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SHOW pool_version');
+  } finally {
+    await client.end().catch(() => {});
   }
 }
 
@@ -157,7 +141,7 @@ export async function startPgpool(options: PgpoolOptions): Promise<Pgpool> {
     proc.once('error', (err) => resolve(`cannot run ${binary}: ${err.message}`));
   });
   try {
-    await answers(url, exited);
+    await untilAnswers(PGPOOL, () => showVersion(url), exited, { timeoutMs: 15_000, intervalMs: 50 });
   } catch (err) {
     killGroup(proc);
     fs.rmSync(dir, { recursive: true, force: true });
