@@ -72,7 +72,7 @@ export default defineConfig({
           // the parallel projects, so that two cores shared with other files do not skew them
           name: 'timing',
           include: ['test/timing/**/*.test.ts'],
-          globalSetup: ['test/harness/global-setup.ts'],
+          globalSetup: ['test/harness/global-setup.ts', 'test/harness/build-cli.ts'],
           fileParallelism: false,
           testTimeout: 30_000,
           hookTimeout: 30_000,

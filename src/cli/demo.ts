@@ -79,6 +79,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
   let leader: Candidate | null = null;
   let killedAt: number | null = null;
   let killTimer: NodeJS.Timeout | undefined;
+  let deferredSpawns = 0;
 
   const view = (): string => {
     const waiting = [...candidates.values()].filter((c) => c !== leader).map((c) => c.id);
@@ -118,7 +119,11 @@ export async function demo(values: Values, write: (line: string) => void): Promi
         },
         () => {
           if (leader === c) leader = null;
-          if (!host.finishing) spawnCandidate(); // keep N candidates
+          if (host.finishing) return;
+          // keep N candidates, but start the replacement only once the failover is timed: a
+          // Node start-up takes a core for ~100 ms, which the successor needs on a small machine
+          if (killedAt !== null && candidates.size > 0) deferredSpawns++;
+          else spawnCandidate();
         },
       ),
       { state: 'starting' },
@@ -138,6 +143,7 @@ export async function demo(values: Values, write: (line: string) => void): Promi
         void host.finish(EXIT.OK);
         return;
       }
+      for (; deferredSpawns > 0; deferredSpawns--) spawnCandidate();
     } else {
       write(`${clock()}  ${c.id} leads   ${view()}`);
     }

@@ -1,73 +1,10 @@
-/** `pgleaderlock demo`: an election and failovers with nothing installed, and against a given server. */
-import { connect } from 'node:net';
+/** `pgleaderlock demo`: Ctrl-C, orphaned candidates, options (the failover figures: test/timing/demo-failover.test.ts). */
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
-import { cli, startCli } from '../harness/cli.js';
+import { cli, portClosed, startCli } from '../harness/cli.js';
 import { databaseUrl, eventually, lockHolders } from '../harness/db.js';
 
-/** Nothing listens on the port any more. */
-function portClosed(port: number): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(false);
-    });
-    s.once('error', () => resolve(true));
-  });
-}
-
 describe('pgleaderlock demo', () => {
-  it('with no database: starts an embedded PostgreSQL, kills the leader twice, exits 0 and cleans up', async () => {
-    const r = await cli(['demo', '--failovers', '2', '--interval', '200ms']);
-    expect(r.stderr).toBe('');
-    expect(r.code).toBe(0);
-    const port = /on 127\.0\.0\.1:(\d+)/.exec(r.stdout)?.[1];
-    expect(port).toBeDefined();
-    const failovers = [...r.stdout.matchAll(/candidate-\d+ leads after ([\d.]+) ms/g)].map((m) =>
-      Number(m[1]),
-    );
-    expect(failovers).toHaveLength(2);
-    // a SIGKILL is an unclean handover: the next leader holds the lock for the takeover delay (250 ms) first
-    expect(
-      r.stdout.match(/holds the lock; leads after the takeover delay \(250 ms\)/g)?.length,
-    ).toBeGreaterThanOrEqual(2);
-    for (const ms of failovers) {
-      expect(ms).toBeGreaterThanOrEqual(250);
-      expect(ms).toBeLessThan(400); // README: 273 ms
-    }
-    expect(r.stdout).toMatch(
-      /2 failovers, kill -> new leader: min [\d.]+ ms, median [\d.]+ ms, max [\d.]+ ms \(wait mode\)/,
-    );
-    expect(r.stdout.match(/SIGKILL candidate-\d+/g)).toHaveLength(2);
-    expect(await portClosed(Number(port))).toBe(true); // the server is gone
-  });
-
-  it('with --dsn: uses that server (and --takeover-delay 0: failover in milliseconds)', async () => {
-    const r = await cli([
-      'demo',
-      '--takeover-delay',
-      '0',
-      '--dsn',
-      databaseUrl(),
-      '--candidates',
-      '2',
-      '--failovers',
-      '3',
-      '--interval',
-      '100ms',
-    ]);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^using postgres:\/\/\w+:\*\*\*@/);
-    // the median of 3: one failover took 223 ms once in a loaded CI run (the kernel frees a
-    // SIGKILLed process's sockets only as it exits, 20–90 ms after the signal on this VM)
-    const all = [...r.stdout.matchAll(/leads after ([\d.]+) ms/g)].map((m) => Number(m[1]));
-    expect(all.length).toBeGreaterThanOrEqual(3);
-    const median = [...all].sort((a, b) => a - b)[Math.floor((all.length - 1) / 2)] as number;
-    expect(median).toBeLessThan(100); // README: "tens of milliseconds"
-    expect(r.stdout).not.toContain('takeover delay');
-  });
-
   it('Ctrl-C (SIGINT) stops the candidates and the embedded server, exit 130', async () => {
     const r = startCli(['demo', '--interval', '1h']);
     onTestFinished(() => {

@@ -5,11 +5,17 @@
 import { build } from 'tsup';
 import configs from '../../tsup.config.js';
 
+/** Once per run: several projects list this setup, and vitest runs each project's own copy. */
+const built = Symbol.for('pgleaderlock.test.cliBuilt');
+
 export default async function setup(): Promise<void> {
+  const g = globalThis as { [built]?: true };
+  if (g[built]) return;
   const list = Array.isArray(configs) ? configs : [configs];
   const cli = list.find(
     (c) => typeof c === 'object' && c !== null && JSON.stringify(c.entry).includes('cli'),
   );
   if (!cli || typeof cli !== 'object') throw new Error('tsup.config.ts has no cli entry');
   await build({ ...cli, silent: true });
+  g[built] = true;
 }

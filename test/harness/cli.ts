@@ -1,5 +1,6 @@
 /** Spawn the built CLI (dist/cli.js) as a user would, and watch its output. */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -94,4 +95,16 @@ export async function cli(args: string[], env?: NodeJS.ProcessEnv, timeoutMs = 2
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Nothing listens on the port any more (an embedded server the CLI started is gone). */
+export function portClosed(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('error', () => resolve(true));
+  });
 }
