@@ -50,7 +50,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
     });
 
     it.each(['fast', 'immediate'] as const)(
-      'server %s stop while leading: every candidate leaves LEADER; after restart exactly one leads',
+      'server %s stop while leading: the leader leaves LEADER within 20 ms of a bare pg client hearing it (5 s health interval); after restart exactly one leads',
       async (mode) => {
         await using server = await ownServer();
         const factory = lockFactory(() => server.url);
@@ -60,15 +60,26 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           await Promise.all(all.map((l) => l.start()));
           await eventually(() => all.some((l) => l.isLeader));
           const leader = all.find((l) => l.isLeader);
+          const left = deferred<number>();
+          leader?.onStateChange((from) => {
+            if (from === LockState.LEADER) left.resolve(performance.now());
+          });
+          // the baseline: an idle bare client of the same server, which hears the shutdown
+          // notice (57P01) or the socket's end as soon as the server sends it
+          const bare = new pg.Client({ connectionString: server.url });
+          const bareHeard = deferred<number>();
+          bare.on('error', () => bareHeard.resolve(performance.now()));
+          bare.on('end', () => bareHeard.resolve(performance.now()));
+          await bare.connect();
           const t0 = performance.now();
           await server.stop(mode);
-          await eventually(() => leader?.state !== LockState.LEADER, {
-            what: 'leader to notice',
-            timeoutMs: 2000,
-          });
+          const [leftAt, bareAt] = await Promise.all([left.promise, bareHeard.promise]);
           console.log(
-            `[faults] ${mode} stop -> leader left LEADER in ${(performance.now() - t0).toFixed(1)} ms`,
+            `[faults] ${mode} stop -> leader left LEADER at +${(leftAt - t0).toFixed(1)} ms, a bare client heard it at +${(bareAt - t0).toFixed(1)} ms`,
           );
+          // docs/safety.md: the old leader learns of a restart within milliseconds (5–12 ms),
+          // from the event itself, not from its 5 s health interval
+          expect(leftAt - bareAt).toBeLessThan(20);
           expect(all.filter((l) => l.isLeader)).toHaveLength(0);
           await server.start();
           await eventually(() => all.filter((l) => l.isLeader).length === 1, {
