@@ -9,11 +9,16 @@ import type pg from 'pg';
 import { sendCancel } from './cancel.js';
 import type { Clock } from './clock.js';
 import { type ConnectFn, destroyClient, unrefClient } from './connect.js';
-import { ConnectionError, describe, LockError, toError } from './errors.js';
+import { ConnectionError, describe, LockError, sqlStateOf, toError } from './errors.js';
 import { MAX_TIMER_MS, show } from './validate.js';
 
 /** SQLSTATEs that mean "this session is going away" when they arrive as notices. */
 const DYING_NOTICES = new Set(['57P01', '57P02', '57P03']);
+
+/** SQLSTATEs after which the session is gone: the dying notices and class 08 (connection exception). */
+function endsSession(code: string | undefined): boolean {
+  return code !== undefined && (DYING_NOTICES.has(code) || code.startsWith('08'));
+}
 
 export interface ConnectionOptions {
   clock: Clock;
@@ -190,6 +195,9 @@ export class Connection {
       return result.rows;
     } catch (err) {
       if (err instanceof ConnectionError) throw err;
+      // a statement ended by its session's end (terminated, server shutting down or crashed,
+      // a connection exception) rejects before the client's 'error'/'end' mark it dead
+      if (!this.deathCause && endsSession(sqlStateOf(err))) this.destroy(toError(err));
       if (this.deathCause) throw new ConnectionError(`connection lost: ${describe(err)}`, { cause: err });
       throw new LockError(`query failed: ${describe(err)}`, { cause: err });
     } finally {

@@ -44,23 +44,13 @@ export function assign(members: readonly string[], partitions: number): Map<stri
   // every (partition, member) pair by score, best first; a pair is taken when its
   // partition is still free and its member below its share (greedy stable matching)
   const seeds = ids.map((id) => hash32(id));
-  // (score, pair) packed in one float, so that a native numeric sort orders the pairs:
-  // score in the high 32 bits, the pair's index (p * n + i) in the low 21, best last
   const count = partitions * n;
-  if (count >= 2 ** 21) throw new RangeError(`assign: ${partitions} partitions × ${n} members is too many`);
-  const packed = new Float64Array(count);
+  const scores = new Uint32Array(count);
   for (let p = 0; p < partitions; p++) {
     const hp = mix32(p + 0x9e3779b9);
-    for (let i = 0; i < n; i++) {
-      const index = p * n + i;
-      packed[index] = mix32(hp ^ (seeds[i] as number)) * 2 ** 21 + (2 ** 21 - 1 - index);
-    }
+    for (let i = 0; i < n; i++) scores[p * n + i] = mix32(hp ^ (seeds[i] as number));
   }
-  packed.sort();
-  const pairs = Array.from(
-    { length: count },
-    (_, k) => 2 ** 21 - 1 - ((packed[count - 1 - k] as number) % 2 ** 21),
-  );
+  const pairs = bestFirst(scores);
   const taken = new Uint8Array(partitions);
   const left = ids.map((id) => room.get(id) ?? 0);
   let assigned = 0;
@@ -75,5 +65,27 @@ export function assign(members: readonly string[], partitions: number): Map<stri
     assigned++;
   }
   for (const list of out.values()) list.sort((a, b) => a - b);
+  return out;
+}
+
+/**
+ * The pair indices ordered by score, highest first, then by index: (score, index) packed in
+ * one float64 so that a native numeric sort orders them (1,024 × 8 in about 1.5 ms). The
+ * index takes 21 bits and the score 32; above 2²¹ pairs (e.g. 4,096 partitions × 512
+ * members) the index takes what it needs and the score's low bits make room for it, so
+ * ties between equal truncated scores go to the lower index (the same on every worker).
+ */
+export function bestFirst(scores: Uint32Array): Uint32Array {
+  const count = scores.length;
+  const indexBits = Math.max(21, Math.ceil(Math.log2(count + 1)));
+  const drop = 2 ** (indexBits - 21); // the score keeps 53 - indexBits bits
+  const slots = 2 ** indexBits;
+  const top = slots - 1;
+  const packed = new Float64Array(count);
+  // best last: the higher score, then the lower index
+  for (let k = 0; k < count; k++) packed[k] = Math.floor((scores[k] as number) / drop) * slots + (top - k);
+  packed.sort();
+  const out = new Uint32Array(count);
+  for (let k = 0; k < count; k++) out[k] = top - ((packed[count - 1 - k] as number) % slots);
   return out;
 }

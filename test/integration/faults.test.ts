@@ -5,7 +5,9 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { deferred } from '../../src/core/clock.js';
+import { deferred, systemClock } from '../../src/core/clock.js';
+import { Connection } from '../../src/core/connection.js';
+import { ConnectionError } from '../../src/core/errors.js';
 import { FixedInterval, LockState } from '../../src/index.js';
 import {
   adminClient,
@@ -21,6 +23,47 @@ import { proxyTo } from '../harness/fault-proxy.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
+
+describe('a statement ended by its session’s end', () => {
+  it('pg_terminate_backend during a running statement: it rejects as a lost connection (ConnectionError, sqlState 57P01), the connection already dead when the rejection arrives', async () => {
+    const conn = await Connection.open(
+      async () => {
+        const c = new pg.Client({
+          connectionString: databaseUrl(),
+          application_name: 'pgleaderlock-test-terminate',
+        });
+        await c.connect();
+        return c;
+      },
+      { clock: systemClock, queryTimeoutMs: 5000, closeTimeoutMs: 1000, unref: false },
+    );
+    const pid = (await conn.query<{ pid: number }>('SELECT pg_backend_pid() AS pid', []))[0]?.pid;
+    const running = conn.query('SELECT pg_sleep(5)', []).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    await eventually(
+      async () =>
+        (
+          await adminQuery(
+            databaseUrl(),
+            `SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'`,
+            [pid],
+          )
+        ).length === 1,
+      {
+        what: 'the statement to run',
+      },
+    );
+    await adminQuery(databaseUrl(), 'SELECT pg_terminate_backend($1)', [pid]);
+    const err = await running;
+    // the state the lock reads when the rejection reaches it: lost, not a failed query
+    expect(conn.dead).toBe(true);
+    expect(err).toBeInstanceOf(ConnectionError);
+    expect((err as ConnectionError).sqlState).toBe('57P01');
+    await conn.close();
+  });
+});
 
 describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
