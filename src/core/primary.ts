@@ -280,9 +280,11 @@ export class StandbyWatch {
     while (!signal.aborted && this.standbys.length > 0) {
       for (const s of [...this.standbys]) {
         try {
-          const { rows } = await this.bounded(s.client.query<{ recovery: boolean }>(IN_RECOVERY));
+          const { rows } = await this.bounded(s.client.query<{ recovery: boolean }>(IN_RECOVERY), signal);
           if (rows[0]?.recovery === false) return true;
         } catch {
+          // a stop does not wait for a statement in flight (a standby may hang): close() ends it
+          if (signal.aborted) return false;
           destroyClient(s.client);
           this.standbys.splice(this.standbys.indexOf(s), 1);
         }
@@ -309,13 +311,22 @@ export class StandbyWatch {
     for (const s of this.standbys.splice(0)) destroyClient(s.client);
   }
 
-  private bounded<T>(p: Promise<T>): Promise<T> {
+  /** `p` within queryTimeoutMs, or until `signal` aborts (the statement is left to close()). */
+  private bounded<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
     let timer: unknown;
+    let onAbort = (): void => {};
+    p.catch(() => {}); // settles after the race is over when it lost
     return Promise.race([
       p,
       new Promise<never>((_, reject) => {
         timer = this.o.clock.setTimeout(() => reject(new Error('no answer')), this.o.queryTimeoutMs);
+        onAbort = () => reject(new Error('stopped'));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
       }),
-    ]).finally(() => this.o.clock.clearTimeout(timer));
+    ]).finally(() => {
+      this.o.clock.clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    });
   }
 }
