@@ -75,6 +75,9 @@ function attempt(lock: LeaderLock, waitMs: number | undefined, signal: AbortSign
 
 const signalNumber = (signal: NodeJS.Signals): number => constants.signals[signal] ?? 0;
 
+/** `--kill-grace`, 10 s if not given. */
+export const killGraceOf = (values: Values): number => optionalDuration(values, 'kill-grace') ?? 10_000;
+
 export async function acquire(
   values: Values,
   dsn: Dsn,
@@ -85,7 +88,7 @@ export async function acquire(
   const waitText = values.wait;
   const waitMs =
     typeof waitText !== 'string' ? undefined : waitText === '' ? Infinity : parseDuration('wait', waitText);
-  const killGraceMs = optionalDuration(values, 'kill-grace') ?? 10_000;
+  const killGraceMs = killGraceOf(values);
   const lock = createLock({
     ...lockOptions(values, dsn, keys),
     // while waiting, a database blip is retried (every second) until the wait is over

@@ -123,7 +123,7 @@ export async function breakLock(
         ? `terminated ${describeHolder(found)}; ${after}`
         : `asked pid ${found.pid} to terminate; it had not exited after 5 s; ${after}`,
     );
-    return EXIT.OK;
+    return terminated ? EXIT.OK : EXIT.NOT_ACQUIRED; // a holder that did not go is no success
   } finally {
     await client.end().catch(() => {});
   }

@@ -42,6 +42,9 @@ export const DOCTOR_OPTIONS: OptionSpec[] = [
   },
 ];
 
+/** `--timeout`, 10 s if not given. */
+export const timeoutOf = (values: Values): number => optionalDuration(values, 'timeout') ?? 10_000;
+
 /** The key is optional here: without one, the holder check is left out. */
 export function doctorKeys(values: Values): Keys | null {
   const given = ['name', 'key1', 'key2'].some((k) => values[k] !== undefined);
@@ -57,7 +60,7 @@ export async function doctor(
   json: boolean,
   out: NodeJS.WritableStream,
 ): Promise<number> {
-  const timeoutMs = optionalDuration(values, 'timeout') ?? 10_000;
+  const timeoutMs = timeoutOf(values);
   // the options the service would use; a scratch key stands in for the real one
   const options = lockOptions(values, dsn, keys ?? { key1: 0, key2: 0 });
   const checks: Check[] = [];

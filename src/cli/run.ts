@@ -110,7 +110,7 @@ export function lockOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOpt
   return options;
 }
 
-function runOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOptions {
+export function runOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOptions {
   const options = lockOptions(values, dsn, keys);
   const baseMs = optionalDuration(values, 'retry-base');
   const maxMs = optionalDuration(values, 'retry-max');

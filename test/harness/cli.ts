@@ -31,7 +31,11 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 }
 
 export function startCli(args: string[], env: NodeJS.ProcessEnv = cleanEnv()): Running {
-  const proc = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return watch(spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+/** Watch a process spawned with stdout and stderr piped (e.g. the CLI run through a wrapper). */
+export function watch(proc: ChildProcess): Running {
   const lines: string[] = [];
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
   let stdout = '';

