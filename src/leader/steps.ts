@@ -5,7 +5,7 @@
  * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
  * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
  */
-import { sleep } from '../core/clock.js';
+import { type Clock, sleep } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
 import { NoPrimaryError } from '../core/primary.js';
 import type { Runners } from '../core/runner.js';
@@ -97,9 +97,7 @@ export class Steps {
       if (this.mail.stop) done.abort();
     };
     signal.addEventListener('abort', onWake);
-    const delay = sleep(this.o.clock, Math.min(next.delayMs, MAX_TIMER_MS), done.signal).then(() =>
-      done.abort(),
-    );
+    const delay = sleepInSteps(this.o.clock, next.delayMs, done.signal).then(() => done.abort());
     try {
       // true at a promotion; false when `done` aborts (the delay ran out, a stop) or once
       // every standby connection failed (then the delay runs out first)
@@ -345,6 +343,15 @@ export class Steps {
       : 'cannot release: the lock connection is gone';
     return new LockError(why, { cause: err ?? phase.session.cause, code: 'ERR_PGLEADERLOCK_RELEASE' });
   }
+}
+
+/** `sleep` for any delay: a timer takes at most 2³¹−1 ms, so a longer delay is slept in steps. */
+async function sleepInSteps(clock: Clock, ms: number, signal: AbortSignal): Promise<boolean> {
+  const until = clock.now() + ms;
+  for (let left = ms; left > 0; left = until - clock.now()) {
+    if (!(await sleep(clock, Math.min(left, MAX_TIMER_MS), signal))) return false;
+  }
+  return true;
 }
 
 /** A promise that resolves (to null) when `signal` aborts; `dispose` removes the listener. */

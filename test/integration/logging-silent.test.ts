@@ -1,0 +1,76 @@
+/**
+ * docs/observability.md, "Logging with pino": the lock is silent by default. A process of
+ * its own (test/fixtures/silent-logger.fixture.ts) takes locks and a partition worker with no
+ * `logger` option through every logged event; its stdout and stderr must stay empty. The same
+ * run with `NODE_DEBUG=pgleaderlock` proves the capture: the events are then printed.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { databaseUrl } from '../harness/db.js';
+
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/silent-logger.fixture.ts');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  report: { done?: boolean; seen?: Record<string, number>; unreachable?: string | null };
+}
+
+function run(extraEnv: Record<string, string>): Promise<Run> {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
+  if (!('NODE_DEBUG' in extraEnv)) delete env.NODE_DEBUG;
+  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, databaseUrl()], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let report: Run['report'] = {};
+  proc.stdout?.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  proc.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  proc.on('message', (m: Run['report']) => {
+    report = m;
+  });
+  return new Promise((resolve) => proc.once('close', (code) => resolve({ code, stdout, stderr, report })));
+}
+
+describe('logging is silent by default (docs/observability.md, "Logging with pino")', () => {
+  it('no logger option, NODE_DEBUG unset: a takeover delay, a hand-over, a terminated backend, an unreachable database and a partition worker write nothing to stdout or stderr', async () => {
+    const r = await run({});
+    expect(r.report.done).toBe(true);
+    expect(r.code).toBe(0);
+    // the events happened…
+    expect(r.report.seen).toMatchObject({ 'a:takeoverDelay': 1, 'a:released': 1, 'b:lost': 1 });
+    expect(r.report.seen?.['b:acquired']).toBeGreaterThanOrEqual(1);
+    console.log(`[silent] events: ${JSON.stringify(r.report.seen)}`);
+    expect(r.report.seen?.['partition:run']).toBe(4);
+    expect(r.report.unreachable).toMatch(/ECONNREFUSED/);
+    // …and nothing was written
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('');
+  });
+
+  it('the same run with NODE_DEBUG=pgleaderlock prints the events on stderr (the capture works)', async () => {
+    const r = await run({ NODE_DEBUG: 'pgleaderlock' });
+    expect(r.report.done).toBe(true);
+    expect(r.stdout).toBe('');
+    for (const event of [
+      'state_change',
+      'takeover_delay',
+      'lock_acquired',
+      'lock_released',
+      'lock_lost',
+      'error',
+      'partitions_taken',
+    ]) {
+      expect(r.stderr).toMatch(new RegExp(`^PGLEADERLOCK \\d+: \\w+ ${event}\\b`, 'm'));
+    }
+    expect(r.stderr).not.toMatch(/secret/); // the unreachable URL's password
+  });
+});
