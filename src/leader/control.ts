@@ -136,12 +136,10 @@ export class Control {
     if (run) {
       run.lifecycle.stop(deadline);
       if (!(await this.within(run.ended, deadline))) {
-        this.report(
-          new ShutdownError(
-            `shutdown did not finish within ${timeoutMs} ms; the session was closed by force`,
-          ),
+        const error = new ShutdownError(
+          `shutdown did not finish within ${timeoutMs} ms; the session was closed by force`,
         );
-        run.lifecycle.forceClose();
+        if (!run.lifecycle.forceClose(error)) this.report(error);
         await run.ended;
       }
     }

@@ -1,5 +1,5 @@
 import { deferred } from '../core/clock.js';
-import { PgLeaderLockError, toError } from '../core/errors.js';
+import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, findPrimary } from '../core/primary.js';
@@ -164,11 +164,20 @@ export class Lifecycle {
     return this.mail.stop !== null;
   }
 
-  /** Close the current session by force (a shutdown past its deadline); the loop then ends promptly. */
-  forceClose(): void {
+  /**
+   * Close the current session by force (a shutdown past its deadline); the loop then ends
+   * promptly. A release under way reports `error` as its own failure (once, and not as a
+   * connection gone): true then, and the caller reports nothing.
+   */
+  forceClose(error: ShutdownError): boolean {
     const p = this.phase;
-    if (p.kind !== 'stopped') p.session?.destroy();
+    const releasing = p.kind === 'releasing';
+    if (releasing) {
+      p.release.expired ??= error;
+      p.session.destroy(p.release.expired);
+    } else if (p.kind !== 'stopped') p.session?.destroy();
     this.wake();
+    return releasing;
   }
 
   /** ReleaseRequested (stepDown): resolves when the release is over; at once when not leader. */
