@@ -298,7 +298,7 @@ describe('shutdown() reports a ShutdownError when leader work runs past its dead
     expect(err?.message).toMatch(/leader work \(runWhileLeader\) was still running after 300 ms/);
   });
 
-  it('work of the current term that ignores its signal: the release is cut at the deadline and a ShutdownError names the leader work', async () => {
+  it('work of the current term that ignores its signal: the release is cut at the deadline, reported once as a ShutdownError, and another names the leader work', async () => {
     const h = makeLock();
     h.lock.runWhileLeader(() => new Promise(() => {}));
     await startLeader(h);
@@ -317,5 +317,13 @@ describe('shutdown() reports a ShutdownError when leader work runs past its dead
       expect.stringMatching(/leader work \(runWhileLeader\) was still running after 500 ms/),
     );
     expect(shutdownErrors.every((e) => (e as ShutdownError).code === 'ERR_PGLEADERLOCK_SHUTDOWN')).toBe(true);
+    // the release cut at the deadline is reported once, as that ShutdownError, and not also as
+    // a release that failed because "the lock connection is gone"
+    expect(h.errors.map((e) => `${(e as { code?: string }).code}: ${e.message}`)).toEqual([
+      expect.stringMatching(
+        /^ERR_PGLEADERLOCK_SHUTDOWN: (shutdown did not finish within 500 ms|shutdown did not finish within its timeout)/,
+      ),
+      'ERR_PGLEADERLOCK_SHUTDOWN: shutdown: leader work (runWhileLeader) was still running after 500 ms; its signal had aborted',
+    ]);
   });
 });
