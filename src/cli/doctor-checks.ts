@@ -117,7 +117,10 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
     say(await bounded('exclusion', exclusionCheck(input, opened), 3 * timeoutMs));
     say(settingsCheck(lockRun, version, input.lockOptions));
     say(await bounded('defaults', defaultsCheck(client, input.lockOptions)));
-    say(await bounded('latency', latencyCheck(client, input.lockOptions)));
+    // up to 20 round trips, each under a quarter of queryTimeoutMs before it warns: a bound
+    // of one --timeout would fail the slow path the check is there to warn about
+    const warnAfterMs = 5 * (input.lockOptions.queryTimeoutMs ?? 5000) + timeoutMs;
+    say(await bounded('latency', latencyCheck(client, input.lockOptions), warnAfterMs));
     for (const c of await bounded('permissions', permissionChecks(client))) say(c);
     if (input.keys) say(await bounded('holder', holderCheck(client, input.keys)));
     const group = input.group;

@@ -221,6 +221,24 @@ describe('pgleaderlock doctor', () => {
     expect(done.stdout + done.stderr).not.toContain(TEST_PASSWORD);
   });
 
+  it('latency: a round trip over a quarter of queryTimeoutMs (5 s; 650 ms added each way before the check) warns at once; the direct path is ok over 20', async () => {
+    const proxy = await proxyTo(databaseUrl());
+    onTestFinished(() => proxy.close());
+    const r = startCli(['doctor', '--dsn', proxy.url(databaseUrl())]);
+    // from the defaults check on: the scratch lock's connection would not fit in its deadline
+    await r.line(/^(ok|warn) +defaults/);
+    proxy.setLatency(650);
+    const slow = await r.exited;
+    expect(slow.stdout).toMatch(
+      /^warn {2}latency +round trip p50 1\d{3}\.\d ms, max 1\d{3}\.\d ms over 1 query: within 4× of queryTimeoutMs 5000 ms/m,
+    );
+    const direct = JSON.parse((await cli(['doctor', '--dsn', databaseUrl(), '--json'])).stdout) as Report;
+    expect(check(direct, 'latency')).toMatchObject({
+      verdict: 'ok',
+      reason: expect.stringMatching(/over 20 queries$/),
+    });
+  });
+
   it('a role whose sessions are read-only: fencing warns (its table needs writes)', async () => {
     await using server = await ownServer();
     await admin(

@@ -423,3 +423,79 @@ describe('wait mode, PgBouncer in session mode', () => {
     });
   });
 });
+
+describe.each(['wait', 'poll'] as const)(
+  'a pooler that round-robins its backends (%s mode)',
+  (acquireMode) => {
+    // docs/safety.md, "What a pooler could still hide": with server_round_robin the probe at
+    // connect may be handed another backend than the lock session's, and a candidate may take
+    // the lock; the marker on every statement, the key check and the probe kept while leading
+    // must still keep a second candidate from leading
+    it('five candidates started at once through transaction mode, pool size 20, server_round_robin = 1: over 3 s (5 ms samples, 3 rounds) never two isLeader; whoever entered LEADER left it with ERR_PGLEADERLOCK_UNSAFE; no lock row left', async () => {
+      const led: string[] = [];
+      for (let round = 0; round < 3; round++) {
+        await withBouncer(
+          { poolMode: 'transaction', defaultPoolSize: 20, serverRoundRobin: true },
+          async (_bouncer, make) => {
+            const keys = randomKeys();
+            const all = [0, 1, 2, 3, 4].map(() => make({ ...keys, acquireMode, healthIntervalMs: 100 }));
+            const seen = all.map(watch);
+            const leading = new Map<LeaderLock, number>();
+            const spans: { id: string; ms: number }[] = [];
+            await Promise.all(all.map((l) => l.start()));
+            const end = performance.now() + 3000;
+            let samples = 0;
+            let most = 0;
+            while (performance.now() < end) {
+              samples += 1;
+              const now = all.filter((l) => l.isLeader);
+              most = Math.max(most, now.length);
+              for (const l of all) {
+                if (l.isLeader && !leading.has(l)) leading.set(l, performance.now());
+                if (!l.isLeader && leading.has(l)) {
+                  spans.push({ id: l.id, ms: performance.now() - (leading.get(l) as number) });
+                  leading.delete(l);
+                }
+              }
+              await sleep(5);
+            }
+            console.log(
+              `[pgbouncer] round robin, ${acquireMode}, round ${round + 1}: ${samples} samples, at most ${most} isLeader at once; ` +
+                `led: ${spans.length ? spans.map((s) => `${s.id} ${s.ms.toFixed(0)} ms`).join(', ') : 'nobody'}${leading.size ? `; still leading: ${[...leading.keys()].map((l) => l.id).join(', ')}` : ''}`,
+            );
+            expect(samples).toBeGreaterThan(100);
+            expect(most).toBeLessThanOrEqual(1);
+            all.forEach((lock, i) => {
+              const s = seen[i] as ReturnType<typeof watch>;
+              if (!s.everLeader) return;
+              led.push(lock.id);
+              expect(lock.isLeader, `${lock.id} still leads behind a pooler that shares backends`).toBe(
+                false,
+              );
+              const refusal = s.errors.find(
+                (e) => e instanceof LockError && e.code === 'ERR_PGLEADERLOCK_UNSAFE',
+              );
+              expect(refusal?.message, `${lock.id} led, and left without ERR_PGLEADERLOCK_UNSAFE`).toMatch(
+                /pooler/,
+              );
+            });
+            await Promise.all(all.map((l) => l.shutdown()));
+            let rows: unknown[] = [];
+            await eventually(
+              async () => {
+                rows = await lockHolders(server.url, keys.key1, keys.key2);
+                return rows.length === 0;
+              },
+              { timeoutMs: 2000, what: 'no pg_locks row for the key' },
+            ).catch(() => {
+              throw new Error(`a lock row stayed behind on a pooled backend: ${JSON.stringify(rows)}`);
+            });
+          },
+        );
+      }
+      console.log(
+        `[pgbouncer] round robin, ${acquireMode}: ${led.length} candidate(s) entered LEADER in 3 rounds`,
+      );
+    });
+  },
+);

@@ -26,6 +26,8 @@ export interface PgBouncerOptions {
   ignoreStartupParameters?: string[];
   /** `server_reset_query` (PgBouncer's default `DISCARD ALL`); `''` turns it off. */
   serverResetQuery?: string;
+  /** `server_round_robin = 1`: hand out server connections in turn, not the most recently used first. Default false. */
+  serverRoundRobin?: boolean;
   /** Default: {@link findPgBouncer}. */
   binary?: string;
 }
@@ -79,6 +81,7 @@ pool_mode = ${o.poolMode}
 default_pool_size = ${o.defaultPoolSize}
 max_client_conn = 500
 ignore_startup_parameters = ${o.ignoreStartupParameters.join(',')}
+server_round_robin = ${o.serverRoundRobin ? 1 : 0}
 logfile = ${path.join(dir, 'pgbouncer.log')}
 ${reset}`;
 }
@@ -114,6 +117,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     poolMode: options.poolMode ?? 'session',
     defaultPoolSize: options.defaultPoolSize ?? 20,
     ignoreStartupParameters: options.ignoreStartupParameters ?? ['extra_float_digits'],
+    serverRoundRobin: options.serverRoundRobin ?? false,
   };
   const ids = runAsIds();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-pgbouncer-'));

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { LeaderLock, PartitionedLeadership } from '../../src/index.js';
-import { databaseUrl, eventually, randomKeys, sessionsLike, testTag } from '../harness/db.js';
+import { adminQuery, databaseUrl, eventually, randomKeys, sessionsLike, testTag } from '../harness/db.js';
 import { type FaultProxy, proxyTo } from '../harness/fault-proxy.js';
 
 let proxies: FaultProxy[] = [];
@@ -71,9 +71,9 @@ describe('a path that drops cancel requests', () => {
     const behind = make('m-behind', proxy.url(databaseUrl()));
     const other = make('m-other', databaseUrl());
     await Promise.all([behind.start(), other.start()]);
-    await eventually(
-      async () => (await sessionsLike(databaseUrl(), 'pgleaderlock:m-behind#watch')).length === 1,
-    );
+    const watchSessions = () => sessionsLike(databaseUrl(), 'pgleaderlock:m-behind#watch');
+    await eventually(async () => (await watchSessions()).length === 1);
+    const [oldWatch] = await watchSessions();
     // a member sorted between the two: `behind` retargets its watch to it (a cancel)
     const joiner = make('m-joiner', databaseUrl());
     await joiner.start();
@@ -85,6 +85,24 @@ describe('a path that drops cancel requests', () => {
     );
     expect(dropped).toBeGreaterThanOrEqual(1);
     expect(dropped).toBeLessThanOrEqual(500 / 50 + 3);
+    // then a new session: the old watch backend is gone, and another one queues on the server
+    // for the new target's member lock
+    let newWatch: { pid: number } | undefined;
+    await eventually(
+      async () => {
+        const now = await watchSessions();
+        newWatch = now.find((s) => s.pid !== oldWatch?.pid);
+        if (!newWatch || now.some((s) => s.pid === oldWatch?.pid)) return false;
+        const rows = await adminQuery<{ n: number }>(
+          databaseUrl(),
+          "SELECT count(*)::int AS n FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted",
+          [newWatch.pid],
+        );
+        return rows[0]?.n === 1;
+      },
+      { timeoutMs: 3000, what: 'a new watch session, waiting' },
+    );
+    expect(newWatch?.pid).not.toBe(oldWatch?.pid);
     await new Promise((r) => setTimeout(r, 500));
     expect(proxy.cancelsDropped).toBe(dropped); // and none since
     const at = performance.now();

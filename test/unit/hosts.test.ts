@@ -1,8 +1,12 @@
+import { EventEmitter } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { parse, toClientConfig } from 'pg-connection-string';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
 import {
   configFor,
   describeHosts,
@@ -12,6 +16,7 @@ import {
   redactConnectionString,
   type TargetsInput,
 } from '../../src/core/hosts.js';
+import { type Endpoint, endpointsOf, findPrimary } from '../../src/core/primary.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pgleaderlock-hosts-'));
 const caFile = join(dir, 'root.crt');
@@ -456,5 +461,120 @@ describe('redactConnectionString', () => {
     ['host=h dbname=password', 'host=h dbname=password'],
   ])('%s → %s', (input, expected) => {
     expect(redactConnectionString(input)).toBe(expected);
+  });
+});
+
+describe('DNS: a host name is resolved again on every connection attempt', () => {
+  /** A TCP listener on `address` that records each connection and closes it (no PostgreSQL). */
+  async function listener(address: string, port: number): Promise<{ port: number; hits: () => number }> {
+    let hits = 0;
+    const server = net.createServer((socket) => {
+      hits += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, address, resolve);
+    });
+    onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const bound = server.address();
+    return { port: typeof bound === 'object' && bound ? bound.port : 0, hits: () => hits };
+  }
+
+  it('the lock’s endpoint resolves its name at each connect, so a name that moves is followed', async () => {
+    // one name, two addresses on the same port: where the name points now, and where it moves
+    const before = await listener('127.0.0.1', 0);
+    const after = await listener('127.0.0.2', before.port);
+    let points = '127.0.0.1';
+    const asked: string[] = [];
+    /** The resolver of the sockets the endpoint's clients open (a fake DNS). */
+    const lookup = (
+      hostname: string,
+      options: { all?: boolean },
+      callback: (...args: unknown[]) => void,
+    ): void => {
+      asked.push(hostname);
+      if (options.all) callback(null, [{ address: points, family: 4 }]);
+      else callback(null, points, 4);
+    };
+    const stream = (): net.Socket => {
+      const socket = new net.Socket();
+      const connect = socket.connect.bind(socket);
+      // pg calls connect(port, host); pass the fake resolver along
+      socket.connect = ((port: number, host: string) =>
+        connect({ port, host, lookup: lookup as net.LookupFunction })) as typeof socket.connect;
+      return socket;
+    };
+    const [endpoint] = endpointsOf(
+      { clientConfig: { host: 'db.moving.test', port: before.port, stream } },
+      'pgleaderlock:dns-test',
+      1000,
+    );
+    await expect((endpoint as Endpoint).connect()).rejects.toThrow(); // no PostgreSQL there
+    expect([before.hits(), after.hits()]).toEqual([1, 0]);
+    points = '127.0.0.2'; // the name moves (a failover of an RDS endpoint, a Kubernetes service)
+    await expect((endpoint as Endpoint).connect()).rejects.toThrow();
+    expect([before.hits(), after.hits()]).toEqual([1, 1]);
+    expect(asked).toEqual(['db.moving.test', 'db.moving.test']); // asked again, not cached
+  });
+});
+
+describe('findPrimary: which primary wins', () => {
+  /** A stand-in for a connected `pg.Client` that answers the survey with `row`. */
+  class SurveyClient extends EventEmitter {
+    ended = false;
+    constructor(private readonly row: { recovery: boolean; system_id: string; timeline: number | null }) {
+      super();
+    }
+    async query(): Promise<{ rows: unknown[] }> {
+      return { rows: [this.row] };
+    }
+    async end(): Promise<void> {
+      this.ended = true;
+    }
+  }
+
+  /** A host that connects after `delayMs` and reports itself a primary on `timeline`. */
+  function host(label: string, timeline: number, delayMs: number) {
+    const client = new SurveyClient({ recovery: false, system_id: '7', timeline });
+    const endpoint: Endpoint = {
+      label,
+      connect: async () => {
+        await new Promise((r) => setTimeout(r, delayMs));
+        return client as unknown as pg.Client;
+      },
+    };
+    return { client, endpoint };
+  }
+
+  it('among primaries on equal timelines, the first listed wins, even when it answers last', async () => {
+    const first = host('h1:5432', 3, 40);
+    const second = host('h2:5432', 3, 0);
+    const found = await findPrimary([first.endpoint, second.endpoint], {
+      clock: systemClock,
+      queryTimeoutMs: 1000,
+    });
+    expect(found.endpoint.label).toBe('h1:5432');
+    expect(found.client).toBe(first.client);
+    expect(found.others.map((o) => [o.endpoint.label, o.state.kind])).toEqual([['h2:5432', 'primary']]);
+    expect(second.client.ended).toBe(true); // the loser's connection is closed
+    // and in the other order, the other one
+    const again = await findPrimary([host('h2:5432', 3, 40).endpoint, host('h1:5432', 3, 0).endpoint], {
+      clock: systemClock,
+      queryTimeoutMs: 1000,
+    });
+    expect(again.endpoint.label).toBe('h2:5432');
+  });
+
+  it('a newer timeline wins over the order (the promoted one)', async () => {
+    const old = host('h1:5432', 1, 0);
+    const promoted = host('h2:5432', 2, 40);
+    const found = await findPrimary([old.endpoint, promoted.endpoint], {
+      clock: systemClock,
+      queryTimeoutMs: 1000,
+    });
+    expect(found.endpoint.label).toBe('h2:5432');
+    expect(found.timeline).toBe(2);
+    expect(old.client.ended).toBe(true);
   });
 });

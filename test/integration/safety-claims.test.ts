@@ -1,0 +1,319 @@
+/**
+ * Claims of docs/safety.md that had no test of their own, against a real PostgreSQL: the
+ * 1 s cap of `client_connection_check_interval`, a backend crash's 57P02 notice waking the
+ * leader, `SHOW pool_version` asked only when something stands in the path, the pooler
+ * probe kept while leading, and a long fenced transaction making the next acquisition fail
+ * after `queryTimeoutMs` and retry.
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import pg from 'pg';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { CHANNELS, type LostMessage } from '../../src/core/channels.js';
+import { deferred } from '../../src/core/clock.js';
+import { LockError, LockState } from '../../src/index.js';
+import {
+  adminClient,
+  databaseUrl,
+  eventually,
+  holderPid,
+  lockHolders,
+  ownServer,
+  randomKeys,
+  within,
+} from '../harness/db.js';
+import { proxyTo } from '../harness/fault-proxy.js';
+import { lockFactory, useLocks } from '../harness/locks.js';
+
+const locks = useLocks();
+
+/** A `connect` hook that keeps the client it opened, tagged for the leak guard. */
+function keptClient(url: string, appName: string) {
+  const opened: pg.Client[] = [];
+  return {
+    opened,
+    connect: async (): Promise<pg.Client> => {
+      const c = new pg.Client({ connectionString: url, application_name: appName });
+      c.on('error', () => {});
+      await c.connect();
+      opened.push(c);
+      return c;
+    },
+  };
+}
+
+describe('client_connection_check_interval: min(1 s, T/4)', () => {
+  it.each([
+    [4200, 'T/4 would be 1,050 ms'],
+    [20_000, 'the default; T/4 would be 5 s'],
+  ])(
+    'serverReleaseMs %i (%s): the lock’s own backend has 1 s applied, and lock.safety reads it back',
+    async (serverReleaseMs) => {
+      const kept = keptClient(databaseUrl(), `pgleaderlock:${locks.tag}-cap`);
+      // healthIntervalMs + queryTimeoutMs must stay below the lease of the smaller T
+      const lock = locks.make({
+        ...randomKeys(),
+        serverReleaseMs,
+        healthIntervalMs: 500,
+        queryTimeoutMs: 1000,
+        connect: kept.connect,
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(lock.safety?.serverReleaseMs).toBe(serverReleaseMs);
+      expect(lock.safety?.settings.clientConnectionCheckIntervalMs).toBe(1000);
+      // read back on the lock's own session, from the server
+      const own = kept.opened.at(-1);
+      const shown = (await own?.query('SHOW client_connection_check_interval'))?.rows[0];
+      expect(shown?.client_connection_check_interval).toBe('1s');
+    },
+  );
+});
+
+describe('a backend crash (57P02)', () => {
+  it('SIGKILL of another session’s backend: the leader leaves LEADER within 25 ms of a bare client hearing the 57P02 notice, woken by that notice (5 s health interval)', async () => {
+    await using server = await ownServer();
+    const factory = lockFactory(() => server.url);
+    onTestFinished(() => factory.cleanup());
+    const lock = factory.make({ ...randomKeys(), healthIntervalMs: 5000, autoReacquire: false });
+    const lost = deferred<Error | null>();
+    const onLost = (message: unknown): void => {
+      const m = message as LostMessage;
+      if (m.id === lock.id) lost.resolve(m.error);
+    };
+    diagnosticsChannel.subscribe(CHANNELS.lost, onLost);
+    onTestFinished(() => {
+      diagnosticsChannel.unsubscribe(CHANNELS.lost, onLost);
+    });
+    const left = deferred<number>();
+    lock.onStateChange((from) => {
+      if (from === LockState.LEADER) left.resolve(performance.now());
+    });
+    await lock.start();
+    expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+
+    // the baseline: an idle bare client, which hears the postmaster's crash notice
+    const bare = new pg.Client({ connectionString: server.url });
+    const bareNotice = deferred<{ at: number; code: string | undefined }>();
+    bare.on('notice', (n: { code?: string }) => bareNotice.resolve({ at: performance.now(), code: n.code }));
+    bare.on('error', () => {});
+    await bare.connect();
+    const victim = new pg.Client({ connectionString: server.url });
+    victim.on('error', () => {});
+    await victim.connect();
+    const [row] = (await victim.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+    const t0 = performance.now();
+    process.kill(row?.pid as number, 'SIGKILL'); // the postmaster then ends every backend (crash recovery)
+
+    const [leftAt, heard] = await within(
+      Promise.all([left.promise, bareNotice.promise]),
+      5000,
+      'the leader to leave LEADER and the bare client to hear the crash',
+    );
+    const cause = (await lost.promise)?.cause as Error | undefined;
+    console.log(
+      `[safety] backend crash → leader left LEADER at +${(leftAt - t0).toFixed(1)} ms, the bare client heard ${heard.code} at +${(heard.at - t0).toFixed(1)} ms; cause: ${cause?.message}`,
+    );
+    expect(heard.code).toBe('57P02');
+    // the first thing the lock's connection died of was the notice, not the socket's end
+    expect(cause?.message).toMatch(/\(57P02\)/);
+    expect(leftAt - heard.at).toBeLessThan(25);
+    expect(lock.isLeader).toBe(false);
+  });
+});
+
+describe('SHOW pool_version', () => {
+  it('is never sent on a direct connection (the server log has none); through a TCP proxy (another port) it is: one error line in the server log per lock session', async () => {
+    // the server's own log (log_statement = all), read from its stderr: `verbose` echoes it
+    // to this process's stderr, captured for the length of the test
+    let serverLog = '';
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array) => {
+      serverLog += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+      return true;
+    }) as typeof process.stderr.write;
+    onTestFinished(() => {
+      process.stderr.write = write;
+    });
+    await using server = await ownServer({
+      verbose: true,
+      settings: { log_statement: 'all', log_line_prefix: '[%a] ' },
+    });
+    const factory = lockFactory(() => server.url);
+    onTestFinished(() => factory.cleanup());
+    const keys = randomKeys();
+    // direct: a leader and a follower, each with its session prepared and checked
+    const direct = [0, 1].map(() => factory.make({ ...keys }));
+    await Promise.all(direct.map((l) => l.start()));
+    await eventually(() => direct.some((l) => l.isLeader), { what: 'a direct leader' });
+    await eventually(() => (serverLog.match(/pgleaderlock:prepare/g) ?? []).length >= 2, {
+      what: 'both direct sessions prepared, in the server log',
+    });
+    await eventually(() => serverLog.includes('pgleaderlock:check'), { what: 'an ownership check logged' });
+    expect(serverLog).not.toMatch(/pool_version/);
+
+    // the control: the same through a proxy, whose port differs from the server's
+    const proxy = await proxyTo(server.url);
+    onTestFinished(() => proxy.close());
+    const behind = factory.make({ ...randomKeys(), connectionString: proxy.url(server.url) });
+    await behind.start();
+    expect(await behind.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const own = `[pgleaderlock:${behind.id}]`;
+    const refused = (): string[] =>
+      serverLog.split('\n').filter((l) => l.includes('unrecognized configuration parameter "pool_version"'));
+    await eventually(() => refused().length >= 1, { what: 'the refused SHOW in the server log' });
+    await eventually(() => serverLog.includes(`${own} LOG:  execute <unnamed>: /* pgleaderlock:check */`), {
+      what: 'an ownership check of the proxied lock logged',
+    });
+    expect(refused()).toEqual([`${own} ERROR:  unrecognized configuration parameter "pool_version"`]);
+  });
+});
+
+describe('the pooler probe kept while leading', () => {
+  it('ends leadership with ERR_PGLEADERLOCK_UNSAFE within one health interval (100 ms) and a check (< 200 ms) once it is served by the leader’s backend; no later session leads', async () => {
+    // A stand-in for a pooler that stops pinning: real connections to PostgreSQL, each
+    // announcing a pid of its own (as a pooler's startup answer does, so the lock probes),
+    // whose probe statements go, once `sharing` is on, to the backend of the lock session
+    // prepared last (as a pooler handing the probe the lock session's idle backend would)
+    let sharing = false;
+    let lockBackend: pg.Client | null = null;
+    const connect = async (): Promise<pg.Client> => {
+      const own = new pg.Client({
+        connectionString: databaseUrl(),
+        application_name: `pgleaderlock:${locks.tag}-p`,
+      });
+      own.on('error', () => {});
+      await own.connect();
+      return new Proxy(own, {
+        get(target, prop) {
+          if (prop === 'processID') return 1; // not the backend's pid: "something stands in the path"
+          if (prop === 'query') {
+            return (text: unknown, ...rest: unknown[]) => {
+              const sql = typeof text === 'string' ? text : '';
+              if (sql.startsWith('/* pgleaderlock:prepare */')) lockBackend = target;
+              const via =
+                sharing && sql.startsWith('/* pgleaderlock:probe */') && lockBackend ? lockBackend : target;
+              return (via.query as (...args: unknown[]) => unknown)(text, ...rest);
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    };
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, acquireMode: 'poll', healthIntervalMs: 100, connect });
+    const errors: LockError[] = [];
+    lock.onError((err) => {
+      if (err instanceof LockError) errors.push(err);
+    });
+    const left = deferred<number>();
+    let entered = 0;
+    lock.onStateChange((from, to) => {
+      if (from === LockState.LEADER) left.resolve(performance.now());
+      if (to === LockState.LEADER) entered += 1;
+    });
+    await lock.start();
+    expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    await new Promise((r) => setTimeout(r, 300)); // the kept probe passes while its backend is its own
+    expect(lock.isLeader).toBe(true);
+    expect(errors).toEqual([]);
+
+    const t0 = performance.now();
+    sharing = true;
+    const leftMs = (await within(left.promise, 2000, 'the leader to leave LEADER')) - t0;
+    const unsafe = () => errors.filter((e) => e.code === 'ERR_PGLEADERLOCK_UNSAFE');
+    await eventually(() => unsafe().length >= 1, { what: 'the refusal reported' });
+    const refusal = unsafe()[0];
+    console.log(
+      `[safety] kept probe served by the leader's backend: left LEADER ${leftMs.toFixed(0)} ms later; ${refusal?.message}`,
+    );
+    expect(refusal?.message).toMatch(/a second connection was served by this session's backend/);
+    expect(leftMs).toBeLessThan(100 + 100);
+    // later sessions: each one's probe at connect is served by its backend, and refuses
+    await eventually(() => unsafe().length >= 3, { what: 'two later sessions refused' });
+    expect(entered).toBe(1);
+    expect(lock.isLeader).toBe(false);
+    await lock.shutdown();
+    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
+  });
+});
+
+describe.each(['wait', 'poll'] as const)('a long fenced transaction (%s mode)', (acquireMode) => {
+  it('delays the next leader’s acquisition up to its queryTimeoutMs (500 ms): that attempt fails, is retried, and leads once the write commits', async () => {
+    const keys = randomKeys();
+    const client = new pg.Client({
+      connectionString: databaseUrl(),
+      application_name: 'pgleaderlock-test-writer',
+    });
+    client.on('error', () => {});
+    await client.connect();
+    onTestFinished(() => client.end().catch(() => {}));
+    const a = locks.make({ ...keys, acquireMode, fencing: true, autoReacquire: false });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const inside = deferred<void>();
+    const finish = deferred<void>();
+    const write = a.fenced(client, async () => {
+      inside.resolve();
+      await finish.promise; // holding the epoch row FOR SHARE
+    });
+    await inside.promise;
+
+    // the default wait slice (30 s): in wait mode the slice is the session's lock_timeout,
+    // which would end a shorter wait first
+    const b = locks.make({ ...keys, acquireMode, fencing: true, queryTimeoutMs: 500, waitSliceMs: 30_000 });
+    const errors: { at: number; error: Error }[] = [];
+    b.onError((error) => {
+      errors.push({ at: performance.now(), error });
+    });
+    await b.start();
+    await eventually(() => b.state === LockState.FOLLOWER || b.state === LockState.ACQUIRING);
+    await using admin = await adminClient(databaseUrl());
+    const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
+    const t0 = performance.now();
+    await admin.terminate(pid);
+    /** The backends of b whose epoch increment waits for the fenced write's row lock. */
+    const bumping = async (): Promise<number[]> =>
+      (
+        await admin.query<{ pid: number }>(
+          "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%pgleaderlock:bump%'",
+          [`pgleaderlock:${b.id}`],
+        )
+      ).map((r) => r.pid);
+    let firstPid: number | undefined;
+    await eventually(
+      async () => {
+        firstPid = (await bumping())[0];
+        return firstPid !== undefined;
+      },
+      { intervalMs: 5, what: 'b’s epoch increment to wait for the fenced write' },
+    );
+    const seenWaiting = performance.now();
+    await eventually(() => errors.length >= 1, { timeoutMs: 3000, what: 'the first attempt to fail' });
+    const failedAt = (errors[0]?.at ?? 0) - t0;
+    const failedAfterWait = (errors[0]?.at ?? 0) - seenWaiting;
+    const first = errors[0]?.error as LockError;
+    // retried: a new session (its backend free of the lock once the server dropped the cut one)
+    // queues behind the same row again
+    await eventually(async () => (await bumping()).some((p) => p !== firstPid), {
+      intervalMs: 5,
+      what: 'a retry on a new session, waiting again',
+    });
+    console.log(
+      `[safety] long fenced write (${acquireMode}): the next leader's attempt failed ${failedAt.toFixed(0)} ms after the fault, ${failedAfterWait.toFixed(0)} ms after its increment was seen waiting (queryTimeoutMs 500): ${first.message}; retried`,
+    );
+    expect(first.code).toBe('ERR_PGLEADERLOCK_QUERY_TIMEOUT');
+    expect(failedAt).toBeGreaterThanOrEqual(500);
+    expect(failedAfterWait).toBeLessThan(500 + 100);
+    expect(b.isLeader).toBe(false);
+    finish.resolve();
+    await write;
+    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    console.log(
+      `[safety] long fenced write (${acquireMode}): ${errors.length} failed attempts, then led with epoch ${b.term?.epoch}`,
+    );
+    // the cut attempt's increment never committed (its backend left while it waited)
+    expect(b.term?.epoch).toBe(2n);
+    expect(await b.fenced(client, async () => 'written')).toBe('written');
+  });
+});
