@@ -114,8 +114,8 @@ export async function runChecks(input: DoctorInput, report: (c: Check) => void):
     const lockRun = await bounded('pooler', tryLock(input), 2 * timeoutMs + 5000);
     say(poolerCheck(pooled, lockRun, pgpool));
     if (pgpool) for (const c of pgpoolChecks(pgpool)) say(c);
+    say(settingsCheck(lockRun, version, input.lockOptions)); // known already: before a step that may stop the rest
     say(await bounded('exclusion', exclusionCheck(input, opened), 3 * timeoutMs));
-    say(settingsCheck(lockRun, version, input.lockOptions));
     say(await bounded('defaults', defaultsCheck(client, input.lockOptions)));
     // up to 20 round trips, each under a quarter of queryTimeoutMs before it warns: a bound
     // of one --timeout would fail the slow path the check is there to warn about

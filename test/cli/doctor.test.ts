@@ -239,6 +239,17 @@ describe('pgleaderlock doctor', () => {
     });
   });
 
+  it('settings fails when the scratch lock cannot lead (a role allowed one connection: the lock’s own is refused, 53300); exit 1', async () => {
+    await using server = await ownServer();
+    await admin(server.url, `CREATE ROLE one LOGIN CONNECTION LIMIT 1 PASSWORD 'onepw'`);
+    const { code, report } = await doctor(`postgres://one:onepw@${server.host}:${server.port}/postgres`);
+    expect(code).toBe(1);
+    expect(check(report, 'settings')).toMatchObject({
+      verdict: 'fail',
+      reason: expect.stringMatching(/^a lock on a scratch key did not lead: .*(too many connections|53300)/),
+    });
+  });
+
   it('a role whose sessions are read-only: fencing warns (its table needs writes)', async () => {
     await using server = await ownServer();
     await admin(
