@@ -221,6 +221,7 @@ export function components(): Component[] {
       'test/compat/pgpool.test.ts',
     ),
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
+    compatFile('cli-slow', () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
     compatFile(
       'failover-chaos',
       () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',

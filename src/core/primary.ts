@@ -131,6 +131,20 @@ interface Options {
 }
 
 /** Survey every endpoint and connect to the primary on the newest timeline. */
+/**
+ * `findPrimary` for a caller that does not watch standbys for a promotion: when no host is a
+ * primary, the survey's standby connections are closed before the error is thrown (left
+ * open, each attempt would keep one more per standby).
+ */
+export async function findPrimaryOnly(endpoints: readonly Endpoint[], o: Options): Promise<Found> {
+  try {
+    return await findPrimary(endpoints, o);
+  } catch (err) {
+    if (err instanceof NoPrimaryError) err.standbys.close();
+    throw err;
+  }
+}
+
 export async function findPrimary(endpoints: readonly Endpoint[], o: Options): Promise<Found> {
   let cut = (): void => {};
   const cutting = new Promise<void>((resolve) => {

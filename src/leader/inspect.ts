@@ -9,7 +9,7 @@ import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
 import { ConnectionError, describe } from '../core/errors.js';
 import { keysFromName } from '../core/keys.js';
-import { type Endpoint, endpointsOf, findPrimary, NoPrimaryError } from '../core/primary.js';
+import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
 
@@ -101,11 +101,10 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
   let client: pg.Client;
   let host: string;
   try {
-    const found = await findPrimary(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
+    const found = await findPrimaryOnly(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
     client = found.client;
     host = found.endpoint.label;
   } catch (err) {
-    if (err instanceof NoPrimaryError) err.standbys.close();
     throw new ConnectionError(`inspect could not connect: ${describe(err)}`, { cause: err });
   }
   client.on('error', () => {});

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { type Clock, systemClock } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
-import { connectFound, type Endpoint, endpointsOf, findPrimary } from '../core/primary.js';
+import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
 export interface PartitionInspectOptions {
@@ -36,7 +36,7 @@ export async function inspectPartitions(o: PartitionInspectOptions): Promise<Par
     ? [{ label: 'connect()', connect: o.connect }]
     : endpointsOf(o, 'pgleaderlock-inspect', timeoutMs);
   const clock = o.clock ?? systemClock;
-  const found = await findPrimary(endpoints, { clock, queryTimeoutMs: timeoutMs });
+  const found = await findPrimaryOnly(endpoints, { clock, queryTimeoutMs: timeoutMs });
   const conn = await Connection.open(connectFound(found), {
     clock,
     queryTimeoutMs: timeoutMs,

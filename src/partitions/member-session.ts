@@ -18,7 +18,7 @@ import type { PgpoolFront } from '../core/pgpool.js';
 import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
-import { connectFound, type Endpoint, findPrimary, type Surveyed } from '../core/primary.js';
+import { connectFound, type Endpoint, findPrimaryOnly, type Surveyed } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
 
@@ -69,7 +69,7 @@ export class MemberSession {
 
   /** Connect to the primary, prepare the session, listen, take the member lock. */
   static async open(o: MemberSessionOptions): Promise<MemberSession> {
-    const found = await findPrimary(o.endpoints, { clock: o.clock, queryTimeoutMs: o.queryTimeoutMs });
+    const found = await findPrimaryOnly(o.endpoints, { clock: o.clock, queryTimeoutMs: o.queryTimeoutMs });
     const conn = await Connection.open(connectFound(found), o);
     let pooler: PoolerGuard | null = null;
     try {

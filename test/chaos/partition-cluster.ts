@@ -1,26 +1,23 @@
 /**
- * PartitionedLeadership workers, each a process of its own (test/fixtures/partition-worker.fixture.ts),
+ * PartitionedLeadership workers, each a process of its own (test/harness/workers.ts `forkWorker`),
  * optionally each behind a fault proxy of its own, and what they report: the runs of each
  * partition on the shared monotonic clock (process.hrtime). Faults on one worker: SIGKILL, a
  * clean leave, `pg_terminate_backend` of its ownership session, a freeze (busy loop), a
  * blackhole of its connections. Used by test/chaos/partitions.test.ts and partition-chaos.ts.
  */
 
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { keysOf } from '../../src/partitions/sql.js';
-import type { PartitionWorkerCommand, PartitionWorkerConfig } from '../fixtures/partition-worker.fixture.js';
 import { adminQuery, eventually } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { overlapsOf } from '../harness/overlaps.js';
+import type { RunReport } from '../harness/partition-runs.js';
+import type { ChildWorkerCommand } from '../harness/worker-options.js';
+import { forkWorker } from '../harness/workers.js';
 
-const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
-
-export interface WorkerMsg {
-  id: string;
-  /** When it happened (for an `end`: when the run ended, bounded by its lease). */
-  at: number;
+/** A report of a worker (test/fixtures/partition-worker.fixture.ts); `at`: for an `end`, when the run ended, bounded by its lease. */
+export interface WorkerMsg extends RunReport {
   ev: 'start' | 'end' | 'ready' | 'stats' | 'error';
-  p?: number;
   /** On a `start`: the term opened past its lease. */
   late?: boolean;
   /** On an `end`: when the work stopped (`at` is earlier if its lease ended first). */
@@ -101,19 +98,17 @@ export function partitionCluster(o: ClusterOptions) {
             { dropCancels: o.dropCancels === true },
           )
         : null;
-    const cfg: PartitionWorkerConfig = {
-      url: proxy ? proxy.url(o.url) : o.url,
-      name: o.name,
-      partitions: o.partitions,
-      id,
-      takeoverDelayMs: o.takeoverDelayMs,
+    const proc = forkWorker({
+      options: {
+        connectionString: proxy ? proxy.url(o.url) : o.url,
+        name: o.name,
+        partitions: o.partitions,
+        id,
+        takeoverDelayMs: o.takeoverDelayMs,
+        ...(o.healthIntervalMs ? { healthIntervalMs: o.healthIntervalMs } : {}),
+        ...(o.queryTimeoutMs ? { queryTimeoutMs: o.queryTimeoutMs } : {}),
+      },
       stopMs: o.stopMs ?? 0,
-      ...(o.healthIntervalMs ? { healthIntervalMs: o.healthIntervalMs } : {}),
-      ...(o.queryTimeoutMs ? { queryTimeoutMs: o.queryTimeoutMs } : {}),
-    };
-    const proc = fork(FIXTURE, [JSON.stringify(cfg)], {
-      execArgv: ['--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     let isReady = (): void => {};
     const ready = new Promise<void>((resolve) => {
@@ -123,7 +118,6 @@ export function partitionCluster(o: ClusterOptions) {
       record(m);
       if (m.ev === 'ready') isReady();
     });
-    proc.on('error', () => {}); // a send to a process that has just exited (EPIPE) is no failure
     o.track?.(proc);
     const exited = new Promise<void>((resolve) =>
       proc.once('exit', () => {
@@ -139,7 +133,7 @@ export function partitionCluster(o: ClusterOptions) {
     return id;
   };
 
-  const command = (id: string, cmd: PartitionWorkerCommand): void => {
+  const command = (id: string, cmd: ChildWorkerCommand): void => {
     const proc = all.get(id)?.proc;
     if (proc?.connected) proc.send(cmd);
   };

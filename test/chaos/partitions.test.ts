@@ -21,17 +21,24 @@ const overlaps = (c: ReturnType<typeof cluster>): string[] =>
     (o) => `partition ${o.p}: ${o.b} started while ${o.a} ran (${o.ms.toFixed(1)} ms)`,
   );
 
+/** docs/partitions.md "Measured": statements per second per worker at rest, healthIntervalMs 1000. */
+const STATEMENTS_PER_S = 1.1;
+/** The quiet window: two ring-watch slices (10 s each by default). */
+const IDLE_MS = 20_000;
+
 const pct = (xs: number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? Number.NaN;
 };
 
 describe('PartitionedLeadership, workers in separate processes', () => {
-  it('1024 partitions over 8 workers: balanced 128 each; after SIGKILL of a worker its partitions run again within p99 200 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
+  it('1024 partitions over 8 workers: balanced 128 each; exactly two connections per worker (its member session and ring watch) and 1.1 statements a second per worker at rest (±30 %, 20 s, workers’ counters and pg_stat_statements); after SIGKILL of a worker its partitions run again within p99 200 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
     const P = 1024;
     const N = 8;
     const name = `pp-${Date.now()}`;
-    await using server = await ownServer(); // the chaos project has no shared server
+    // the chaos project has no shared server; pg_stat_statements counts what the workers send
+    await using server = await ownServer({ settings: { shared_preload_libraries: 'pg_stat_statements' } });
+    await adminQuery(server.url, 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     // eight processes compiling and joining on 2 cores: a new connection can take over the
     // default 1 s here (seen once: a ring watch's connect timed out and was reported)
     const c = partitionCluster({
@@ -47,30 +54,55 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     await balanced('8 workers to own 128 partitions each');
     expect(await held(server.url, name)).toBe(P);
 
-    // steady state: connections and statements per worker
-    const [conns] = await adminQuery<{ n: number; workers: number }>(
+    // steady state: connections per worker, counted by the server: each worker's backends
+    // carry its id (member session `pgleaderlock:<id>#p<P>`, ring watch `pgleaderlock:<id>#watch`)
+    const conns = await adminQuery<{ id: string; kinds: string[] }>(
       server.url,
-      `SELECT count(*)::int AS n, count(DISTINCT split_part(split_part(application_name, ':', 2), '#', 1))::int AS workers
-         FROM pg_stat_activity WHERE application_name LIKE 'pgleaderlock:w%'`,
+      `SELECT split_part(split_part(application_name, ':', 2), '#', 1) AS id,
+              array_agg(split_part(application_name, '#', 2) ORDER BY application_name) AS kinds
+         FROM pg_stat_activity WHERE application_name LIKE 'pgleaderlock:w%' GROUP BY 1 ORDER BY 1`,
     );
-    expect(conns?.workers).toBe(N);
-    expect((conns?.n ?? 0) / N).toBeLessThanOrEqual(3);
+    expect(conns.map((r) => r.id)).toEqual([...c.procs.keys()].sort());
+    for (const r of conns) expect(r.kinds, `worker ${r.id}'s connections`).toEqual([`p${P}`, 'watch']);
+
+    // statements per worker at rest (docs/partitions.md "Measured": 1.1 per second with
+    // healthIntervalMs 1000): over two ring-watch slices (10 s each, the default), from the
+    // workers' own counters and from the server's pg_stat_statements (which counts a statement
+    // when it succeeds: a watch slice that times out is left out there)
     const stats = async () => {
       const before = c.msgs.length;
       for (const p of c.procs.values()) if (p.connected) p.send('stats');
       await eventually(() => c.msgs.slice(before).filter((m) => m.ev === 'stats').length === c.procs.size);
       return c.msgs.slice(before).filter((m) => m.ev === 'stats');
     };
+    const serverCalls = async (): Promise<number> => {
+      const [row] = await adminQuery<{ n: number }>(
+        server.url,
+        "SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
+      );
+      return row?.n ?? 0;
+    };
+    await adminQuery(server.url, 'SELECT pg_stat_statements_reset()');
+    const t0 = now();
     const s0 = await stats();
-    await new Promise((r) => setTimeout(r, 3000)); // idle for 3 s on purpose: the claim is about a quiet period
+    await new Promise((r) => setTimeout(r, IDLE_MS)); // idle on purpose: the claim is about a quiet period
     const s1 = await stats();
-    const perSecond = s1.map(
-      (m) => ((m.stats?.statements ?? 0) - (s0.find((x) => x.id === m.id)?.stats?.statements ?? 0)) / 3,
-    );
+    const calls = await serverCalls();
+    const seconds = (now() - t0) / 1000;
+    const onServer = calls / N / seconds;
+    // each worker's count over the time between its own two reports
+    const perSecond = s1.map((m) => {
+      const m0 = s0.find((x) => x.id === m.id);
+      return ((m.stats?.statements ?? 0) - (m0?.stats?.statements ?? 0)) / ((m.at - (m0?.at ?? t0)) / 1000);
+    });
     console.log(
-      `[partitions] steady state: ${((conns?.n ?? 0) / N).toFixed(1)} connections and ${Math.max(...perSecond).toFixed(1)} statements/s per worker (max)`,
+      `[partitions] steady state: ${conns.map((r) => r.kinds.length).join(',')} connections per worker; statements/s per worker over ${seconds.toFixed(1)} s: ${perSecond.map((x) => x.toFixed(2)).join(', ')} (workers' counters), ${onServer.toFixed(2)} (pg_stat_statements, mean)`,
     );
-    expect(Math.max(...perSecond)).toBeLessThanOrEqual(3);
+    // within ±30 % of the documented 1.1 per second, each worker and on the server
+    for (const x of [...perSecond, onServer]) {
+      expect(x).toBeGreaterThanOrEqual(0.7 * STATEMENTS_PER_S);
+      expect(x).toBeLessThanOrEqual(1.3 * STATEMENTS_PER_S);
+    }
 
     const gaps: number[] = [];
     const exits: number[] = [];
@@ -110,7 +142,7 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(200);
     expect(overlaps(c)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
-  }, 120_000);
+  }, 150_000); // 20 s of it at rest, for the statement rate
 
   it('faults (SIGKILL, pg_terminate_backend, a server restart) and a rolling restart, 256 partitions over 4 workers, work that takes 100 ms to stop, takeover delay 250 ms: never two runs of a partition at once, balanced after each', async () => {
     const P = 256;

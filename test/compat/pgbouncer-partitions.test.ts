@@ -7,11 +7,12 @@
  * Session pooling works: workers join, split the partitions and leave.
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { PartitionedLeadership } from '../../src/index.js';
+import type { PartitionedLeadership } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, eventually, ownServer, testTag, within } from '../harness/db.js';
 import type { PgServer } from '../harness/pg-server.js';
 import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+import { partitionWorker } from '../harness/workers.js';
 
 const PARTITIONS = 16;
 
@@ -41,13 +42,12 @@ async function withBouncer(
   const tag = testTag();
   const made: PartitionedLeadership[] = [];
   const make: Make = (name) => {
-    const w = new PartitionedLeadership({
+    const w = partitionWorker({
       name,
       partitions: PARTITIONS,
       id: `${tag}-${made.length}`,
       connectionString: bouncer.url,
       healthIntervalMs: 200,
-      queryTimeoutMs: 1000,
       takeoverDelayMs: 0, // a term opens at once: a second owner would show within the sampling
     });
     w.onError(() => {}); // the refusals are asserted through start()

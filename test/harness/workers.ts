@@ -1,11 +1,33 @@
 /**
- * Partition workers for a test file: each test's workers carry ids under a fresh tag, and
- * after each test they are shut down and no session of theirs may be left on the server.
+ * The one factory for the tests' partition workers, in this process (`partitionWorker`,
+ * `useWorkers`) or in a process of their own (`forkWorker`, used by
+ * test/chaos/partition-cluster.ts): both start from the same option defaults
+ * (worker-options.ts), and a test states only what it changes.
  */
-import { afterEach } from 'vitest';
+import { type ChildProcess, fork } from 'node:child_process';
+import { afterEach, onTestFinished } from 'vitest';
 import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
 import { assertNoSessions, databaseUrl, testTag } from './db.js';
+import { type ChildWorkerConfig, workerOptions } from './worker-options.js';
 
+/**
+ * A worker in this process from the shared defaults and `options`, on the run's shared
+ * server unless `options` says how to connect; shut down when the test ends.
+ */
+export function partitionWorker(options: PartitionedLeadershipOptions): PartitionedLeadership {
+  const connects = options.connectionString ?? options.clientConfig ?? options.connect;
+  const w = new PartitionedLeadership(
+    workerOptions(connects === undefined ? { connectionString: databaseUrl(), ...options } : options),
+  );
+  onTestFinished(() => w.shutdown({ timeoutMs: 5000 }));
+  return w;
+}
+
+/**
+ * Workers for a test file whose ids carry a fresh tag per test: after each test they are
+ * shut down and no session of theirs may be left on the shared server. `defaults` go over
+ * the shared ones, each worker's own options over those.
+ */
 export function useWorkers(defaults: Partial<PartitionedLeadershipOptions> = {}): {
   worker(extra: Partial<PartitionedLeadershipOptions> & { name: string }): PartitionedLeadership;
   tag(): string;
@@ -22,19 +44,26 @@ export function useWorkers(defaults: Partial<PartitionedLeadershipOptions> = {})
   });
   return {
     worker(extra) {
-      const w = new PartitionedLeadership({
-        partitions: 4,
-        connectionString: databaseUrl(),
-        id: `${tag}-${n++}`,
-        healthIntervalMs: 200,
-        queryTimeoutMs: 1000,
-        takeoverDelayMs: 0,
-        ...defaults,
-        ...extra,
-      });
+      const w = partitionWorker({ partitions: 4, id: `${tag}-${n++}`, ...defaults, ...extra });
       made.push(w);
       return w;
     },
     tag: () => tag,
   };
+}
+
+const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.url).pathname;
+
+/**
+ * A worker in a process of its own (test/fixtures/partition-worker.fixture.ts) from the
+ * shared defaults and `config.options`; it reports its runs over IPC. The caller ends it
+ * (disconnect: a clean leave; or a signal).
+ */
+export function forkWorker(config: ChildWorkerConfig): ChildProcess {
+  const proc = fork(FIXTURE, [JSON.stringify(config)], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  proc.on('error', () => {}); // a send to a process that has just exited (EPIPE) is no failure
+  return proc;
 }

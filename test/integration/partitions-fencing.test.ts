@@ -4,31 +4,21 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
 import {
   FencedError,
-  PartitionedLeadership,
+  type PartitionedLeadership,
   type PartitionedLeadershipOptions,
   type PartitionTerm,
 } from '../../src/index.js';
 import { assign } from '../../src/partitions/assign.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
+import { partitionWorker } from '../harness/workers.js';
 
 const TABLE = 'pgleaderlock_epochs';
 const uniq = () => `pfence-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
 
-function worker(name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) {
-  const w = new PartitionedLeadership({
-    name,
-    partitions,
-    connectionString: databaseUrl(),
-    healthIntervalMs: 1000,
-    queryTimeoutMs: 1000,
-    takeoverDelayMs: 0,
-    fencing: true,
-    ...extra,
-  });
-  onTestFinished(() => w.shutdown());
-  return w;
-}
+/** The harness's worker, with fencing on and no takeover delay. */
+const worker = (name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) =>
+  partitionWorker({ name, partitions, takeoverDelayMs: 0, fencing: true, ...extra });
 
 async function writer(): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: databaseUrl(), application_name: 'pgleaderlock-test-writer' });

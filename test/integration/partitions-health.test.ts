@@ -9,7 +9,7 @@ import { quietBoundMs } from '../../src/partitions/health.js';
 import { databaseUrl, eventually, ownServer, sessionsLike, terminate } from '../harness/db.js';
 import { useWorkers } from '../harness/workers.js';
 
-const workers = useWorkers();
+const workers = useWorkers({ healthIntervalMs: 200, takeoverDelayMs: 0 });
 const worker = workers.worker;
 
 describe('PartitionedLeadership.health()', () => {

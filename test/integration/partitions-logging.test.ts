@@ -1,7 +1,8 @@
 /** What PartitionedLeadership logs, against PostgreSQL: membership, takes, revocations, a lost session, errors. */
-import { expect, it, onTestFinished } from 'vitest';
-import { type LogFields, type Logger, PartitionedLeadership } from '../../src/index.js';
+import { expect, it } from 'vitest';
+import type { LogFields, Logger } from '../../src/index.js';
 import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
+import { partitionWorker } from '../harness/workers.js';
 
 const uniq = () => `plog-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
 
@@ -15,20 +16,9 @@ function capture(): { logger: Logger; lines: (LogFields & { level: string })[] }
   return { logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }, lines };
 }
 
-function worker(name: string, id: string, logger?: Logger) {
-  const w = new PartitionedLeadership({
-    name,
-    partitions: 8,
-    id,
-    connectionString: databaseUrl(),
-    healthIntervalMs: 1000,
-    queryTimeoutMs: 1000,
-    takeoverDelayMs: 100,
-    ...(logger ? { logger } : {}),
-  });
-  onTestFinished(() => w.shutdown());
-  return w;
-}
+/** The harness's worker, 8 partitions, a 100 ms takeover delay. */
+const worker = (name: string, id: string, logger?: Logger) =>
+  partitionWorker({ name, partitions: 8, id, takeoverDelayMs: 100, ...(logger ? { logger } : {}) });
 
 const terminateWorker = (id: string) =>
   adminQuery(

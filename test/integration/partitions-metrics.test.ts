@@ -13,7 +13,7 @@ import {
 import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
 import { useWorkers } from '../harness/workers.js';
 
-const workers = useWorkers();
+const workers = useWorkers({ healthIntervalMs: 200, takeoverDelayMs: 0 });
 const worker = workers.worker;
 
 /** The value of one sample, e.g. sample(text, 'pgleaderlock_partitions_owned'). */

@@ -5,25 +5,16 @@
  */
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
+import type { PartitionedLeadershipOptions } from '../../src/index.js';
 import { FREE_MOVED, keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
+import { partitionWorker } from '../harness/workers.js';
 
 const uniq = () => `psafe-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
 
-function worker(name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) {
-  const w = new PartitionedLeadership({
-    name,
-    partitions,
-    ...(extra.connect ? {} : { connectionString: databaseUrl() }),
-    healthIntervalMs: 500,
-    queryTimeoutMs: 1000,
-    takeoverDelayMs: 0,
-    ...extra,
-  });
-  onTestFinished(() => w.shutdown());
-  return w;
-}
+/** The harness's worker, with a 500 ms health interval and no takeover delay. */
+const worker = (name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) =>
+  partitionWorker({ name, partitions, healthIntervalMs: 500, takeoverDelayMs: 0, ...extra });
 
 /** Rows of pg_locks for this name's member locks that are still waiting (not granted). */
 async function queuedMemberLocks(name: string): Promise<{ pid: number }[]> {

@@ -1,29 +1,14 @@
 /** PartitionedLeadership against PostgreSQL, workers in this process (in processes of their own: test/chaos/partitions.test.ts). */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CHANNELS, PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, ownServer } from '../harness/db.js';
+import { partitionWorker } from '../harness/workers.js';
 
-const made: PartitionedLeadership[] = [];
-function worker(
-  name: string,
-  partitions: number,
-  extra: Partial<PartitionedLeadershipOptions> = {},
-  url = databaseUrl(),
-) {
-  const w = new PartitionedLeadership({
-    name,
-    partitions,
-    connectionString: url,
-    healthIntervalMs: 1000,
-    queryTimeoutMs: 1000,
-    ...extra,
-  });
-  made.push(w);
-  onTestFinished(() => w.shutdown());
-  return w;
-}
+/** The harness's worker (its defaults: health interval and query timeout 1 s, takeover delay 250 ms). */
+const worker = (name: string, partitions: number, extra: Partial<PartitionedLeadershipOptions> = {}) =>
+  partitionWorker({ name, partitions, ...extra });
 const uniq = () => `parts-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
 
 /** partition → pids holding it, from the server. */
@@ -150,12 +135,12 @@ describe('PartitionedLeadership', () => {
       settings: { max_locks_per_transaction: 10, max_connections: 20 },
     });
     const name = uniq();
-    const w = worker(
-      name,
-      4096,
-      { takeoverDelayMs: 0, healthIntervalMs: 300, queryTimeoutMs: 1000 },
-      server.url,
-    );
+    const w = worker(name, 4096, {
+      takeoverDelayMs: 0,
+      healthIntervalMs: 300,
+      queryTimeoutMs: 1000,
+      connectionString: server.url,
+    });
     const errors: { at: number; e: Error }[] = [];
     w.onError((e) => errors.push({ at: performance.now(), e }));
     await w.start();

@@ -6,27 +6,18 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  type LeaderLock,
-  LockMetrics,
-  PartitionedLeadership,
-  type PartitionedLeadershipOptions,
-  type ProbesListener,
-  probes,
-} from '../../src/index.js';
-import { assertNoSessions, databaseUrl, randomKeys, testTag } from '../harness/db.js';
+import { type LeaderLock, LockMetrics, type ProbesListener, probes } from '../../src/index.js';
+import { randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { useWorkers } from '../harness/workers.js';
 
 const locks = useLocks();
 const servers: http.Server[] = [];
-let workers: PartitionedLeadership[] = [];
 afterEach(async () => {
   for (const s of servers.splice(0)) {
     s.closeAllConnections();
     await new Promise((r) => s.close(r));
   }
-  await Promise.all(workers.map((w) => w.shutdown({ timeoutMs: 5000 })));
-  workers = [];
 });
 
 /** Listen on 127.0.0.1, a free port; the base URL. */
@@ -149,26 +140,11 @@ describe('probes(lock)', () => {
 });
 
 describe('probes(workers)', () => {
-  const tag = testTag();
-  afterEach(() => assertNoSessions(tag));
-
-  function worker(name: string, extra: Partial<PartitionedLeadershipOptions> = {}): PartitionedLeadership {
-    const w = new PartitionedLeadership({
-      name,
-      partitions: 4,
-      connectionString: databaseUrl(),
-      id: `${tag}-${workers.length}`,
-      healthIntervalMs: 200,
-      queryTimeoutMs: 1000,
-      takeoverDelayMs: 0,
-      ...extra,
-    });
-    workers.push(w);
-    return w;
-  }
+  const workers = useWorkers({ healthIntervalMs: 200, takeoverDelayMs: 0 });
 
   it('before start /readyz 503 ("not started"); running 200 with owned and members; /metrics has the owned gauge; after shutdown 503 ("stopped")', async () => {
-    const w = worker(`probes-${tag}`);
+    const tag = workers.tag();
+    const w = workers.worker({ name: `probes-${tag}` });
     const base = await serve(probes(w));
     expect((await get(`${base}/healthz`)).status).toBe(200);
     const before = await get(`${base}/readyz`);

@@ -1,0 +1,235 @@
+/**
+ * docs/partitions.md, "Limits": `shutdown({ timeoutMs })` returns at its timeout while runs
+ * are slow to stop: past it the member session is closed (the server frees what it held;
+ * the others take it under the fence) while runs still winding down finish on their own.
+ * Against the run's PostgreSQL, workers in this process.
+ */
+import net from 'node:net';
+import pg from 'pg';
+import { serialize } from 'pg-protocol';
+import { describe, expect, it } from 'vitest';
+import type { PartitionedLeadership } from '../../src/index.js';
+import { keysOf, memberAppName } from '../../src/partitions/sql.js';
+import { type AdminClient, adminClient, databaseUrl, eventually, randomKeys } from '../harness/db.js';
+import { proxyTo } from '../harness/fault-proxy.js';
+import { useWorkers } from '../harness/workers.js';
+
+const TIMEOUT_MS = 300;
+/** What `shutdown()` may take past its timeout, beyond what the server needs to cancel a wait and close a session. */
+const MARGIN_MS = 50;
+/** How long each run takes to return after its abort: far past the timeout. */
+const WIND_DOWN_MS = 1500;
+const TAKEOVER_DELAY_MS = 250;
+
+/** Partition locks of `name` held on the server by worker `id`'s member session. */
+async function heldBy(admin: AdminClient, name: string, id: string): Promise<number> {
+  const rows = await admin.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = $1::int4::oid
+        AND a.application_name = $2`,
+    [keysOf(name).partitions, memberAppName(id, 8)],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** Ring watches of `name` waiting in pg_advisory_lock (member locks not granted). */
+async function queuedWatches(admin: AdminClient, name: string): Promise<number> {
+  const rows = await admin.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2
+        AND classid = $1::int4::oid`,
+    [keysOf(name).members],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * The baseline of a ring watch's close, on this server at this moment: a bare pg client
+ * waits in pg_advisory_lock; how long from sending its CancelRequest (a connection of its
+ * own, as the protocol has it) until the wait has failed and `end()` has returned.
+ */
+async function bareCancelAndClose(admin: AdminClient): Promise<number> {
+  const { key1, key2 } = randomKeys();
+  await admin.query('SELECT pg_advisory_lock($1, $2)', [key1, key2]);
+  const url = new URL(databaseUrl());
+  const waiter = new pg.Client({
+    connectionString: databaseUrl(),
+    application_name: 'pgleaderlock-test-baseline',
+  });
+  waiter.on('error', () => {});
+  try {
+    await waiter.connect();
+    const { processID, secretKey } = waiter as unknown as { processID: number; secretKey: number };
+    const wait = waiter.query('SELECT pg_advisory_lock($1, $2)', [key1, key2]).then(
+      () => 'granted',
+      (err: { code?: string }) => err.code,
+    );
+    await eventually(
+      async () =>
+        (
+          await admin.query('SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted AND locktype = $2', [
+            processID,
+            'advisory',
+          ])
+        ).length === 1,
+      { what: 'the bare client to wait', intervalMs: 5 },
+    );
+    const t0 = performance.now();
+    const socket = net.connect(Number(url.port || 5432), url.hostname);
+    socket.on('error', () => {});
+    socket.on('connect', () => socket.write(serialize.cancel(processID, secretKey)));
+    socket.on('end', () => socket.destroy());
+    expect(await wait).toBe('57014');
+    await waiter.end();
+    return performance.now() - t0;
+  } finally {
+    await waiter.end().catch(() => {});
+    await admin.query('SELECT pg_advisory_unlock($1, $2)', [key1, key2]);
+  }
+}
+
+const p50 = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+const ms = (xs: readonly number[]): string => xs.map((x) => x.toFixed(0)).join(', ');
+
+describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
+  const workers = useWorkers({ takeoverDelayMs: TAKEOVER_DELAY_MS });
+
+  /** Runs that ignore their abort for WIND_DOWN_MS; when each returned. */
+  const slowRuns = (w: PartitionedLeadership): number[] => {
+    const ended: number[] = [];
+    w.runForEach(async (_p, term) => {
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      await new Promise((r) => setTimeout(r, WIND_DOWN_MS));
+      ended.push(performance.now());
+    });
+    return ended;
+  };
+
+  it(`alone: returns at ${TIMEOUT_MS} ms, at most ${MARGIN_MS} ms late (5 trials), before its runs end; the server then frees its partitions`, async () => {
+    await using admin = await adminClient(databaseUrl());
+    const took: number[] = [];
+    const freed: number[] = [];
+    for (let trial = 0; trial < 5; trial++) {
+      const name = `${workers.tag()}-${trial}`;
+      const w = workers.worker({ name, partitions: 8 });
+      const ended = slowRuns(w);
+      await w.start();
+      expect(await w.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+      expect(await heldBy(admin, name, w.id)).toBe(8);
+      const t0 = performance.now();
+      await w.shutdown({ timeoutMs: TIMEOUT_MS });
+      const t1 = performance.now();
+      took.push(t1 - t0);
+      expect(ended, 'no run had returned when shutdown() did').toEqual([]);
+      expect(w.owned.size).toBe(0);
+      await eventually(async () => (await heldBy(admin, name, w.id)) === 0, {
+        what: 'the server to free the partitions of the closed session',
+        timeoutMs: 250, // at once (3–65 ms measured); a session left to finish its leave frees them 1.5 s later
+        intervalMs: 5,
+      });
+      freed.push(performance.now() - t1);
+    }
+    console.log(
+      `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) alone: ${took.map((t) => t.toFixed(1)).join(', ')} ms; its partitions free ${ms(freed)} ms after it returned`,
+    );
+    for (const t of took) {
+      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+      expect(t).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
+    }
+  }, 60_000);
+
+  it(`beside another worker (its ring watch waiting in pg_advisory_lock): returns at ${TIMEOUT_MS} ms plus a bare client's cancel and close of such a wait, p50 of 5 at most ${MARGIN_MS} ms over that; nothing left queued; the other takes its partitions under the fence`, async () => {
+    await using admin = await adminClient(databaseUrl());
+    const took: number[] = [];
+    const bare: number[] = [];
+    const fence: number[] = [];
+    for (let trial = 0; trial < 5; trial++) {
+      const name = `${workers.tag()}-${trial}`;
+      const other = workers.worker({ name, partitions: 8 });
+      const w = workers.worker({ name, partitions: 8 });
+      const ended = slowRuns(w);
+      // the other first: `w` joins and hands nothing on before its shutdown
+      await other.start();
+      expect(await other.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+      await w.start();
+      for (const x of [w, other]) expect(await x.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+      const mine = [...w.owned];
+      expect(mine).toHaveLength(4);
+      await eventually(async () => (await queuedWatches(admin, name)) === 2, {
+        what: 'both ring watches waiting',
+      });
+      bare.push(await bareCancelAndClose(admin));
+      const opened = new Map<number, number>();
+      other.onAssigned((p) => {
+        opened.set(p, performance.now());
+      });
+      const t0 = performance.now();
+      await w.shutdown({ timeoutMs: TIMEOUT_MS });
+      const t1 = performance.now();
+      took.push(t1 - t0);
+      expect(ended, 'no run had returned when shutdown() did').toEqual([]);
+      expect(await heldBy(admin, name, w.id)).toBe(0);
+      expect(await queuedWatches(admin, name)).toBe(0); // w's watch cancelled; the other watches nobody now
+      await eventually(() => mine.every((p) => opened.has(p)), {
+        what: 'the other to open the partitions',
+        timeoutMs: 5000,
+      });
+      // not a clean hand-over: opened no sooner than the takeover delay after the session closed
+      fence.push(Math.min(...mine.map((p) => (opened.get(p) as number) - t0)) - TIMEOUT_MS);
+    }
+    const over = took.map((t, i) => t - TIMEOUT_MS - (bare[i] as number));
+    console.log(
+      `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) beside another worker: ${took.map((t) => t.toFixed(1)).join(', ')} ms; a bare client's cancel and close ${ms(bare)} ms; over both ${ms(over)} ms; the other opened them ${ms(fence)} ms after the timeout`,
+    );
+    for (const t of took) expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+    expect(p50(over)).toBeLessThanOrEqual(MARGIN_MS);
+    for (const f of fence) expect(f).toBeGreaterThanOrEqual(TAKEOVER_DELAY_MS - 1);
+  }, 60_000);
+
+  it(`behind a proxy that drops cancels (its ring watch waiting): returns within ${TIMEOUT_MS} ms + closeTimeoutMs (300) + ${MARGIN_MS} ms (3 trials), the watch's backend gone from the queue`, async () => {
+    const CLOSE_MS = 300;
+    await using admin = await adminClient(databaseUrl());
+    const proxy = await proxyTo(databaseUrl(), { dropCancels: true });
+    const took: number[] = [];
+    try {
+      for (let trial = 0; trial < 3; trial++) {
+        const name = `${workers.tag()}-${trial}`;
+        const other = workers.worker({ name, partitions: 8 });
+        await other.start();
+        expect(await other.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+        const w = workers.worker({
+          name,
+          partitions: 8,
+          connectionString: proxy.url(databaseUrl()),
+          closeTimeoutMs: CLOSE_MS,
+        });
+        const ended = slowRuns(w);
+        await w.start();
+        for (const x of [w, other]) expect(await x.waitForBalance({ timeoutMs: 10_000 })).toBe(true);
+        await eventually(async () => (await queuedWatches(admin, name)) === 2, {
+          what: 'both ring watches waiting',
+        });
+        const dropped = proxy.cancelsDropped;
+        const t0 = performance.now();
+        await w.shutdown({ timeoutMs: TIMEOUT_MS });
+        took.push(performance.now() - t0);
+        expect(ended).toEqual([]);
+        expect(proxy.cancelsDropped).toBeGreaterThan(dropped); // the watch's cancels were dropped: its close is what bounds it
+        await eventually(async () => (await queuedWatches(admin, name)) === 0, {
+          what: "the watch's backend to leave the queue",
+          timeoutMs: 2000,
+          intervalMs: 5,
+        });
+      }
+    } finally {
+      await proxy.close();
+    }
+    console.log(
+      `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) behind a proxy that drops cancels, closeTimeoutMs ${CLOSE_MS}: ${ms(took)} ms`,
+    );
+    for (const t of took) {
+      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+      expect(t).toBeLessThanOrEqual(TIMEOUT_MS + CLOSE_MS + MARGIN_MS);
+    }
+  }, 60_000);
+});
