@@ -223,6 +223,12 @@ export function components(): Component[] {
     compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
     compatFile('cli-slow', () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
     compatFile(
+      'replication',
+      () => 'replicated clusters: failover claims, the peer watch, partition workers per host',
+      'test/compat/failover-claims.test.ts',
+      'test/compat/partitions-connections.test.ts',
+    ),
+    compatFile(
       'failover-chaos',
       () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',
       'test/compat/failover-chaos.test.ts',
