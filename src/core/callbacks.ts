@@ -45,7 +45,10 @@ export class Callbacks<M extends EventMap<M>> {
   private readonly lists = new Map<keyof M, M[keyof M][]>();
   private tail: Promise<void> = Promise.resolve();
   /** Callbacks that have not settled yet, deadline passed or not, and when each started. */
-  private readonly unsettled = new Map<object, { event: keyof M & string; since: number }>();
+  private readonly unsettled = new Map<
+    object,
+    { event: keyof M & string; since: number; overdue: boolean }
+  >();
 
   constructor(
     private readonly logger: Logger,
@@ -106,9 +109,9 @@ export class Callbacks<M extends EventMap<M>> {
    */
   hung(): { event: keyof M & string; ms: number } | null {
     let worst: { event: keyof M & string; ms: number } | null = null;
-    for (const { event, since } of this.unsettled.values()) {
+    for (const { event, since, overdue } of this.unsettled.values()) {
       const ms = this.clock.now() - since;
-      if (ms > this.timeoutMs && (!worst || ms > worst.ms)) worst = { event, ms };
+      if ((overdue || ms > this.timeoutMs) && (!worst || ms > worst.ms)) worst = { event, ms };
     }
     return worst;
   }
@@ -125,16 +128,22 @@ export class Callbacks<M extends EventMap<M>> {
     args: Args<M, E>,
   ): Promise<void> {
     const invocation: Invocation = { owner: this, running: true };
+    // one record for the deadline and for hung(): a callback reported past its deadline is
+    // hung for health() from that moment (a timer may fire a millisecond early)
+    const entry = { event, since: this.clock.now(), overdue: false };
     let timer: unknown;
     const deadline = new Promise<'timeout'>((resolve) => {
-      timer = this.clock.setTimeout(() => resolve('timeout'), this.timeoutMs);
+      timer = this.clock.setTimeout(() => {
+        entry.overdue = true;
+        resolve('timeout');
+      }, this.timeoutMs);
     });
     try {
       const run = scope.run(invocation, async () => {
         await fn(...args);
       });
       const key = {};
-      this.unsettled.set(key, { event, since: this.clock.now() });
+      this.unsettled.set(key, entry);
       run.then(
         () => this.unsettled.delete(key),
         () => this.unsettled.delete(key),
