@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { findRunOverlaps, now, partitionCluster } from '../chaos/partition-cluster.js';
 import { useChildren } from '../harness/children.js';
-import { adminClient, databaseUrl, eventually } from '../harness/db.js';
+import { adminClient, adminQuery, databaseUrl, eventually } from '../harness/db.js';
 
 const track = useChildren(8000);
 const DELAY = 250;
@@ -27,6 +27,23 @@ async function pair(workers = 2, dropCancels = false) {
   });
   for (let i = 0; i < workers; i++) await c.spawn();
   await c.balanced(`${workers} workers to share ${P} partitions`);
+  // the ring settled: every worker's watch waits on its neighbour's member lock. Right after
+  // the balance a watch may still be moving (behind a proxy that drops cancels it waits out
+  // closeTimeoutMs, 1 s, first); a death it misses is seen by the next reconcile instead
+  // (within healthIntervalMs, 1 s here: 1,020 ms was seen once)
+  await eventually(
+    async () =>
+      (
+        await adminQuery<{ n: number }>(
+          databaseUrl(),
+          `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+            WHERE a.application_name LIKE 'pgleaderlock:%#watch' AND l.locktype = 'advisory' AND NOT l.granted
+              AND a.application_name = ANY ($1)`,
+          [[...c.procs.keys()].map((id) => `pgleaderlock:${id}#watch`)],
+        )
+      )[0]?.n === workers,
+    { what: 'every worker’s ring watch waiting on its neighbour', timeoutMs: 10_000 },
+  );
   return c;
 }
 
