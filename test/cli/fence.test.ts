@@ -4,24 +4,13 @@
  * happens when things fail"; docs/cli.md). (`acquire`'s "exit 1 at once": test/timing/acquire-at-once.test.ts.)
  */
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
-import { type Running, startCli } from '../harness/cli.js';
+import { describe, expect, it } from 'vitest';
+import { type Running, useCli } from '../harness/cli.js';
 import { adminClient, databaseUrl, eventually, holderPid, lockHolders, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
-const running: Running[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
-    await r.exited;
-  }
-});
-const start = (args: string[]): Running => {
-  const r = startCli(args);
-  running.push(r);
-  return r;
-};
+const start = useCli();
 type Keys = { key1: number; key2: number };
 const keyArgs = (k: Keys): string[] => ['--key1', String(k.key1), '--key2', String(k.key2)];
 /** Until `r` waits in the queue behind the holder (`n` backends on the key); `r`'s output if not. */

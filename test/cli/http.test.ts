@@ -3,25 +3,14 @@
  * processes (dist/cli.js) against real PostgreSQL.
  */
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
-import { type Running, startCli } from '../harness/cli.js';
+import { type Running, useCli } from '../harness/cli.js';
 import { assertNoSessions, databaseUrl, eventually, ownServer } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
-const running: Running[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
-    await r.exited;
-  }
-});
-const start = (args: string[]): Running => {
-  const r = startCli(args);
-  running.push(r);
-  return r;
-};
+const start = useCli();
 
 /** Start `run --http 127.0.0.1:0` and return the process and the base URL it printed. */
 async function runWithHttp(args: string[]): Promise<{ r: Running; base: string }> {

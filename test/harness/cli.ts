@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
 
 export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/cli.js');
 
@@ -111,4 +112,23 @@ export function portClosed(port: number): Promise<boolean> {
     });
     s.once('error', () => resolve(true));
   });
+}
+
+/**
+ * `startCli` for a test file: every CLI it starts is killed (if still running) and awaited
+ * after each test, so that none outlives its test.
+ */
+export function useCli(): (args: string[], env?: NodeJS.ProcessEnv) => Running {
+  const running: Running[] = [];
+  afterEach(async () => {
+    for (const r of running.splice(0)) {
+      if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
+      await r.exited;
+    }
+  });
+  return (args, env) => {
+    const r = startCli(args, env);
+    running.push(r);
+    return r;
+  };
 }
