@@ -6,7 +6,7 @@ import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
 import { type Running, useCli } from '../harness/cli.js';
-import { assertNoSessions, databaseUrl, eventually, ownServer } from '../harness/db.js';
+import { assertNoSessions, databaseUrl, eventually, lockHolders, ownServer } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -41,6 +41,11 @@ describe('pgleaderlock run --http', () => {
     await a.r.line(/"event":"acquired"/);
     const b = await runWithHttp([...common, '--id', `${locks.tag}-b`]);
     await b.r.line(/"to":"acquiring"/);
+    // queued on the server: the state is printed before the session connects and LISTENs; a
+    // leader leaving before that leaves no `released` the follower could see (a full delay)
+    await eventually(async () => (await lockHolders(databaseUrl(), key1, key2)).some((h) => !h.granted), {
+      what: 'the follower to wait in pg_advisory_lock',
+    });
 
     const am = await get(`${a.base}/metrics`);
     expect(am.status).toBe(200);

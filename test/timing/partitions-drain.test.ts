@@ -27,22 +27,27 @@ async function pair(workers = 2, dropCancels = false) {
   });
   for (let i = 0; i < workers; i++) await c.spawn();
   await c.balanced(`${workers} workers to share ${P} partitions`);
-  // the ring settled: every worker's watch waits on its neighbour's member lock. Right after
-  // the balance a watch may still be moving (behind a proxy that drops cancels it waits out
-  // closeTimeoutMs, 1 s, first); a death it misses is seen by the next reconcile instead
-  // (within healthIntervalMs, 1 s here: 1,020 ms was seen once)
+  // the ring settled: every member's lock is awaited by a ring watch, one watch each. Right
+  // after the balance a watch may still wait on its old target (behind a proxy that drops
+  // cancels it waits out closeTimeoutMs, 1 s, first), the member it should watch unwatched:
+  // that member's death is then seen by the next reconcile instead (within
+  // healthIntervalMs, 1 s here: 969 and 1,020 ms were seen when this only counted waits)
+  const ids = [...c.procs.keys()];
   await eventually(
-    async () =>
-      (
-        await adminQuery<{ n: number }>(
-          databaseUrl(),
-          `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
-            WHERE a.application_name LIKE 'pgleaderlock:%#watch' AND l.locktype = 'advisory' AND NOT l.granted
-              AND a.application_name = ANY ($1)`,
-          [[...c.procs.keys()].map((id) => `pgleaderlock:${id}#watch`)],
-        )
-      )[0]?.n === workers,
-    { what: 'every worker’s ring watch waiting on its neighbour', timeoutMs: 10_000 },
+    async () => {
+      const [row] = await adminQuery<{ waits: number; watched: number }>(
+        databaseUrl(),
+        `SELECT count(DISTINCT w.pid)::int AS waits, count(DISTINCT h.pid)::int AS watched
+           FROM pg_locks w JOIN pg_stat_activity wa ON wa.pid = w.pid
+           LEFT JOIN pg_locks h ON h.locktype = 'advisory' AND h.granted AND h.database = w.database
+             AND h.classid = w.classid AND h.objid = w.objid AND h.objsubid = w.objsubid
+             AND h.pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = ANY ($2))
+          WHERE w.locktype = 'advisory' AND NOT w.granted AND wa.application_name = ANY ($1)`,
+        [ids.map((id) => `pgleaderlock:${id}#watch`), ids.map((id) => `pgleaderlock:${id}#p${P}`)],
+      );
+      return row?.waits === workers && row.watched === workers;
+    },
+    { what: 'every worker’s member lock awaited by one ring watch', timeoutMs: 10_000 },
   );
   return c;
 }
