@@ -11,8 +11,12 @@ const notCompat: Pick<TestUserConfig, 'project'> = { project: ['!compat'] };
 
 export default defineConfig({
   resolve: {
-    // examples import the package by name, as users do
-    alias: { pgleaderlock: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+    // examples import the package by name, as users do; the subpath first (the first match wins)
+    alias: {
+      'pgleaderlock/testing': fileURLToPath(new URL('./src/testing/index.ts', import.meta.url)),
+      'pgleaderlock/node-cron': fileURLToPath(new URL('./src/node-cron/index.ts', import.meta.url)),
+      pgleaderlock: fileURLToPath(new URL('./src/index.ts', import.meta.url)),
+    },
   },
   test: {
     // A skipped test is a failed promise: fail the run if anything is left focused.
@@ -28,7 +32,8 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['test/unit/**/*.test.ts'],
+          // examples/*.test.ts: users' unit tests built on pgleaderlock/testing (no database)
+          include: ['test/unit/**/*.test.ts', 'examples/**/*.test.ts'],
           testTimeout: 5_000,
         },
       },

@@ -23,6 +23,53 @@ try {
   npm(['install', '--no-audit', '--no-fund', '--prefer-offline', path.join(tmp, tarball)], project);
   const bin = path.join(project, 'node_modules', '.bin', 'pgleaderlock');
 
+  // pgleaderlock/node-cron from the tarball, in a project without node-cron (an optional peer)
+  if (fs.existsSync(path.join(project, 'node_modules', 'node-cron')))
+    throw new Error('node-cron was installed with the package: it must stay an optional peer dependency');
+  for (const [form, code] of [
+    [
+      'import',
+      "import('pgleaderlock/node-cron').then((m) => { if (typeof m.leaderCoordinator !== 'function') process.exit(1); })",
+    ],
+    [
+      'require',
+      "if (typeof require('pgleaderlock/node-cron').leaderCoordinator !== 'function') process.exit(1)",
+    ],
+  ]) {
+    const r = spawnSync(process.execPath, ['-e', code], { cwd: project, encoding: 'utf8' });
+    if (r.status !== 0)
+      throw new Error(`${form}('pgleaderlock/node-cron'): ${r.status} ${r.stdout}${r.stderr}`);
+  }
+  console.log('smoke-cli: import() and require() of pgleaderlock/node-cron without node-cron installed ok');
+
+  // pgleaderlock/testing from the installed tarball, through both conditions: a fake's term
+  // ends with the main entry's TermEndedError
+  for (const [how, load] of [
+    ['require', (m) => `require('${m}')`],
+    ['import', (m) => `await import('${m}')`],
+  ]) {
+    const code = `const { FakeLeaderLock } = ${load('pgleaderlock/testing')};
+      const { TermEndedError } = ${load('pgleaderlock')};
+      const lock = new FakeLeaderLock();
+      await lock.start();
+      const term = await lock.elect();
+      await lock.lose();
+      await lock.shutdown();
+      if (!(term.signal.reason instanceof TermEndedError)) throw new Error('not the main entry TermEndedError');`;
+    const type = how === 'import' ? 'module' : 'commonjs';
+    const body =
+      how === 'import'
+        ? code
+        : `(async () => { ${code} })().catch((e) => { console.error(e); process.exit(1); });`;
+    const r = spawnSync(process.execPath, [`--input-type=${type}`, '-e', body], {
+      cwd: project,
+      encoding: 'utf8',
+    });
+    if (r.status !== 0)
+      throw new Error(`${how} pgleaderlock/testing: exit ${r.status}\n${r.stdout}${r.stderr}`);
+  }
+  console.log('smoke-cli: require and import of pgleaderlock/testing from the installed tarball ok');
+
   const v = spawnSync(bin, ['--version'], { cwd: project, encoding: 'utf8' });
   if (v.status !== 0 || v.stdout.trim() !== version)
     throw new Error(`--version: ${v.status} ${v.stdout}${v.stderr}`);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `pgleaderlock` command: run, acquire, status, break, doctor, demo (and the unlisted
+ * The `pgleaderlock` command: run, acquire, status, break, resign, handover, doctor, demo (and the unlisted
  * partition-worker that `demo --partitions` runs). Each command's options are one table (src/cli/*.ts) that both parses and prints `--help`. Bad input exits 2 with
  * one line naming the problem (passwords redacted); `--debug` adds the stack.
  */
@@ -34,6 +34,7 @@ import {
 import { DEMO_OPTIONS, demo } from './cli/demo.js';
 import { PARTITION_WORKER_OPTIONS, partitionWorker } from './cli/demo-partitions.js';
 import { DOCTOR_OPTIONS, doctor, doctorKeys } from './cli/doctor.js';
+import { HANDOVER_OPTIONS, RESIGN_OPTIONS, request } from './cli/request.js';
 import { RUN_OPTIONS, run } from './cli/run.js';
 import { partitionStatus, STATUS_OPTIONS, status } from './cli/status.js';
 
@@ -95,6 +96,18 @@ const COMMANDS: Record<string, Command> = {
     usage: 'pgleaderlock break (--key1 N --key2 N | --name NAME) --yes [--min-age DURATION]',
     options: [...COMMON, ...BREAK_OPTIONS, ...TAIL],
     exec: (v) => breakLock(v, ...target(v), stdout),
+  },
+  resign: {
+    summary: 'ask the leader to step down cleanly (it releases; a waiter leads); not break',
+    usage: 'pgleaderlock resign (--key1 N --key2 N | --name NAME) [--timeout DURATION] [--json]',
+    options: [...COMMON, ...RESIGN_OPTIONS, JSON_OPTION, ...TAIL],
+    exec: (v) => request('resign', v, ...target(v), v.json === true, process.stdout),
+  },
+  handover: {
+    summary: 'ask the leader to hand leadership to the waiting candidate --to ID',
+    usage: 'pgleaderlock handover (--key1 N --key2 N | --name NAME) --to ID [--timeout DURATION] [--json]',
+    options: [...COMMON, ...HANDOVER_OPTIONS, JSON_OPTION, ...TAIL],
+    exec: (v) => request('handover', v, ...target(v), v.json === true, process.stdout),
   },
   doctor: {
     summary: 'check the connection path before relying on it: pooler, primary, settings, permissions',

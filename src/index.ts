@@ -26,6 +26,7 @@ export { FencedError } from './core/fencing.js';
 export type { LogFields, LogFn, Logger } from './core/logger.js';
 export type { AppliedSettings, Safety } from './core/safety.js';
 export type { Health } from './core/vitals.js';
+export type { LeaderElection } from './leader/election.js';
 export type { LockHealth } from './leader/health.js';
 export type { Candidate, InspectOptions, LockInspection } from './leader/inspect.js';
 export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader/leader-lock.js';
@@ -59,6 +60,7 @@ export {
   type PartitionMetricsSnapshot,
 } from './ops/metrics.js';
 export { type ProbesListener, type ProbesOptions, probes } from './ops/probes.js';
+export type { PartitionedElection } from './partitions/election.js';
 export { MAX_PARTITIONS, type PartitionedLeadershipOptions } from './partitions/options.js';
 export {
   PartitionedLeadership,
@@ -71,3 +73,6 @@ export {
   type PartitionWork,
   type RevokeReason,
 } from './partitions/partitioned.js';
+export { type LeaderChangeCallback, LeaderWatch } from './watch/leader-watch.js';
+export type { LeaderWatchOptions } from './watch/options.js';
+export type { WatchedLeader } from './watch/view.js';

@@ -18,6 +18,7 @@ import {
 import { findPgBouncer, findPgpool } from '../../test/harness/debian-binary.js';
 import { PG_PACKAGE_ENV } from '../../test/harness/pg-server.js';
 import { fetchPackage } from './fetch.js';
+import { type FreshInstall, freshInstall, NPM_VERSION } from './fresh-install.js';
 import type { MajorFigures, Outcome } from './report.js';
 import { run, runVitest } from './vitest.js';
 
@@ -167,8 +168,14 @@ function buildOnce(ctx: Context): Promise<string | null> {
   return built;
 }
 
+/** The Node.js line whose run starts from a fresh `npm ci` with npm 12 (fresh-install.ts). */
+export const FRESH_INSTALL_LINE: (typeof NODE_VERSIONS)[number] = '24.21.0';
+
 function nodeLine(version: string): Component {
-  const label = `Node.js ${version}`;
+  const fresh = version === FRESH_INSTALL_LINE;
+  const label = fresh
+    ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; unit, integration, build, smoke)`
+    : `Node.js ${version} (unit, integration, smoke)`;
   return {
     id: `node${version.split('.')[0]}`,
     async run(ctx) {
@@ -180,28 +187,73 @@ function nodeLine(version: string): Component {
         return failed(label, (err as Error).message);
       }
       // children that run `node` by name get this one too
-      const env = { ...ctx.env, PATH: `${path.dirname(node)}${path.delimiter}${ctx.env.PATH ?? ''}` };
-      const suites = await runVitest({
-        root: ctx.root,
-        node,
-        args: ['--project', 'unit', '--project', 'integration'],
-        env,
-      });
-      const buildError = await buildOnce(ctx);
-      const smoke = buildError ? -1 : await run(node, ['scripts/smoke.mjs'], { cwd: ctx.root, env });
-      const notes = [
-        suites.note,
-        buildError,
-        smoke !== 0 && !buildError ? `smoke test exited ${smoke}` : null,
-      ].filter(Boolean);
-      return {
-        component: `${label} (unit, integration, smoke)`,
-        ok: suites.ok && smoke === 0,
-        passed: suites.passed + (smoke === 0 ? 1 : 0),
-        total: suites.total + 1,
-        failed: suites.failed ?? [],
-        ...(notes.length ? { note: notes.join('; ') } : {}),
+      const env: NodeJS.ProcessEnv = {
+        ...ctx.env,
+        PATH: `${path.dirname(node)}${path.delimiter}${ctx.env.PATH ?? ''}`,
       };
+      const notes: string[] = [];
+      let root = ctx.root;
+      let installed = 0;
+      let npmCli = 'npm';
+      const cleanup: string[] = [];
+      try {
+        if (fresh) {
+          let install: FreshInstall;
+          try {
+            install = await freshInstall(ctx.root, node, env);
+          } catch (err) {
+            return failed(label, (err as Error).message);
+          }
+          cleanup.push(install.dir);
+          if (install.code !== 0) return failed(label, `npm ${NPM_VERSION} ci exited ${install.code}`);
+          if (install.scriptWarnings.length) {
+            return failed(
+              label,
+              `npm ${NPM_VERSION} ci warned about install scripts (allowScripts in package.json): ${install.scriptWarnings.join(' | ')}`,
+            );
+          }
+          installed = 1;
+          const others = install.warnings.filter((w) => !w.includes('Unknown user config'));
+          if (others.length) notes.push(`npm warnings: ${others.join(' | ')}`);
+          root = install.dir;
+          // a temporary folder of its own: the test servers' binaries are copied from this
+          // install, whose postinstall (the shared-library symlinks) npm 12 did not run
+          const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-fresh-tmp-'));
+          fs.chmodSync(tmp, 0o755);
+          cleanup.push(tmp);
+          env.TMPDIR = tmp;
+          npmCli = install.npm[1] ?? npmCli;
+        }
+        const suites = await runVitest({
+          root,
+          node,
+          args: ['--project', 'unit', '--project', 'integration'],
+          env,
+        });
+        const buildError = fresh
+          ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env }).then((code) =>
+              code === 0 ? null : `npm run build exited ${code}`,
+            )
+          : await buildOnce(ctx);
+        const smoke = buildError ? -1 : await run(node, ['scripts/smoke.mjs'], { cwd: root, env });
+        notes.unshift(
+          ...[
+            suites.note,
+            buildError,
+            smoke !== 0 && !buildError ? `smoke test exited ${smoke}` : null,
+          ].filter((n): n is string => Boolean(n)),
+        );
+        return {
+          component: label,
+          ok: suites.ok && smoke === 0,
+          passed: installed + suites.passed + (smoke === 0 ? 1 : 0),
+          total: (fresh ? 1 : 0) + suites.total + 1,
+          failed: suites.failed ?? [],
+          ...(notes.length ? { note: notes.join('; ') } : {}),
+        };
+      } finally {
+        for (const dir of cleanup) fs.rmSync(dir, { recursive: true, force: true });
+      }
     },
   };
 }

@@ -73,6 +73,13 @@ export const RUN_OPTIONS: OptionSpec[] = [
     help: 'serve /healthz, /readyz and /metrics (Prometheus) there, e.g. 127.0.0.1:9464 or :9464',
   },
   {
+    name: 'priority',
+    type: 'string',
+    value: 'INT',
+    default: '0',
+    help: 'who should lead: the leader hands over to a waiting candidate with a higher priority',
+  },
+  {
     name: 'acquire-mode',
     type: 'string',
     value: 'wait|poll',
@@ -123,6 +130,13 @@ export function runOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOpti
   const grace = optionalDuration(values, 'reconnect-grace');
   if (grace !== undefined && grace > 0) options.reconnectGraceMs = grace;
   if (values['no-auto-reacquire'] === true) options.autoReacquire = false;
+  const priority = values.priority;
+  if (typeof priority === 'string') {
+    if (!/^-?\d+$/.test(priority.trim()) || !Number.isSafeInteger(Number(priority))) {
+      throw new UsageError(`--priority must be an integer, received ${JSON.stringify(priority)}`);
+    }
+    options.priority = Number(priority);
+  }
   const mode = values['acquire-mode'];
   if (mode !== undefined) {
     if (mode !== 'wait' && mode !== 'poll') {
@@ -138,6 +152,7 @@ const FLAG_OF: [string, string][] = [
   ['reconnectGraceMs', '--reconnect-grace'],
   ['takeoverDelayMs', '--takeover-delay'],
   ['id', '--id'],
+  ['priority', '--priority'],
 ];
 
 /** Build a LeaderLock, turning the library's option errors into one-line usage errors. */
@@ -240,6 +255,7 @@ export async function run(values: Values, dsn: Dsn, keys: Keys, out: Output): Pr
     key2: keys.key2,
     ...(keys.name === undefined ? {} : { name: keys.name }),
     id: lock.id,
+    priority: lock.priority,
     dsn: redact(dsn.url),
   });
   try {

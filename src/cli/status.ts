@@ -76,6 +76,11 @@ function who(c: Candidate): string {
   return `${c.id || '(no application_name)'} (pid ${c.pid}${c.clientAddr ? `, ${c.clientAddr}` : ''})`;
 }
 
+/** `priority N`, or `priority ?` when the candidate's statement does not show it (LeaderLock.inspect). */
+function priority(c: Candidate): string {
+  return `priority ${c.priority ?? '?'}`;
+}
+
 function age(since: Date | null): string {
   return since ? `since ${since.toISOString()} (${humanMs(Date.now() - since.getTime())} ago)` : '';
 }
@@ -115,10 +120,12 @@ export async function status(
     `key (${keys.key1}, ${keys.key2})${keys.name === undefined ? '' : ` from name ${JSON.stringify(keys.name)}`} on ${redact(dsn.url)}`,
     `server:  ${host} (the primary)`,
     result.leader
-      ? `${result.pending ? 'pending:' : 'leader: '} ${who(result.leader)}, session ${age(result.leader.since)}${result.pending ? ' (holds the lock; its term opens after the takeover delay)' : ''}`
+      ? `${result.pending ? 'pending:' : 'leader: '} ${who(result.leader)}, session ${age(result.leader.since)}, ${priority(result.leader)}${result.pending ? ' (holds the lock; its term opens after the takeover delay)' : ''}`
       : 'leader:  none (the key is free)',
     `waiting: ${result.waiters.length === 0 ? 'none' : result.waiters.length}`,
-    ...result.waiters.map((w, i) => `  ${i + 1}. ${who(w)} ${age(w.since)}`.trimEnd()),
+    ...result.waiters.map(
+      (w, i) => `  ${i + 1}. ${[`${who(w)} ${age(w.since)}`.trimEnd(), priority(w)].join(', ')}`,
+    ),
     `(${NOTE})`,
   ];
   out.write(`${lines.join('\n')}\n`);

@@ -3,8 +3,11 @@
  * `now()` is monotonic milliseconds (performance.now by default), never wall-clock time.
  */
 export interface Clock {
+  /** Monotonic milliseconds. */
   now(): number;
+  /** Call `fn` once, `ms` from now; returns a handle for `clearTimeout`. */
   setTimeout(fn: () => void, ms: number): unknown;
+  /** Cancel a timer that `setTimeout` returned (a fired or cleared one: nothing happens). */
   clearTimeout(handle: unknown): void;
 }
 

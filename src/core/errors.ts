@@ -21,11 +21,14 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK_RUN'
   | 'ERR_PGLEADERLOCK_FENCED'
   | 'ERR_PGLEADERLOCK_PARTITION_MISMATCH'
-  | 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL';
+  | 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL'
+  | 'ERR_PGLEADERLOCK_HANDOVER';
 
 /** Base class of every error this library produces. */
 export class PgLeaderLockError extends Error {
+  /** The class's name, e.g. `'LockError'`. */
   override name = 'PgLeaderLockError';
+  /** What went wrong, stable across versions: branch on this, never on the message. */
   readonly code: ErrorCode;
 
   constructor(message: string, options?: { cause?: unknown; code?: ErrorCode }) {
@@ -63,7 +66,8 @@ export class LockError extends PgLeaderLockError {
         | 'ERR_PGLEADERLOCK_LOST'
         | 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED'
         | 'ERR_PGLEADERLOCK_UNSAFE'
-        | 'ERR_PGLEADERLOCK_NO_PRIMARY';
+        | 'ERR_PGLEADERLOCK_NO_PRIMARY'
+        | 'ERR_PGLEADERLOCK_HANDOVER';
     },
   ) {
     super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_LOCK' });

@@ -53,12 +53,16 @@ export function fencingTableOf(fencing: unknown): string | null {
  * earlier versions get the column added.
  */
 export function createTableSql(table: string): string {
-  return `/* pgleaderlock:fencing-table */ CREATE TABLE IF NOT EXISTS ${table} (
-    key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
-    leader_id text, updated_at timestamptz NOT NULL DEFAULT now(),
-    released boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (key1, key2));
-  DO $$ BEGIN
+  // created only when missing: CREATE TABLE IF NOT EXISTS asks for CREATE on the schema
+  // even when the table exists, a right ordinary roles lack on `public` since PostgreSQL 15
+  return `/* pgleaderlock:fencing-table */ DO $$ BEGIN
+    IF to_regclass(${pg.escapeLiteral(table)}) IS NULL THEN
+      CREATE TABLE ${table} (
+        key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
+        leader_id text, updated_at timestamptz NOT NULL DEFAULT now(),
+        released boolean NOT NULL DEFAULT false,
+        PRIMARY KEY (key1, key2));
+    END IF;
     -- only when missing: ALTER TABLE locks the table, and fenced writes would queue behind it
     IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = ${pg.escapeLiteral(table)}::regclass
                     AND attname = 'released' AND NOT attisdropped) THEN

@@ -8,14 +8,20 @@
 import { debuglog } from 'node:util';
 import { show } from './validate.js';
 
+/** A log record's structured fields (`event`, keys, state, error, …). */
 export type LogFields = Record<string, unknown>;
+/** One log method, pino's argument order: fields first, then the message. */
 export type LogFn = (fields: LogFields, message: string) => void;
 
 /** A pino-compatible logger. */
 export interface Logger {
+  /** Detail. */
   debug: LogFn;
+  /** Events such as a state change. */
   info: LogFn;
+  /** Trouble the library handles, such as a forced close. */
   warn: LogFn;
+  /** Failures, such as a callback that threw. */
   error: LogFn;
 }
 

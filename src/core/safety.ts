@@ -16,7 +16,9 @@ export interface AppliedSettings {
   idleSessionTimeoutMs: number | null;
   /** s; 0 = not a TCP socket (Unix socket) or OS default unknown. */
   tcpKeepalivesIdleS: number;
+  /** s between keepalive probes (`tcp_keepalives_interval`); 0 as above. */
   tcpKeepalivesIntervalS: number;
+  /** Unanswered keepalive probes before the server drops the connection; 0 as above. */
   tcpKeepalivesCount: number;
   /** ms; 0 = off; null = not supported (< PG12). */
   tcpUserTimeoutMs: number | null;

@@ -45,6 +45,7 @@ export interface SharedOptions {
   takeoverDelayMs?: number;
   /** Let the library's sockets and timers not keep the process alive (default false). */
   unref?: boolean;
+  /** A pino-compatible logger; a method that throws is ignored. Default: `NODE_DEBUG=pgleaderlock`. */
   logger?: Logger;
   /** Time source (default `performance.now()` and the global timers). */
   clock?: Clock;

@@ -16,6 +16,7 @@ import type { LockCallbacks } from './lock-callbacks.js';
 import type { ResolvedOptions } from './options.js';
 import type { SpecState } from './state.js';
 import type { Counters } from './stats.js';
+import { handoverError } from './succession.js';
 import type { Term } from './term.js';
 
 interface Run {
@@ -162,6 +163,13 @@ export class Control {
     const inCallback = this.d.callbacks.inCallback();
     await lifecycle.stepDown(deadline);
     if (!inCallback) await this.within(this.d.callbacks.drained(), deadline);
+  }
+
+  /** Hand over to the waiting candidate `id` (lifecycle.ts `handoverTo`). */
+  async handoverTo(id: string, timeoutMs: number): Promise<void> {
+    const lifecycle = this.run?.lifecycle;
+    if (!lifecycle) throw handoverError(`cannot hand over to "${id}": the lock is not started`);
+    await lifecycle.handoverTo(id, timeoutMs);
   }
 
   /** True once a term opens (at once if leader), false when the run ends or after `timeoutMs`. */

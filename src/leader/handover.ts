@@ -20,16 +20,45 @@
  * at all: a server restart, the first holder ever) is no proof.
  */
 
+/**
+ * A handover to a named successor (succession.ts), carried by a `released` event. Times are
+ * the server's, epoch milliseconds. While `to` has a session, a waiter granted the lock that
+ * is not `to` yields it (sends `released` with the same directive, unlocks, queues again)
+ * before its term opens: until `until`, and after that, until `backUntil`, to `back` (the
+ * leader that handed over, queued again), which takes it then.
+ */
+export interface Directive {
+  readonly to: string;
+  readonly back: string | null;
+  readonly until: number;
+  readonly backUntil: number;
+}
+
 /** An event on a key's channel. `session` is the sending lock session's marker token. */
 export type HandoverEvent =
-  | { readonly kind: 'acquired' | 'released'; readonly id: string; readonly session: string }
+  | { readonly kind: 'acquired'; readonly id: string; readonly session: string; readonly priority: number }
+  | {
+      readonly kind: 'released';
+      readonly id: string;
+      readonly session: string;
+      /** A handover in progress (null: a plain release). */
+      readonly directive: Directive | null;
+    }
   | {
       readonly kind: 'drained';
       readonly id: string;
       readonly session: string;
       /** The lost session whose runs have returned: its marker token and backend pid. */
       readonly lost: { readonly session: string; readonly pid: number };
-    };
+    }
+  /** A candidate joined (its session LISTENs and is about to queue), with its priority. */
+  | { readonly kind: 'waiting'; readonly id: string; readonly session: string; readonly priority: number }
+  /** Anyone who may NOTIFY asks the leader to step down, or to hand over to `to`. */
+  | { readonly kind: 'resign' }
+  | { readonly kind: 'handover'; readonly to: string };
+
+/** The kinds that change who holds the lock. */
+type HolderEvent = Extract<HandoverEvent, { kind: 'acquired' | 'released' }>;
 
 /** A session as other sessions know it: its marker token (from its events) and backend pid. */
 export interface SessionIdentity {
@@ -37,35 +66,81 @@ export interface SessionIdentity {
   readonly pid: number;
 }
 
-export function payload(kind: 'acquired' | 'released', id: string, session: string): string {
-  return JSON.stringify({ e: kind, id, s: session });
+export function payload(kind: 'acquired' | 'released', id: string, session: string, priority = 0): string {
+  return JSON.stringify(
+    kind === 'acquired' ? { e: kind, id, s: session, p: priority } : { e: kind, id, s: session },
+  );
+}
+
+/** A `released` event carrying a directive whose `until` is already known (a yield forwards it). */
+export function forwardPayload(id: string, session: string, d: Directive): string {
+  return JSON.stringify({ e: 'released', id, s: session, ...d });
+}
+
+export function waitingPayload(id: string, session: string, priority: number): string {
+  return JSON.stringify({ e: 'waiting', id, s: session, p: priority });
 }
 
 export function drainedPayload(id: string, session: string, lost: SessionIdentity): string {
   return JSON.stringify({ e: 'drained', id, s: session, lost: lost.session, pid: lost.pid });
 }
 
-/** Parse a payload; an older version's plain-id announcement counts as `acquired`. Null if malformed. */
+/** A request to the leader (the CLI's `resign` and `handover`). */
+export function requestPayload(request: { to: string } | null): string {
+  return JSON.stringify(request === null ? { e: 'resign' } : { e: 'handover', to: request.to });
+}
+
+const isInt = (v: unknown): v is number => Number.isSafeInteger(v);
+
+/** Parse a payload; an older version's plain-id announcement counts as `acquired`. Null if malformed or unknown. */
 export function parseEvent(text: string): HandoverEvent | null {
-  if (!text.startsWith('{')) return { kind: 'acquired', id: text, session: '' };
+  if (!text.startsWith('{')) return { kind: 'acquired', id: text, session: '', priority: 0 };
+  let v: { e?: unknown; id?: unknown; s?: unknown; lost?: unknown; pid?: unknown; p?: unknown } & Record<
+    string,
+    unknown
+  >;
   try {
-    const v = JSON.parse(text) as { e?: unknown; id?: unknown; s?: unknown; lost?: unknown; pid?: unknown };
-    if (typeof v.id !== 'string' || typeof v.s !== 'string') return null;
-    if (v.e === 'acquired' || v.e === 'released') return { kind: v.e, id: v.id, session: v.s };
-    if (v.e === 'drained' && typeof v.lost === 'string' && v.lost !== '' && Number.isInteger(v.pid)) {
-      return { kind: 'drained', id: v.id, session: v.s, lost: { session: v.lost, pid: v.pid as number } };
-    }
-    return null;
+    v = JSON.parse(text);
   } catch {
     return null;
   }
+  if (typeof v !== 'object' || v === null) return null;
+  if (v.e === 'resign') return { kind: 'resign' };
+  if (v.e === 'handover')
+    return typeof v.to === 'string' && v.to !== '' ? { kind: 'handover', to: v.to } : null;
+  if (typeof v.id !== 'string' || typeof v.s !== 'string') return null;
+  const priority = isInt(v.p) ? v.p : 0;
+  if (v.e === 'acquired') return { kind: 'acquired', id: v.id, session: v.s, priority };
+  if (v.e === 'waiting') return { kind: 'waiting', id: v.id, session: v.s, priority };
+  if (v.e === 'released') {
+    const { to, back, until, backUntil } = v;
+    const directive =
+      typeof to === 'string' &&
+      to !== '' &&
+      isInt(until) &&
+      isInt(backUntil) &&
+      (back === null || typeof back === 'string')
+        ? { to, back, until, backUntil }
+        : null;
+    return { kind: 'released', id: v.id, session: v.s, directive };
+  }
+  if (v.e === 'drained' && typeof v.lost === 'string' && v.lost !== '' && isInt(v.pid)) {
+    return { kind: 'drained', id: v.id, session: v.s, lost: { session: v.lost, pid: v.pid } };
+  }
+  return null;
+}
+
+/** What a grant learnt from the events before it: a proven clean handover, and a handover in progress. */
+export interface GrantProof {
+  readonly clean: boolean;
+  readonly directive: Directive | null;
 }
 
 /** What one session has seen on its channel, in order. */
 export class HandoverLog {
   /** The last `acquired` or `released` event (a `drained` changes no holder). */
-  private last: HandoverEvent | null = null;
-  private proof: boolean | null = null;
+  private last: HolderEvent | null = null;
+  private proof: GrantProof | null = null;
   /** Since this session's own grant: the holder before it, until its term opens. */
   private previous: { session: string } | { pid: number } | null = null;
   /** The lost sessions announced drained lately (a few; the newest last). */
@@ -83,8 +158,13 @@ export class HandoverLog {
       if (this.drained.length > 8) this.drained.shift();
       return;
     }
+    if (event.kind !== 'acquired' && event.kind !== 'released') return; // changes no holder
     if (event.kind === 'acquired' && event.session === this.session) {
-      this.proof = this.last?.kind === 'released';
+      const last = this.last;
+      this.proof =
+        last?.kind === 'released'
+          ? { clean: true, directive: last.directive }
+          : { clean: false, directive: null };
       const before = this.last;
       const atConnect = this.holderAtConnect();
       this.previous =
@@ -97,11 +177,14 @@ export class HandoverLog {
     this.last = event;
   }
 
-  /** After a grant (its own `acquired` seen): was the handover proven clean? Read once. */
-  takeProof(): boolean {
-    const clean = this.proof === true;
+  /**
+   * After a grant (its own `acquired` seen): was the handover proven clean, and was a
+   * handover to a named successor in progress? Read once.
+   */
+  takeProof(): GrantProof {
+    const proof = this.proof ?? { clean: false, directive: null };
     this.proof = null;
-    return clean;
+    return proof;
   }
 
   /**

@@ -27,7 +27,9 @@ export interface LockHealth extends Health {
    * on a live connection again.
    */
   readonly ready: boolean;
+  /** `lock.state`. */
   readonly state: LockState;
+  /** `lock.isLeader`. */
   readonly isLeader: boolean;
   /** Why `live` or `ready` is false, one line each; empty when both are true. */
   readonly reasons: readonly string[];

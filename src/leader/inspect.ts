@@ -12,13 +12,17 @@ import { keysFromName } from '../core/keys.js';
 import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
+import { priorityOf } from './sql.js';
 
+/** Options of `LeaderLock.inspect()`: where, and which key. */
 export interface InspectOptions {
   /** As for LeaderLock, several hosts included (the primary among them is inspected). */
   connectionString?: string;
   /** Opens a connected client; inspect closes it. */
   connect?: () => Promise<pg.Client>;
+  /** First advisory lock key (with `key2`, or give `name`). */
   key1?: number;
+  /** Second advisory lock key. */
   key2?: number;
   /** Instead of key1/key2. */
   name?: string;
@@ -26,6 +30,7 @@ export interface InspectOptions {
   timeoutMs?: number;
 }
 
+/** A session holding or waiting for the key, as `LeaderLock.inspect()` reports it. */
 export interface Candidate {
   /** The candidate's id (`pgleaderlock:<id>` application_name), or the raw application_name of another client. */
   id: string;
@@ -38,11 +43,19 @@ export interface Candidate {
    * not record when). Waiter: when it started waiting (PG14+), else when its statement began.
    */
   since: Date | null;
+  /**
+   * Its `priority` (docs/choosing-the-leader.md), read from the statement it runs: a waiter's
+   * wait, a leader's last check. Null when that statement does not show it (a poll-mode
+   * leader before its first check, another client, a version before priorities).
+   */
+  priority: number | null;
 }
 
+/** What `LeaderLock.inspect()` found: who holds the key, who waits. */
 export interface LockInspection {
   /** The server inspected: `host:port` of the primary, or `connect()`. */
   host: string;
+  /** The session holding the lock, or null if none does. */
   leader: Candidate | null;
   /**
    * The holder holds the lock for the takeover delay: its term has not opened yet (read
@@ -55,7 +68,7 @@ export interface LockInspection {
 
 const INSPECT = `SELECT l.pid, l.granted, a.application_name, host(a.client_addr) AS client_addr,
     a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start,
-    a.query LIKE '/* pgleaderlock:pending */%' AS pending
+    a.query LIKE '/* pgleaderlock:pending */%' AS pending, a.query
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
   WHERE ${KEY_LOCKS}
   ORDER BY l.granted DESC, waitstart NULLS LAST, a.query_start`;
@@ -69,6 +82,7 @@ interface Row {
   waitstart: Date | null;
   query_start: Date | null;
   pending: boolean;
+  query: string | null;
 }
 
 function candidate(r: Row, since: Date | null): Candidate {
@@ -78,6 +92,7 @@ function candidate(r: Row, since: Date | null): Candidate {
     pid: r.pid,
     clientAddr: r.client_addr,
     since,
+    priority: priorityOf(r.query),
   };
 }
 

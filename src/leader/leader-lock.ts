@@ -9,6 +9,7 @@ import { type LeaderWorkHandle, Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
 import { rejecting, show, timeoutOf } from '../core/validate.js';
 import { Control } from './control.js';
+import type { LeaderElection } from './election.js';
 import type { InputType } from './fsm.js';
 import { assessHealth, type LockHealth } from './health.js';
 import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
@@ -26,6 +27,7 @@ import type {
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { LockState, type SpecState } from './state.js';
 import { Counters, type LockStats } from './stats.js';
+import { HANDOVER_TIMEOUT_MS, MAX_HANDOVER_TIMEOUT_MS } from './succession.js';
 import type { Term } from './term.js';
 import { type LeaderWork, LeaderWorkError } from './work.js';
 
@@ -61,7 +63,7 @@ export interface WaitOptions {
  * states of {@link LockState} following the spec's transition table (docs/state-machine.md).
  * Callbacks never throw into the lifecycle: errors reach `onError` callbacks.
  */
-export class LeaderLock implements AsyncDisposable {
+export class LeaderLock implements LeaderElection {
   private readonly o: ResolvedOptions;
   private readonly callbacks: LockCallbacks;
   private readonly counters = new Counters();
@@ -102,10 +104,11 @@ export class LeaderLock implements AsyncDisposable {
     });
   }
 
-  /** The lock keys. */
+  /** The first lock key. */
   get key1(): number {
     return this.o.key1;
   }
+  /** The second lock key. */
   get key2(): number {
     return this.o.key2;
   }
@@ -153,6 +156,15 @@ export class LeaderLock implements AsyncDisposable {
    */
   get safety(): Safety | null {
     return this.control.safety;
+  }
+
+  /**
+   * The fencing epoch table (the `fencing` option) as a quoted SQL name, e.g.
+   * `"pgleaderlock_epochs"`; null when fencing is off. For statements of your own that
+   * check `term.epoch` against it (`pgleaderlock/node-cron` does).
+   */
+  get fencingTable(): string | null {
+    return this.o.fencingTable;
   }
 
   /** The current leadership term, or null when not leader. Its `signal` aborts when the term ends. */
@@ -319,6 +331,38 @@ export class LeaderLock implements AsyncDisposable {
    */
   stepDown(options: TimeoutOptions = {}): Promise<void> {
     return rejecting(() => this.control.stepDown(timeoutOf('stepDown', options)));
+  }
+
+  /**
+   * Hand leadership to the candidate `id`, which must be waiting for this lock
+   * (docs/choosing-the-leader.md). The term ends and its `runWhileLeader` runs are waited
+   * for (within `callbackTimeoutMs`: past it the session is closed by force and the
+   * handover fails), then the release names `id`: any other waiter granted the lock gives
+   * it back before its term opens, and `id` takes it with no takeover delay. Resolves once
+   * `id` holds the lock. Rejects with a {@link LockError} (`ERR_PGLEADERLOCK_HANDOVER`),
+   * leaving leadership as it is, if this lock is not leading, if a stepDown, shutdown or
+   * another handover is under way, or if no candidate `id` waits; rejects too if `id` does
+   * not take the lock within `timeoutMs` (default 5000, at most 60000) of the release: this lock (with
+   * `autoReacquire`) has queued again and takes leadership back.
+   */
+  handoverTo(id: string, options: TimeoutOptions = {}): Promise<void> {
+    return rejecting(() => {
+      if (typeof id !== 'string' || id.length === 0) {
+        throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
+      }
+      const timeoutMs = timeoutOf('handoverTo', options) ?? HANDOVER_TIMEOUT_MS;
+      if (timeoutMs === 0 || timeoutMs > MAX_HANDOVER_TIMEOUT_MS) {
+        throw new RangeError(
+          `handoverTo: timeoutMs must be between 1 and ${MAX_HANDOVER_TIMEOUT_MS}, received ${show(timeoutMs)}`,
+        );
+      }
+      return this.control.handoverTo(id, timeoutMs);
+    });
+  }
+
+  /** This candidate's priority (`priority` option): a leader hands over to a waiting candidate with a higher one. */
+  get priority(): number {
+    return this.o.priority;
   }
 
   /**

@@ -17,6 +17,7 @@ export type AcquiredCallback = (term: Term) => void | Promise<void>;
 export type StateChangeCallback = (from: SpecState, to: SpecState) => void | Promise<void>;
 /** What `onTakeoverFence` receives: how long the term waits after the grant. */
 export interface TakeoverFence {
+  /** How long the lock is held before the term opens, in milliseconds. */
   readonly delayMs: number;
 }
 /** Called when the lock is granted but its term waits for the takeover delay. */

@@ -46,6 +46,12 @@ export interface LeaderLockOptions {
    * `pgleaderlock:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
    */
   id?: string;
+  /**
+   * Who should lead (docs/choosing-the-leader.md): a leader hands over, cleanly and at once,
+   * to a waiting candidate whose priority is strictly higher; equal or lower priorities
+   * never take over from a leader. An integer. Default 0.
+   */
+  priority?: number;
   /** Back-off for acquisition retries and reconnection. Default `new ExponentialBackoff()`. */
   retryStrategy?: RetryStrategy;
   /** Time between health checks while leader. Default 5000. */
@@ -92,7 +98,12 @@ export interface LeaderLockOptions {
    * creates if missing (default `pgleaderlock_epochs`); `term.epoch` carries it and
    * `lock.fenced(client, fn)` commits writes only while it is current. Default off.
    */
-  fencing?: boolean | { table?: string };
+  fencing?:
+    | boolean
+    | {
+        /** The epochs table (default `pgleaderlock_epochs`), optionally schema-qualified. */
+        table?: string;
+      };
   /**
    * The takeover delay: when this lock is granted but cannot prove that the previous holder
    * released cleanly (its leader work had stopped), it holds the lock this long, verifying
@@ -128,6 +139,7 @@ export interface ResolvedOptions {
   key2: number;
   id: string;
   applicationName: string;
+  priority: number;
   /** The configured hosts (one for a `connect` hook), tried at every connection attempt. */
   endpoints: readonly Endpoint[];
   retryStrategy: RetryStrategy;
@@ -158,6 +170,7 @@ const KNOWN = new Set<string>([
   'key2',
   'name',
   'id',
+  'priority',
   'retryStrategy',
   'healthIntervalMs',
   'reconnectGraceMs',
@@ -203,6 +216,11 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new TypeError(`id must not contain control characters (such as NUL), received ${show(id)}`);
   }
 
+  const priority = options.priority ?? 0;
+  if (!Number.isSafeInteger(priority)) {
+    throw new RangeError(`priority must be an integer, received ${show(options.priority)}`);
+  }
+
   const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
   if (!isRetryStrategy(retryStrategy)) {
     throw new TypeError(
@@ -232,6 +250,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     key2,
     id,
     applicationName: appName,
+    priority,
     retryStrategy,
     reconnectGraceMs,
     autoReacquire,

@@ -78,4 +78,6 @@ export class Mailbox {
   stop: { deadline: number | null } | null = null;
   /** A step-down was asked for while leader; the releasing phase takes it. */
   stepDown: Release | null = null;
+  /** Poll mode: a handover named this candidate while it was backing off: attempt at once. */
+  invited = false;
 }

@@ -17,10 +17,19 @@ export interface Release {
   expired: ShutdownError | null;
   /** The deadline's timer, armed while the releasing phase lives. */
   timer: unknown;
+  /** A handover to a named successor (`handoverTo`, succession.ts), and how it went once known. */
+  handover: Handover | null;
+}
+
+/** A release that hands over to `to`: taken if `to` held the lock within `timeoutMs` of the unlock. */
+export interface Handover {
+  readonly to: string;
+  readonly timeoutMs: number;
+  outcome: 'taken' | Error | null;
 }
 
 export function newRelease(deadline: number | null): Release {
-  return { deadline, waiters: [], expired: null, timer: null };
+  return { deadline, waiters: [], expired: null, timer: null, handover: null };
 }
 
 /** The earlier of two deadlines (null: no limit). */

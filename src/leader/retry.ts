@@ -19,13 +19,17 @@ export interface RetryContext {
 
 /** Decides how long to wait before the next attempt; `null` gives up (the lock stops). */
 export interface RetryStrategy {
+  /** Milliseconds to wait before the next attempt, or `null` to give up. */
   nextDelayMs(ctx: RetryContext): number | null;
 }
 
 /** `min(baseMs * multiplier^(attempt-1), maxMs)`. Defaults: 1 s, 30 s, ×2. */
 export class ExponentialBackoff implements RetryStrategy {
+  /** The first delay. */
   readonly baseMs: number;
+  /** The longest delay. */
   readonly maxMs: number;
+  /** The factor from one delay to the next. */
   readonly multiplier: number;
 
   constructor(options: { baseMs?: number; maxMs?: number; multiplier?: number } = {}) {
@@ -44,6 +48,7 @@ export class ExponentialBackoff implements RetryStrategy {
     }
   }
 
+  /** `min(baseMs * multiplier^(attempt-1), maxMs)`. */
   nextDelayMs(ctx: RetryContext): number {
     return Math.min(this.baseMs * this.multiplier ** Math.max(0, ctx.attempt - 1), this.maxMs);
   }
@@ -51,12 +56,14 @@ export class ExponentialBackoff implements RetryStrategy {
 
 /** The same delay every time. Default 5 s. */
 export class FixedInterval implements RetryStrategy {
+  /** The delay. */
   readonly intervalMs: number;
 
   constructor(options: { intervalMs?: number } = {}) {
     this.intervalMs = checkDuration('FixedInterval.intervalMs', options.intervalMs ?? 5000);
   }
 
+  /** Always `intervalMs`. */
   nextDelayMs(): number {
     return this.intervalMs;
   }
@@ -67,7 +74,9 @@ export class FixedInterval implements RetryStrategy {
  * first delay being `random(baseMs, baseMs * 3)`. `random` returns [0, 1) (default Math.random).
  */
 export class DecorrelatedJitter implements RetryStrategy {
+  /** The shortest delay, and the first one's lower bound. */
   readonly baseMs: number;
+  /** The longest delay. */
   readonly maxMs: number;
   private readonly random: () => number;
 
@@ -85,6 +94,7 @@ export class DecorrelatedJitter implements RetryStrategy {
     this.random = options.random ?? Math.random;
   }
 
+  /** `min(maxMs, random(baseMs, previousDelay * 3))`. */
   nextDelayMs(ctx: RetryContext): number {
     const prev = ctx.previousDelayMs ?? this.baseMs;
     const upper = Math.max(this.baseMs, prev * 3);

@@ -1,6 +1,7 @@
 /** What a lock session (session.ts) takes and gives: its options, where it runs, a grant, an epoch, a check. */
 import type { Surveyed } from '../core/primary.js';
 import type { Safety } from '../core/safety.js';
+import type { Directive } from './handover.js';
 import type { ResolvedOptions } from './options.js';
 
 /** What a session needs of the lock's options (see LeaderLockOptions for each). */
@@ -17,6 +18,7 @@ export type SessionOptions = Pick<
   | 'queryTimeoutMs'
   | 'closeTimeoutMs'
   | 'unref'
+  | 'priority'
 >;
 
 /** Where a session runs: its host, that server's timeline, and the other configured hosts. */
@@ -37,6 +39,10 @@ export interface Acquired {
   readonly provenAt: number;
   /** The previous holder is proven to have released cleanly (handover.ts). */
   readonly cleanHandover: boolean;
+  /** That release handed over to a named successor (succession.ts): who may take the lock, until when. */
+  readonly directive: Directive | null;
+  /** The server's clock at the grant, epoch milliseconds (a directive's `until` is on it). */
+  readonly serverMs: number;
 }
 
 /** A fencing epoch, and whether the previous epoch's holder released it cleanly (null: unknown). */

@@ -16,14 +16,8 @@ import { prepareSession, unsafe } from '../core/prepare.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import {
-  drainedPayload,
-  type HandoverEvent,
-  HandoverLog,
-  parseEvent,
-  payload,
-  type SessionIdentity,
-} from './handover.js';
+import { type Directive, forwardPayload, HandoverLog, payload, type SessionIdentity } from './handover.js';
+import { KeyChannel } from './key-channel.js';
 import {
   type Acquired,
   type CheckResult,
@@ -54,6 +48,7 @@ interface AcquireRow {
   ok: boolean;
   idle: string | null;
   waited_ms: number | null;
+  server_ms: number | null;
 }
 
 interface CheckRow {
@@ -82,6 +77,8 @@ export class Session {
   private holderPidAtConnect: number | null = null;
   /** The events seen on the key's channel, for the proof of a clean handover. */
   private readonly handover: HandoverLog;
+  /** The key's channel: events heard and sent, and the candidates it concerns (key-channel.ts). */
+  readonly channel: KeyChannel;
 
   /**
    * Wait mode: this session's slice, `waitSliceMs` ± 10 %: followers started together must
@@ -96,6 +93,7 @@ export class Session {
     readonly place: SessionPlace,
   ) {
     this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
+    this.channel = new KeyChannel(conn, o, this.token, this.handover);
     const w = o.waitSliceMs;
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
   }
@@ -119,7 +117,7 @@ export class Session {
     const conn = await Connection.open(first, o);
     const session = new Session(conn, o, where);
     try {
-      if (drained) await session.announceDrained(drained);
+      if (drained) await session.channel.announceDrained(drained);
       await session.prepare(connect);
     } catch (err) {
       session.destroy();
@@ -131,17 +129,6 @@ export class Session {
   /** How other sessions know this one: its marker token and backend pid. */
   get identity(): SessionIdentity {
     return { session: this.token, pid: this.openedPid };
-  }
-
-  /**
-   * Proof of drain (handover.ts): after an unclean loss of `lost` (this candidate's earlier
-   * session) and once its runs have returned, tell the next holder so.
-   */
-  async announceDrained(lost: SessionIdentity): Promise<void> {
-    await this.conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [
-      channelFor(this.o.key1, this.o.key2),
-      drainedPayload(this.o.id, this.token, lost),
-    ]);
   }
 
   /** Under the takeover delay: the holder before this session's grant announced its runs drained. */
@@ -171,16 +158,6 @@ export class Session {
     return this.conn.onDeath(fn);
   }
 
-  /** Called with each event on the key's channel (after it is recorded for the handover proof). */
-  onEvent(fn: (event: HandoverEvent) => void): void {
-    this.conn.onNotification(channelFor(this.o.key1, this.o.key2), (text) => {
-      const event = parseEvent(text);
-      if (!event) return;
-      this.handover.see(event);
-      fn(event);
-    });
-  }
-
   private async prepare(connect: ConnectFn): Promise<void> {
     const slice = this.slice;
     const prepared = await prepareSession(this.conn, {
@@ -197,8 +174,7 @@ export class Session {
     this.pgpool = prepared.pgpool;
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
-    const channel = channelFor(this.o.key1, this.o.key2);
-    await this.conn.query(`/* pgleaderlock:listen */ LISTEN ${channel}`, []);
+    await this.channel.listen();
     const [holder] = await this.conn.query<{ pid: number; application_name: string | null }>(
       CURRENT_HOLDER,
       this.keys(),
@@ -244,7 +220,7 @@ export class Session {
   private acquireParams(): Literal[] {
     const version = this.settings?.serverVersion ?? 0;
     const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
-    const acquired = payload('acquired', this.o.id, this.token);
+    const acquired = payload('acquired', this.o.id, this.token, this.o.priority);
     return [this.o.key1, this.o.key2, this.token, arm, acquired, channelFor(this.o.key1, this.o.key2)];
   }
 
@@ -274,10 +250,13 @@ export class Session {
     const armed = settings.serverVersion >= 140000;
     const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle) : null };
     this.safety = safetyFor(applied, this.o.healthIntervalMs, this.o.queryTimeoutMs);
+    const proof = this.handover.takeProof();
     return {
       safety: this.safety,
       provenAt: sentAt + Math.max(0, row.waited_ms ?? 0),
-      cleanHandover: this.handover.takeProof(),
+      cleanHandover: proof.clean,
+      directive: proof.directive,
+      serverMs: row.server_ms ?? 0,
     };
   }
 
@@ -315,13 +294,21 @@ export class Session {
    * unlock, in one round trip (sql.ts `releaseSql`). True if the lock was held and is now
    * released.
    */
-  async release(fencing: { table: string; epoch: bigint } | null): Promise<boolean> {
+  async release(
+    fencing: { table: string; epoch: bigint } | null,
+    /** A handover: a new directive (its deadline set by the server), or one forwarded by a yield. */
+    handover: { to: string; back: string | null; timeoutMs: number } | Directive | null = null,
+  ): Promise<boolean> {
+    const forwarded = handover !== null && 'until' in handover;
     const sql = releaseSql({
       key1: this.o.key1,
       key2: this.o.key2,
       token: this.token,
       channel: channelFor(this.o.key1, this.o.key2),
-      payload: payload('released', this.o.id, this.token),
+      payload: forwarded
+        ? forwardPayload(this.o.id, this.token, handover)
+        : payload('released', this.o.id, this.token),
+      handover: handover === null || forwarded ? null : { id: this.o.id, ...handover },
       fencing,
       disarm: this.serverVersion >= 140000,
     });
@@ -340,10 +327,9 @@ export class Session {
    * takeover delay (the statement is tagged so that `inspect` can tell).
    */
   async check(pending = false): Promise<CheckResult> {
-    const [row] = await this.conn.query<CheckRow>(pending ? CHECK_PENDING : CHECK, [
-      ...this.keys(),
-      this.token,
-    ]);
+    // the priority shows in pg_stat_activity.query: `inspect` and `status` read it there
+    const text = `${pending ? CHECK_PENDING : CHECK} /* p=${this.o.priority} */`;
+    const [row] = await this.conn.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
       await this.freeStranded(this.lockedPid);

@@ -30,7 +30,8 @@ export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
 const ON_GRANT = `CASE WHEN a.ok AND $4::text IS NOT NULL THEN set_config('idle_session_timeout', $4, false) END AS idle,
   CASE WHEN a.ok THEN set_config('synchronous_commit', 'off', true) END AS async_commit,
   CASE WHEN a.ok THEN extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 * 1000 END AS waited_ms,
-  CASE WHEN a.ok THEN (SELECT count(*) FROM pg_notify($6, $5)) END AS announced`;
+  CASE WHEN a.ok THEN (SELECT count(*) FROM pg_notify($6, $5)) END AS announced,
+  CASE WHEN a.ok THEN floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 END AS server_ms`;
 
 /**
  * One acquisition attempt, in one statement (so on one backend even behind a pooler):
@@ -70,6 +71,12 @@ export interface ReleaseValues {
   channel: string;
   /** The `released` event (handover.ts). */
   payload: string;
+  /**
+   * A handover to a named successor (succession.ts): the `released` event then carries the
+   * directive, its deadlines computed by the server (now + `timeoutMs`, now + 2 × `timeoutMs`),
+   * instead of `payload`.
+   */
+  handover: { id: string; to: string; back: string | null; timeoutMs: number } | null;
   /** Fencing: the quoted table and this leadership's epoch, to mark it released. */
   fencing: { table: string; epoch: bigint } | null;
   /** PG14+: turn `idle_session_timeout` (armed with the grant) off again: the session follows on. */
@@ -97,12 +104,38 @@ export function releaseSql(v: ReleaseValues): string {
   return `/* pgleaderlock:release */ BEGIN;
   SET LOCAL synchronous_commit = off;
   ${mark}
-  SELECT pg_notify(${lit(v.channel)}, ${lit(v.payload)}) WHERE ${holding};
+  SELECT pg_notify(${lit(v.channel)}, ${event(v, lit)}) WHERE ${holding};
   COMMIT;
   SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok${
     v.disarm ? `, set_config('idle_session_timeout', '0', false) AS disarmed` : ''
   }`;
 }
+
+/** The `released` event's payload, as SQL: a literal, or a directive whose deadline the server computes. */
+function event(v: ReleaseValues, lit: (s: string) => string): string {
+  const h = v.handover;
+  if (h === null) return lit(v.payload);
+  const token = (JSON.parse(v.payload) as { s: string }).s;
+  return `json_build_object('e', 'released', 'id', ${lit(h.id)}, 's', ${lit(token)}, 'to', ${lit(h.to)},
+    'back', ${h.back === null ? 'NULL::text' : lit(h.back)},
+    'until', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + ${Math.ceil(h.timeoutMs)},
+    'backUntil', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + ${2 * Math.ceil(h.timeoutMs)})::text`;
+}
+
+/** Wait mode: the candidates queued for (key1, key2) and the `acquired` payload their wait carries (its priority). */
+export const QUEUED = `/* pgleaderlock:queued */ SELECT a.application_name, a.query FROM pg_locks l
+  JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND NOT l.granted ORDER BY a.query_start`;
+
+/**
+ * A handover's successor ($3, its application_name): whether it holds (key1, key2), waits for
+ * it (wait mode), or has a session at all (poll mode: idle between attempts). The function
+ * under pg_stat_activity, not the view: a third of the time (0.6 against 1.2–3.3 ms here).
+ */
+export const SUCCESSOR = `/* pgleaderlock:successor */ SELECT
+  coalesce(bool_or(l.granted), false) AS holds, coalesce(bool_or(NOT l.granted), false) AS waits,
+  count(s.pid)::int AS sessions
+  FROM pg_stat_get_activity(NULL) s LEFT JOIN pg_locks l ON l.pid = s.pid AND ${KEY_LOCKS}
+  WHERE s.application_name = $3`;
 
 /**
  * Liveness and ownership in one round trip: the backend, whether it carries our marker
@@ -127,4 +160,10 @@ export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.applica
 /** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
 export function channelFor(key1: number, key2: number): string {
   return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
+}
+
+/** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a check's `/* p=N *\/`. */
+export function priorityOf(query: string | null): number | null {
+  const m = /"p":(-?\d+)|\/\* p=(-?\d+) \*\//.exec(query ?? '');
+  return m ? Number(m[1] ?? m[2]) : null;
 }

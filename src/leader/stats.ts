@@ -4,6 +4,7 @@ import type { Term } from './term.js';
 
 /** A snapshot from `lock.stats()`. */
 export interface LockStats {
+  /** The lock's state (`lock.state`). */
   state: LockState;
   /** The current term, or null. */
   term: Term | null;
@@ -19,6 +20,7 @@ export interface LockStats {
   takeoverFences: number;
   /** Times RECONNECTING was entered, and how many of those recovered leadership. */
   reconnects: number;
+  /** Times RECONNECTING got the lock back (the term went on). */
   recoveries: number;
   /** Total milliseconds spent as LEADER, the current stretch included. */
   leaderMs: number;

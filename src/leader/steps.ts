@@ -16,6 +16,7 @@ import type { Mailbox, Phase, PhaseOf, TakeoverDelay } from './phase.js';
 import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
+import { handoverError, Succession } from './succession.js';
 import { Takeover } from './takeover.js';
 import type { Term } from './term.js';
 
@@ -34,6 +35,7 @@ const OWN_BACKEND_POLL_MS = 20;
 
 export class Steps {
   private readonly takeover: Takeover;
+  private readonly succession: Succession;
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -43,6 +45,7 @@ export class Steps {
     private readonly ctx: StepContext,
   ) {
     this.takeover = new Takeover(o, mail, ctx);
+    this.succession = new Succession(o);
   }
 
   step(phase: Phase): Promise<Input> {
@@ -75,7 +78,11 @@ export class Steps {
       const signal = this.ctx.arm();
       if (this.mail.stop) return STOP;
       const left = until - this.o.clock.now();
-      if (left <= 0) return { type: 'AcquireAttempt' };
+      // a handover names this candidate (poll mode: it heard the `released` event): at once
+      if (left <= 0 || this.mail.invited) {
+        this.mail.invited = false;
+        return { type: 'AcquireAttempt' };
+      }
       await sleep(this.o.clock, Math.min(left, MAX_TIMER_MS), signal);
     }
   }
@@ -180,6 +187,14 @@ export class Steps {
       this.retry.lastError = null;
       return { type: 'AcquireFailed' };
     }
+    try {
+      // a handover to another candidate is in progress: give the lock back, queue again
+      if (await this.succession.yields(session, acquired)) return { type: 'AcquireFailed' };
+    } catch (err) {
+      const error = toError(err);
+      this.retry.lastError = error;
+      return this.mail.stop ? STOP : { type: 'DbError', error };
+    }
     const grant = await this.takeover.complete(phase, session, acquired);
     if ('type' in grant) {
       if (grant.type === 'DbError') this.retry.lastError = grant.error;
@@ -268,6 +283,12 @@ export class Steps {
         const session = phase.session as Session;
         const acquired = await session.tryLock();
         if (this.mail.stop) return STOP;
+        if (acquired && (await this.succession.yields(session, acquired))) {
+          const error = new LockError('a handover to another candidate is in progress', {
+            code: 'ERR_PGLEADERLOCK_LOST',
+          });
+          return { type: 'ReacquireFailed', error };
+        }
         if (acquired) {
           const grant = await this.takeover.complete(phase, session, acquired);
           if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
@@ -325,7 +346,27 @@ export class Steps {
     try {
       const table = this.o.fencingTable;
       const fencing = table !== null && phase.epoch !== null ? { table, epoch: phase.epoch } : null;
-      if (await session.release(fencing)) return { type: 'ReleaseSucceeded' };
+      const h = phase.release.handover;
+      // a handover: the lock goes to `to`; this leader takes it back if `to` is gone (when it queues again)
+      const back = phase.after === 'follow' && this.o.autoReacquire ? this.o.id : null;
+      const directive = h ? { to: h.to, back, timeoutMs: h.timeoutMs } : null;
+      if (await session.release(fencing, directive)) {
+        if (h) {
+          h.outcome = await this.succession
+            .awaitSuccessor(session, h, () => {
+              const signal = this.ctx.arm();
+              return this.mail.stop ? null : signal;
+            })
+            .catch((err: unknown) =>
+              handoverError(`handover: could not see whether "${h.to}" took the lock`, err),
+            );
+        }
+        // queuing again on this session: say so, with the priority (a successor with a lower
+        // one hands back: docs/choosing-the-leader.md)
+        if (phase.after === 'follow' && this.o.autoReacquire)
+          session.channel.announceWaiting().catch(() => {});
+        return { type: 'ReleaseSucceeded' };
+      }
       const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
         code: 'ERR_PGLEADERLOCK_RELEASE',
       });

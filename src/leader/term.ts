@@ -26,6 +26,7 @@ export interface Term {
 /** Why a term ended: the reason its signal aborts with. */
 export class TermEndedError extends PgLeaderLockError {
   override name = 'TermEndedError';
+  /** The id of the term that ended ({@link Term.id}). */
   readonly termId: number;
   constructor(termId: number, why: string) {
     super(`leadership term ${termId} ended: ${why}`, { code: 'ERR_PGLEADERLOCK_TERM_ENDED' });

@@ -11,6 +11,7 @@ import type { MetricsSource, MetricWriter } from './metrics.js';
 export interface PartitionMetricsSnapshot {
   /** Whether `workers.health()` says live and ready. */
   readonly live: boolean;
+  /** `workers.health().ready`. */
   readonly ready: boolean;
   /** The partitions this worker owns now (`owned.size`). */
   readonly owned: number;

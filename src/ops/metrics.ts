@@ -16,17 +16,25 @@ export type { PartitionMetricsSnapshot } from './metrics-partitions.js';
 
 /** A snapshot of one lock's metrics (`LockMetrics.snapshot()`). */
 export interface LockMetricsSnapshot {
+  /** `lock.isLeader`. */
   readonly isLeader: boolean;
+  /** `lock.state`. */
   readonly state: LockState;
   /** Whether `lock.health()` says live and ready. */
   readonly live: boolean;
+  /** `lock.health().ready`. */
   readonly ready: boolean;
   /** State changes, by the state entered, since the metrics were attached. */
   readonly transitions: Readonly<Record<LockState, number>>;
+  /** Times leadership was acquired (`lock.stats()`, as the rest). */
   readonly acquisitions: number;
+  /** Involuntary losses (`onLost`). */
   readonly losses: number;
+  /** Voluntary releases (`onReleased`: `stepDown()`, `shutdown()`). */
   readonly releases: number;
+  /** Attempts that found the lock held elsewhere (`onAcquireFailed`). */
   readonly failedAttempts: number;
+  /** Acquisitions that held the lock for the takeover delay before their term opened. */
   readonly takeoverFences: number;
   /** Total time as LEADER, the current stretch included. */
   readonly leaderMs: number;
@@ -111,6 +119,7 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
     this.source = source as MetricsSource<MetricsSnapshotOf<T>>;
   }
 
+  /** The current numbers as an object, for any other metrics library. */
   snapshot(): MetricsSnapshotOf<T> {
     return this.source.snapshot();
   }
@@ -124,10 +133,12 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
     return exposition((metric) => this.source.render(s, metric));
   }
 
+  /** Remove the listeners from the target; the numbers stop changing. */
   close(): void {
     this.source.close();
   }
 
+  /** `close()`, for `using`. */
   [Symbol.dispose](): void {
     this.close();
   }

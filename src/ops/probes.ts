@@ -10,6 +10,7 @@ import { LeaderLock } from '../leader/leader-lock.js';
 import { PartitionedLeadership } from '../partitions/partitioned.js';
 import { LockMetrics, type MetricsTarget } from './metrics.js';
 
+/** Options of {@link probes}. */
 export interface ProbesOptions<T extends MetricsTarget> {
   /**
    * The metrics `/metrics` serves. Default: a `new LockMetrics(target)` made by `probes()`,

@@ -9,13 +9,19 @@ import type { RevokeReason } from './terms.js';
 
 /** A snapshot from `workers.stats()`. */
 export interface PartitionStats {
+  /** Partitions this worker owns now (`workers.owned.size`). */
   owned: number;
+  /** Members seen at the last reconcile, this worker included. */
   members: number;
+  /** Partition terms opened on this worker. */
   acquisitions: number;
+  /** Open partition terms that ended, whatever the reason. */
   revocations: number;
+  /** Open partition terms lost involuntarily. */
   losses: number;
   /** Revocations of open terms by reason (they add up to `revocations`; `lost` is `losses`). */
   revocationsByReason: Record<RevokeReason, number>;
+  /** Reconciles: each compares the members and the owned partitions with the assignment. */
   reconciles: number;
   /** Statements sent on both sessions. */
   statements: number;

@@ -9,11 +9,17 @@ import { Connection } from '../core/connection.js';
 import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
+/** Options of `PartitionedLeadership.inspect()`: where, and which group. */
 export interface PartitionInspectOptions {
+  /** As for `PartitionedLeadership`, several hosts included (the primary among them is inspected). */
   connectionString?: string;
+  /** Options for the default `pg.Client` (not with `connect`). */
   clientConfig?: Omit<pg.ClientConfig, 'connectionString'>;
+  /** Opens a connected client; inspect closes it. */
   connect?: ConnectFn;
+  /** The group's name, as its workers give it. */
   name: string;
+  /** The group's partition count, as its workers give it. */
   partitions: number;
   /** Connect and query deadline (default 5000). */
   timeoutMs?: number;
@@ -21,11 +27,21 @@ export interface PartitionInspectOptions {
   clock?: Clock;
 }
 
+/** What `PartitionedLeadership.inspect()` found: the members, and the owner of each partition. */
 export interface PartitionInspection {
   /** The server inspected (`host:port` of the primary, or `connect()`). */
   host: string;
   /** Members (holders of a member lock), by id; `partitions` is the count each runs with. */
-  members: { id: string; pid: number; partitions: number; owned: number }[];
+  members: {
+    /** The worker's id. */
+    id: string;
+    /** Its member session's backend pid. */
+    pid: number;
+    /** The partition count it runs with (a mismatch with `partitions` shows here). */
+    partitions: number;
+    /** How many partitions it owns now. */
+    owned: number;
+  }[];
   /** For each partition, the id of its owner, or null when nobody holds it. */
   owners: (string | null)[];
 }

@@ -15,6 +15,7 @@ import { checkDuration, checkPositiveDuration, show } from '../core/validate.js'
 /** The most partitions one name may have (the assignment is computed on every change). */
 export const MAX_PARTITIONS = 4096;
 
+/** Options of `new PartitionedLeadership(options)`. */
 export interface PartitionedLeadershipOptions extends SharedOptions {
   /** The name the workers share; each partition's lock is derived from it. */
   name: string;
@@ -32,7 +33,12 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
    * `term.epoch` carries it and `fenced(client, term, fn)` commits writes only while it is
    * current. Default off.
    */
-  fencing?: boolean | { table?: string };
+  fencing?:
+    | boolean
+    | {
+        /** The epochs table (default `pgleaderlock_epochs`), optionally schema-qualified. */
+        table?: string;
+      };
 }
 
 const KNOWN = new Set<string>([

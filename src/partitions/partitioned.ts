@@ -18,6 +18,7 @@ import type { LeaderWorkHandle } from '../core/runner.js';
 import { rejecting, timeoutOf } from '../core/validate.js';
 import { hungCallback } from '../core/vitals.js';
 import { Balance } from './balance.js';
+import type { PartitionedElection } from './election.js';
 import { fencedPartitionWrite } from './epochs.js';
 import {
   assessPartitionHealth,
@@ -44,7 +45,7 @@ export type { PartitionInspection, PartitionInspectOptions } from './inspect.js'
 export type { PartitionWork } from './runs.js';
 export type { PartitionTerm, RevokeReason } from './terms.js';
 
-export class PartitionedLeadership implements AsyncDisposable {
+export class PartitionedLeadership implements PartitionedElection {
   private readonly o: ResolvedPartitionOptions;
   private readonly keys: ReturnType<typeof keysOf>;
   private readonly terms: Terms;
@@ -132,6 +133,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     return this.ownership.members.map((m) => m.id);
   }
 
+  /** Counters and sizes of this worker (`LockMetrics` reads them). */
   stats(): PartitionStats {
     return {
       owned: this.owned.size,
@@ -248,6 +250,7 @@ export class PartitionedLeadership implements AsyncDisposable {
     return rejecting(() => this.life.stop(timeoutOf('shutdown', options) ?? 30_000));
   }
 
+  /** `shutdown()`, for `await using`. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.shutdown();
   }

@@ -10,6 +10,10 @@ import type { LeaderWorkHandle } from '../core/runner.js';
 import { Runners } from '../core/runner.js';
 import type { PartitionTerm } from './terms.js';
 
+/**
+ * Work for `runForEach`: runs once per partition term on this worker, and should return soon
+ * after `term.signal` aborts.
+ */
 export type PartitionWork = (partition: number, term: PartitionTerm) => Promise<void> | void;
 
 export class PartitionRuns {

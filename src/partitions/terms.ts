@@ -12,10 +12,13 @@ import type { Logger } from '../core/logger.js';
 import type { LeaderWorkHandle } from '../core/runner.js';
 import { PartitionRuns, type PartitionWork } from './runs.js';
 
+/** One partition's term on this worker: from its take to its revocation. */
 export interface PartitionTerm {
   /** 1, 2, 3, … within this worker, across partitions. */
   readonly id: number;
+  /** The partition, from 0. */
   readonly partition: number;
+  /** When the term opened. */
   readonly acquiredAt: Date;
   /** Aborts the moment the partition is revoked, lost, or the worker shuts down. */
   readonly signal: AbortSignal;

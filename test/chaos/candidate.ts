@@ -3,7 +3,9 @@
  * over IPC, on the machine's monotonic clock (process.hrtime), so that intervals of
  * different processes compare. An interval ends when the state leaves LEADER or when the
  * lease lapsed before that, whichever is earlier: that is when the process stops believing.
- * Commands from the parent: stepDown, freeze (busy loop), shutdown.
+ * The process boots (`booted`), then waits for `start` (its configuration, lock id and
+ * priority: a process booted ahead, while the server starts or as a spare, joins at once). Commands from the parent: stepDown, freeze (busy loop),
+ * handoverTo (answered by `handoverResult`), shutdown; SIGTERM shuts down too.
  */
 import { type Clock, FixedInterval, LeaderLock } from '../../src/index.js';
 
@@ -11,7 +13,6 @@ export interface CandidateConfig {
   url: string;
   key1: number;
   key2: number;
-  id: string;
   healthIntervalMs: number;
   queryTimeoutMs: number;
   pollMs: number;
@@ -22,15 +23,22 @@ export interface CandidateConfig {
 }
 
 export type CandidateMessage =
+  | { type: 'booted' }
   | { type: 'start'; id: string; at: number }
   | { type: 'end'; id: string; start: number; end: number }
   | { type: 'runStart'; id: string; at: number }
   | { type: 'run'; id: string; start: number; end: number }
+  | { type: 'fence'; id: string; at: number; delayMs: number }
+  | { type: 'handoverResult'; id: string; to: string; error: string | null }
   | { type: 'ready'; id: string };
 
-export type ParentCommand = { type: 'stepDown' } | { type: 'freeze'; ms: number } | { type: 'shutdown' };
+export type ParentCommand =
+  | { type: 'start'; cfg: CandidateConfig; id: string; priority: number }
+  | { type: 'stepDown' }
+  | { type: 'freeze'; ms: number }
+  | { type: 'handoverTo'; to: string; timeoutMs: number }
+  | { type: 'shutdown' };
 
-const cfg = JSON.parse(process.argv[2] ?? '{}') as CandidateConfig;
 const hrtimeMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 const clock: Clock = {
   now: hrtimeMs,
@@ -41,61 +49,98 @@ const send = (m: CandidateMessage): void => {
   if (process.connected) process.send?.(m);
 };
 
-const lock = new LeaderLock({
-  connectionString: cfg.url,
-  key1: cfg.key1,
-  key2: cfg.key2,
-  id: cfg.id,
-  healthIntervalMs: cfg.healthIntervalMs,
-  queryTimeoutMs: cfg.queryTimeoutMs,
-  retryStrategy: new FixedInterval({ intervalMs: cfg.pollMs }),
-  acquireMode: cfg.acquireMode,
-  takeoverDelayMs: cfg.takeoverDelayMs,
-  clock,
-});
+/** PGLEADERLOCK_CHAOS_LOG=1: the lock's log events on stderr, on the run's clock (to read a failure). */
+function stderrLogger(id: string) {
+  const line = (fields: Record<string, unknown>, event: string): void => {
+    process.stderr.write(`${hrtimeMs().toFixed(1)} ${id} ${event} ${JSON.stringify(fields)}\n`);
+  };
+  return { debug: line, info: line, warn: line, error: line };
+}
 
-let start: number | null = null;
-lock.onStateChange((from, to) => {
-  const now = hrtimeMs();
-  if (to === 'leader') {
-    start = now;
-    send({ type: 'start', id: cfg.id, at: now });
-  } else if (from === 'leader' && start !== null) {
-    send({ type: 'end', id: cfg.id, start, end: Math.min(now, lock.leaseExpiresAt ?? now) });
-    start = null;
-  }
-});
-
-// leader work: a run lasts from its start until `workStopMs` after its term's signal
-// aborted, or until its lease ended if that came first (a frozen process does nothing while
-// frozen; on waking it must not act: it checks lock.isLeader before each side effect)
-lock.runWhileLeader(async (term) => {
-  const start = hrtimeMs();
-  send({ type: 'runStart', id: cfg.id, at: start });
-  await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
-  await new Promise((resolve) => setTimeout(resolve, cfg.workStopMs));
-  send({
-    type: 'run',
-    id: cfg.id,
-    start,
-    end: Math.min(hrtimeMs(), lock.leaseExpiresAt ?? Number.POSITIVE_INFINITY),
+function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLock {
+  const lock = new LeaderLock({
+    connectionString: cfg.url,
+    key1: cfg.key1,
+    key2: cfg.key2,
+    id,
+    priority,
+    healthIntervalMs: cfg.healthIntervalMs,
+    queryTimeoutMs: cfg.queryTimeoutMs,
+    retryStrategy: new FixedInterval({ intervalMs: cfg.pollMs }),
+    acquireMode: cfg.acquireMode,
+    takeoverDelayMs: cfg.takeoverDelayMs,
+    clock,
+    ...(process.env.PGLEADERLOCK_CHAOS_LOG ? { logger: stderrLogger(id) } : {}),
   });
-});
+
+  let start: number | null = null;
+  lock.onStateChange((from, to) => {
+    const now = hrtimeMs();
+    if (to === 'leader') {
+      start = now;
+      send({ type: 'start', id, at: now });
+    } else if (from === 'leader' && start !== null) {
+      send({ type: 'end', id, start, end: Math.min(now, lock.leaseExpiresAt ?? now) });
+      start = null;
+    }
+  });
+  lock.onTakeoverFence(({ delayMs }) => {
+    send({ type: 'fence', id, at: hrtimeMs(), delayMs });
+  });
+
+  // leader work: a run lasts from its start until `workStopMs` after its term's signal
+  // aborted, or until its lease ended if that came first (a frozen process does nothing while
+  // frozen; on waking it must not act: it checks lock.isLeader before each side effect)
+  lock.runWhileLeader(async (term) => {
+    const runStart = hrtimeMs();
+    send({ type: 'runStart', id, at: runStart });
+    await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+    await new Promise((resolve) => setTimeout(resolve, cfg.workStopMs));
+    send({
+      type: 'run',
+      id,
+      start: runStart,
+      end: Math.min(hrtimeMs(), lock.leaseExpiresAt ?? Number.POSITIVE_INFINITY),
+    });
+  });
+  void lock.start().then(() => send({ type: 'ready', id }));
+  return lock;
+}
+
+let lock: LeaderLock | null = null;
+const shutdown = (): void => {
+  const stopped = lock === null ? Promise.resolve() : lock.shutdown({ timeoutMs: 3000 });
+  void stopped.then(() => {
+    // nothing may keep the process alive now: it must exit by itself
+    if (process.connected) process.disconnect();
+  });
+};
+process.on('SIGTERM', shutdown);
 
 process.on('message', (cmd: ParentCommand) => {
-  if (cmd.type === 'stepDown') void lock.stepDown();
+  if (cmd.type === 'start') {
+    if (lock === null) lock = startLock(cmd.cfg, cmd.id, cmd.priority);
+  } else if (cmd.type === 'shutdown') shutdown();
+  else if (lock === null) return;
+  else if (cmd.type === 'stepDown') void lock.stepDown();
   else if (cmd.type === 'freeze') {
     const until = hrtimeMs() + cmd.ms;
     while (hrtimeMs() < until) {
       // frozen: no timer, no I/O
     }
-  } else if (cmd.type === 'shutdown') {
-    void lock.shutdown({ timeoutMs: 3000 }).then(() => {
-      // nothing may keep the process alive now: it must exit by itself
-      process.disconnect();
-    });
+  } else if (cmd.type === 'handoverTo') {
+    const id = lock.id;
+    lock.handoverTo(cmd.to, { timeoutMs: cmd.timeoutMs }).then(
+      () => send({ type: 'handoverResult', id, to: cmd.to, error: null }),
+      (err: unknown) =>
+        send({
+          type: 'handoverResult',
+          id,
+          to: cmd.to,
+          error: err instanceof Error ? err.message : String(err),
+        }),
+    );
   }
 });
 
-await lock.start();
-send({ type: 'ready', id: cfg.id });
+send({ type: 'booted' });

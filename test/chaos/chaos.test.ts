@@ -1,36 +1,106 @@
-/** Short chaos run (in npm test). The long form: npm run chaos. */
-import { expect, it } from 'vitest';
-import { formatReport, runChaos } from './chaos.js';
+/** Short chaos runs (in npm test). The long form: npm run chaos. */
+import { describe, expect, it } from 'vitest';
+import {
+  BASIC_KINDS,
+  CHURN_KINDS,
+  type ChaosReport,
+  CLEAN,
+  type FaultKind,
+  type FaultRecord,
+  formatReport,
+  runChaos,
+  unexpectedLeader,
+} from './chaos.js';
+
+const seed = process.env.PGLEADERLOCK_CHAOS_SEED ? Number(process.env.PGLEADERLOCK_CHAOS_SEED) : undefined;
+
+/** The checks every chaos run makes: each kind injected, no overlap, a leader after each fault within its bound, clean exits. */
+function checkRun(report: ChaosReport, kinds: readonly FaultKind[]): void {
+  for (const kind of kinds) {
+    expect(report.covered.has(kind), `${kind} covered`).toBe(true);
+    expect(report.faults.filter((f) => f.kind === kind).length, `${kind} injected`).toBeGreaterThanOrEqual(1);
+  }
+  // every fault is covered (the lease, the takeover delay, a clean release): no overlap at all
+  for (const o of report.overlaps) expect.soft(o, `overlap after ${o.fault}`).toBeUndefined();
+  // runWhileLeader across processes: never two runs at once
+  expect(report.runs.length).toBeGreaterThanOrEqual(report.faults.length / 2);
+  for (const o of report.runOverlaps) expect.soft(o, `run overlap after ${o.fault}`).toBeUndefined();
+  for (const f of report.faults) {
+    expect.soft(f.gapMs, `no leader within the bound after ${f.kind}`).not.toBeNull();
+    if (f.gapMs !== null) expect.soft(f.gapMs, `gap after ${f.kind}`).toBeLessThan(report.gapBoundMs[f.kind]);
+  }
+  expect(report.cleanExits).toBe(report.candidatesAtEnd);
+}
 
 it.each(['wait', 'poll'] as const)(
   'chaos (%s mode): 5 candidates, every fault kind (kill, stepDown, blackhole, freeze, terminate, restart) injected at least once in a seeded order, then seeded draws, work that takes 100 ms to stop, takeover delay 200 ms: never two leaders nor two runs at once, a leader after each',
   async (acquireMode) => {
-    const seed = process.env.PGLEADERLOCK_CHAOS_SEED
-      ? Number(process.env.PGLEADERLOCK_CHAOS_SEED)
-      : undefined;
     const report = await runChaos({ candidates: 5, durationMs: 15_000, acquireMode, workStopMs: 100, seed });
     console.log(
       `[chaos ${acquireMode}] seed ${report.seed} (replay: PGLEADERLOCK_CHAOS_SEED=${report.seed}), ${report.faults.length} faults, ${report.intervals.length} intervals\n${formatReport(report)}`,
     );
     expect(report.takeoverDelayMs).toBe(200);
-    // the takeover delay covers every kind: an overlap after any of them fails below
-    expect(report.covered.size).toBe(6);
-    for (const kind of ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'] as const) {
-      expect(report.faults.filter((f) => f.kind === kind).length, `${kind} injected`).toBeGreaterThanOrEqual(
-        1,
-      );
-    }
-    // every fault is covered (the lease, or the takeover delay): no overlap at all
-    for (const o of report.overlaps) expect.soft(o, `overlap after ${o.fault}`).toBeUndefined();
-    // runWhileLeader across processes: never two runs at once
-    expect(report.runs.length).toBeGreaterThanOrEqual(report.faults.length / 2);
-    for (const o of report.runOverlaps) expect.soft(o, `run overlap after ${o.fault}`).toBeUndefined();
-    for (const f of report.faults) {
-      expect.soft(f.gapMs, `no leader within the bound after ${f.kind}`).not.toBeNull();
-      if (f.gapMs !== null)
-        expect.soft(f.gapMs, `gap after ${f.kind}`).toBeLessThan(report.gapBoundMs[f.kind]);
-    }
-    expect(report.cleanExits).toBe(5);
+    checkRun(report, BASIC_KINDS);
+    expect(report.candidatesAtEnd).toBe(5);
   },
   120_000,
 );
+
+/**
+ * Kinds after which nobody chose the next leader (no resign, no handover): the priority rule
+ * alone decides, so a candidate of the top priority must lead again.
+ */
+const UNCHOSEN: ReadonlySet<FaultKind> = new Set(['join', 'leave', 'respawn', 'kill', 'terminate']);
+
+describe.each(['wait', 'poll'] as const)('priority churn (%s mode)', (acquireMode) => {
+  it(`5 candidates with seeded priorities 0–3 join, leave (SIGTERM) and come back with new priorities; the leader is asked to resign or hand over (NOTIFY) or calls handoverTo; kills and terminates; each kind at least once: never two leaders nor two runs at once, a leader after each fault within its bound, first the named successor or a higher joiner (no takeover delay), the leader kept when a follower leaves or a joiner no higher comes; after each join, leave, respawn, kill and terminate a top-priority candidate leads again within the bound`, async () => {
+    const kinds: FaultKind[] = [...CHURN_KINDS, 'kill', 'terminate'];
+    const report = await runChaos({
+      candidates: 5,
+      durationMs: 6_000,
+      acquireMode,
+      workStopMs: 100,
+      faults: kinds,
+      priorities: 4,
+      seed,
+    });
+    // the rule must restore the top priority after a fault nobody chose a leader in, unless
+    // the leader was below it already (after a resign or a handover) and nothing moved
+    const ruleApplies = (f: FaultRecord): boolean =>
+      UNCHOSEN.has(f.kind) && (f.topBefore || (f.expectsChange && f.next !== null));
+    const ruleBroken = (f: FaultRecord): boolean => ruleApplies(f) && f.settledMs === null;
+    const bad = (f: FaultRecord): boolean =>
+      f.gapMs === null ||
+      f.gapMs >= report.gapBoundMs[f.kind] ||
+      unexpectedLeader(f) ||
+      (CLEAN.has(f.kind) && f.expectsChange && f.ready && f.fenced) ||
+      /rejected|exited|no candidate waiting/.test(f.note) ||
+      ruleBroken(f);
+    const failed = report.overlaps.length + report.runOverlaps.length > 0 || report.faults.some(bad);
+    console.log(
+      `[priority churn ${acquireMode}] seed ${report.seed} (replay: PGLEADERLOCK_CHAOS_SEED=${report.seed}), ${report.faults.length} faults, ${report.intervals.length} intervals, ${report.candidatesStarted} candidates started, ${report.leaves.total} left by SIGTERM (${report.leaves.clean} exited 0), ${report.faults.filter((f) => !f.ready).length} faults with a candidate not yet waiting\n${formatReport(report)}${
+        failed ? `\ntrace:\n${report.trace.join('\n')}` : ''
+      }`,
+    );
+    expect(report.takeoverDelayMs).toBe(200);
+    checkRun(report, kinds);
+    for (const f of report.faults) {
+      const what = `${f.kind}${f.target === null ? '' : ` ${f.target}`} (leader ${f.leader}, first after it ${f.next ?? 'none'})`;
+      // the named successor, or a joiner above the leader, leads first; a follower leaving or
+      // a joiner no higher than the leader leaves the leader in place
+      expect
+        .soft(unexpectedLeader(f), `first leader after ${what}, expected ${f.expected ?? 'the same'}`)
+        .toBe(false);
+      // a clean handover: the successor's term opens with no takeover delay (when every
+      // candidate had its session before the release, and so heard it)
+      if (CLEAN.has(f.kind) && f.expectsChange && f.ready)
+        expect.soft(f.fenced, `takeover delay after ${what}`).toBe(false);
+      // handoverTo resolved, every SIGTERMed candidate exited 0, a waiting candidate to name
+      expect.soft(f.note, what).not.toMatch(/rejected|exited|no candidate waiting/);
+      // within the gap bound plus one more clean handover (null: not within it)
+      if (ruleApplies(f))
+        expect.soft(f.settledMs, `a top-priority candidate leading after ${what}`).not.toBeNull();
+    }
+    expect(report.leaves.clean).toBe(report.leaves.total);
+  }, 120_000);
+});

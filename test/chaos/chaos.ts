@@ -11,29 +11,88 @@
  * a server restart, are covered by the takeover delay when `takeoverDelayMs` exceeds the
  * work's stop time plus the old leader's detection (then no overlap is allowed either);
  * without it, an overlap up to the detection latency plus the work's stop time.
+ *
+ * Priority churn (`priorities`, docs/choosing-the-leader.md): every candidate draws a
+ * seeded priority, and the churn kinds join in: a candidate joins, one leaves (SIGTERM:
+ * its shutdown), one comes back with a new priority (SIGTERM, then the same id), and the
+ * leader is asked to resign or to hand over to a waiting candidate (a NOTIFY on the key's
+ * channel, as the CLI sends), or calls `handoverTo` itself. Each is a clean handover or
+ * none: the run records who leads first after it (the named successor, a joiner with a
+ * higher priority, the leader kept when a follower leaves or a lower one joins), whether
+ * that leader held a takeover delay, and how soon a candidate of the top priority leads
+ * again (`settledMs`: null if not within the gap bound plus one more clean handover).
  */
 
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
-import { lockHolders, randomKeys, terminate } from '../harness/db.js';
+import { requestPayload } from '../../src/leader/handover.js';
+import { channelFor } from '../../src/leader/sql.js';
+import { adminQuery, lockHolders, randomKeys, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { overlapsOf } from '../harness/overlaps.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
 import type { CandidateConfig, CandidateMessage, ParentCommand } from './candidate.js';
 
-export type FaultKind = 'kill' | 'stepDown' | 'blackhole' | 'freeze' | 'terminate' | 'restart';
-export const COVERED: ReadonlySet<FaultKind> = new Set(['kill', 'stepDown', 'blackhole', 'freeze']);
+export type FaultKind =
+  | 'kill'
+  | 'stepDown'
+  | 'blackhole'
+  | 'freeze'
+  | 'terminate'
+  | 'restart'
+  | 'join'
+  | 'leave'
+  | 'respawn'
+  | 'resign'
+  | 'handover'
+  | 'handoverTo';
+export const BASIC_KINDS: readonly FaultKind[] = [
+  'kill',
+  'stepDown',
+  'blackhole',
+  'freeze',
+  'terminate',
+  'restart',
+];
+/**
+ * Priority churn: `join` (a new candidate, a drawn priority), `leave` (SIGTERM: it shuts
+ * down), `respawn` (SIGTERM, then the same id back with a new priority), `resign` and
+ * `handover` (a NOTIFY on the key's channel to a waiting candidate), `handoverTo` (called
+ * by the leader). Half of the leaves and respawns hit the leader, half a follower.
+ */
+export const CHURN_KINDS: readonly FaultKind[] = [
+  'join',
+  'leave',
+  'respawn',
+  'resign',
+  'handover',
+  'handoverTo',
+];
+/** Kinds whose handover is clean (a released event before the unlock): the successor holds no takeover delay. */
+export const CLEAN: ReadonlySet<FaultKind> = new Set(['stepDown', ...CHURN_KINDS]);
+export const COVERED: ReadonlySet<FaultKind> = new Set([
+  'kill',
+  'stepDown',
+  'blackhole',
+  'freeze',
+  ...CHURN_KINDS,
+]);
 /** With the takeover delay on, every fault is covered. */
 export const COVERED_WITH_DELAY: ReadonlySet<FaultKind> = new Set([...COVERED, 'terminate', 'restart']);
 
 /** The old leader's detection of a vanished session (terminate: ms; restart: ms): the takeover delay adds this to the work's stop time. */
 export const DETECTION_ALLOWANCE_MS = 100;
 
+/** After a fault that should not move leadership (a follower left, a lower priority joined): how long the leader must stay. */
+export const HOLD_MS = 500;
+
 export interface ChaosOptions {
   candidates: number;
+  /** Faults are injected this long, and until each kind was once. */
   durationMs: number;
-  faults?: FaultKind[];
+  /** Default: BASIC_KINDS. */
+  faults?: readonly FaultKind[];
   healthIntervalMs?: number;
   queryTimeoutMs?: number;
   pollMs?: number;
@@ -42,6 +101,11 @@ export interface ChaosOptions {
   workStopMs?: number;
   /** The candidates' takeover delay. Default `workStopMs + DETECTION_ALLOWANCE_MS`; 0 turns it off. */
   takeoverDelayMs?: number;
+  /**
+   * Priority churn: each candidate draws a priority in [0, priorities) from the seed (a small
+   * range, so that ties happen). Default: off, every candidate at priority 0.
+   */
+  priorities?: number;
   /**
    * Seeds the fault schedule: the first faults are every kind once, in a seeded order, then
    * seeded draws. The report carries it, so a failing run can be replayed. Default: random.
@@ -84,8 +148,36 @@ export interface Interval {
 export interface FaultRecord {
   kind: FaultKind;
   at: number;
-  /** Time from the fault to the next leadership start (null if none came in time). */
+  /** Time from the fault to the next leadership start (null if none came in time); 0: the leader was kept, as expected. */
   gapMs: number | null;
+  /** Who led when the fault came (lock id, priority). */
+  leader: string;
+  /** The candidate a churn fault acted on (joined, left, came back, was named), by lock id. */
+  target: string | null;
+  /** The fault should move leadership (false: a follower left, or one no higher than the leader joined). */
+  expectsChange: boolean;
+  /** Who must lead first after the fault: the named successor, a joiner above the leader (null: anyone). */
+  expected: string | null;
+  /** Lock id of the first leader after the fault (the leader kept: its id). */
+  next: string | null;
+  /** The first leader after the fault held a takeover delay. */
+  fenced: boolean;
+  /**
+   * Every candidate but the leader was waiting (queued, or in poll mode with its session)
+   * when the fault came, so that each heard the release (priorities on; else true).
+   */
+  ready: boolean;
+  /** The leader at the fault had the top priority (priorities on). */
+  topBefore: boolean;
+  /**
+   * From the fault until a candidate of the top priority led (after a kill or a respawn:
+   * from the start of the new process, which may have the top priority). Priorities on; 0:
+   * the leader kept leading; null: not within `settleBoundMs`, or the leader before was
+   * already below the top and nothing moved.
+   */
+  settledMs: number | null;
+  /** What else happened (a handoverTo's rejection, a leave that did not exit cleanly). */
+  note: string;
 }
 
 export interface Overlap {
@@ -96,6 +188,7 @@ export interface Overlap {
 }
 
 export interface ChaosReport {
+  kinds: readonly FaultKind[];
   faults: FaultRecord[];
   intervals: Interval[];
   overlaps: Overlap[];
@@ -104,13 +197,23 @@ export interface ChaosReport {
   runOverlaps: Overlap[];
   /** Bound on the gap without a leader after each kind of fault, as stated for this run. */
   gapBoundMs: Record<FaultKind, number>;
+  /** Bound on `settledMs`: the gap bound plus one more clean handover (priorities on). */
+  settleBoundMs: Record<FaultKind, number>;
   serverReleaseMs: number;
   workStopMs: number;
   takeoverDelayMs: number;
   /** The faults this run's configuration covers (no overlap allowed). */
   covered: ReadonlySet<FaultKind>;
+  /** Priority levels (0: churn off). */
+  priorities: number;
   cleanExits: number;
+  /** Candidates still running at the end (each asked to shut down). */
+  candidatesAtEnd: number;
+  /** Candidates sent SIGTERM during the run (leave, respawn), and how many exited 0 by themselves within 10 s. */
+  leaves: { total: number; clean: number };
   candidatesStarted: number;
+  /** One line per fault: who led, with which priorities, what came next (to read a failure). */
+  trace: string[];
   /** The schedule's seed (ChaosOptions.seed). */
   seed: number;
 }
@@ -119,12 +222,57 @@ const hrtimeMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Candidate {
+  /** Unique per process (a respawn's lock id with `@n`): the owner of its intervals. */
+  name: string;
+  /** Its lock id. */
   id: string;
+  priority: number;
   proc: ChildProcess;
   proxy: FaultProxy;
   openSince: number | null;
   runSince: number | null;
+  /** Sent SIGTERM or SIGKILL: no longer counted among the candidates. */
+  leaving: boolean;
+  handoverResult: ((error: string | null) => void) | null;
+  /** When it was told to start its lock. */
+  startedAt: number;
+  /** Exit code once the process exited and its IPC channel closed (every message read). */
   exited: Promise<number | null>;
+}
+
+/** A process booted ahead (tsx takes a while), its lock not yet started. */
+interface Spare {
+  proc: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+/** Fork a candidate process (it compiles its sources with tsx: this takes a while); resolves once it waits for `start`. */
+async function boot(): Promise<Spare> {
+  const proc = fork(path.join(import.meta.dirname, 'candidate.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const disconnected = new Promise<void>((resolve) => proc.once('disconnect', () => resolve()));
+  const exited = Promise.all([exit, disconnected]).then(([code]) => code);
+  await new Promise<void>((resolve, reject) => {
+    proc.once('message', () => resolve());
+    proc.once('exit', (code) => reject(new Error(`a candidate process exited while booting (${code})`)));
+  });
+  return { proc, exited };
+}
+
+async function killAll(spares: Promise<Spare>[]): Promise<void> {
+  for (const s of await Promise.allSettled(spares)) {
+    if (s.status === 'fulfilled' && s.value.proc.exitCode === null && s.value.proc.signalCode === null)
+      s.value.proc.kill('SIGKILL');
+  }
+}
+
+interface Start {
+  name: string;
+  id: string;
+  at: number;
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
@@ -132,77 +280,149 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const healthIntervalMs = opts.healthIntervalMs ?? 200;
   const queryTimeoutMs = opts.queryTimeoutMs ?? 500;
   const pollMs = opts.pollMs ?? 25;
+  const acquireMode = opts.acquireMode ?? 'wait';
   const serverReleaseMs = 2 * (healthIntervalMs + queryTimeoutMs);
   const workStopMs = opts.workStopMs ?? 100;
   const takeoverDelayMs = opts.takeoverDelayMs ?? workStopMs + DETECTION_ALLOWANCE_MS;
   const covered = takeoverDelayMs >= workStopMs + DETECTION_ALLOWANCE_MS ? COVERED_WITH_DELAY : COVERED;
-  const kinds = opts.faults ?? ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'];
+  const kinds = opts.faults ?? BASIC_KINDS;
+  const priorities = opts.priorities ?? 0;
   const seed = opts.seed ?? randomInt(2 ** 31);
   const nextKind = faultSchedule(kinds, seed);
+  // the churn's own draws (priorities, whom a fault acts on), so that the schedule of a seed stays as it was
+  const churn = seeded(seed ^ 0x5bd1e995);
+  const draw = (n: number): number => Math.floor(churn() * n);
+  const drawPriority = (): number => (priorities > 0 ? draw(priorities) : 0);
+  const minCandidates = Math.max(2, opts.candidates - 2);
+  const maxCandidates = opts.candidates + 2;
   log(`fault schedule seed ${seed}`);
-  // an unclean handover waits for the takeover delay; a step-down for the work to stop
+  // an unclean handover waits for the takeover delay; a clean one for the work to stop
+  const clean = 1000 + workStopMs;
   const gapBoundMs: Record<FaultKind, number> = {
     kill: 1000 + takeoverDelayMs,
-    stepDown: 1000 + workStopMs,
+    stepDown: clean,
     terminate: 1000 + takeoverDelayMs,
     blackhole: serverReleaseMs + 1000 + takeoverDelayMs,
     freeze: serverReleaseMs + 1000 + takeoverDelayMs,
     restart: 5000 + takeoverDelayMs,
+    join: clean,
+    leave: clean,
+    respawn: clean,
+    resign: clean,
+    handover: clean,
+    handoverTo: clean,
   };
+  const settleBoundMs = Object.fromEntries(
+    Object.entries(gapBoundMs).map(([k, v]) => [k, v + clean]),
+  ) as Record<FaultKind, number>;
   const keys = randomKeys();
-  const server: PgServer = await startPgServer();
+  const channel = channelFor(keys.key1, keys.key2);
+  // the first processes boot while the server starts, with a spare when candidates join
+  const first = Array.from({ length: opts.candidates }, () => boot());
+  const spares: Promise<Spare>[] = [...first];
+  let spare: Promise<Spare> | null = null;
+  if (kinds.some((k) => k === 'kill' || k === 'join' || k === 'respawn')) {
+    spare = boot();
+    spares.push(spare);
+  }
+  for (const s of spares) s.catch(() => {}); // reported when used
+  let server: PgServer;
+  try {
+    server = await startPgServer();
+  } catch (err) {
+    await killAll(spares);
+    throw err;
+  }
   const candidates = new Map<string, Candidate>();
   const intervals: Interval[] = [];
   const runs: Interval[] = [];
   const faults: FaultRecord[] = [];
+  const starts: Start[] = [];
+  const fences: { name: string; at: number }[] = [];
+  const trace: string[] = [];
+  const generation = new Map<string, number>();
+  const leaves = { total: 0, clean: 0 };
   let started = 0;
   let cleanExits = 0;
-  let lastStartAt = 0;
-  let lastStartId = '';
+  let candidatesAtEnd = 0;
 
-  const spawnCandidate = async (): Promise<Candidate> => {
-    const id = `chaos-${started++}`;
+  const cfg = (proxy: FaultProxy): CandidateConfig => ({
+    url: proxy.url(server.url),
+    ...keys,
+    healthIntervalMs,
+    queryTimeoutMs,
+    pollMs,
+    acquireMode,
+    workStopMs,
+    takeoverDelayMs,
+  });
+
+  /** A booted process: the spare if one is ready, and another boots in the background. */
+  const takeSpare = async (): Promise<Spare> => {
+    const s = await (spare ?? boot());
+    spare = boot();
+    spare.catch(() => {}); // reported when taken
+    spares.push(spare);
+    return s;
+  };
+
+  /** Start a candidate (a new id, or a respawn's) in a booted process; resolves once its `start()` has. */
+  const spawnCandidate = async (
+    priority: number,
+    id = `chaos-${started}`,
+    booted?: Spare,
+  ): Promise<Candidate> => {
+    started++;
+    const { proc, exited } = booted ?? (await takeSpare());
     const proxy = await startFaultProxy({ host: server.host, port: server.port });
-    const cfg: CandidateConfig = {
-      url: proxy.url(server.url),
-      ...keys,
+    const gen = (generation.get(id) ?? 0) + 1;
+    generation.set(id, gen);
+    const name = gen === 1 ? id : `${id}@${gen}`;
+    const c: Candidate = {
+      name,
       id,
-      healthIntervalMs,
-      queryTimeoutMs,
-      pollMs,
-      acquireMode: opts.acquireMode ?? 'wait',
-      workStopMs,
-      takeoverDelayMs,
+      priority,
+      proc,
+      proxy,
+      openSince: null,
+      runSince: null,
+      leaving: false,
+      handoverResult: null,
+      startedAt: 0,
+      exited,
     };
-    const proc = fork(path.join(import.meta.dirname, 'candidate.ts'), [JSON.stringify(cfg)], {
-      execArgv: ['--import', 'tsx'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-    const c: Candidate = { id, proc, proxy, openSince: null, runSince: null, exited };
     proc.on('message', (m: CandidateMessage) => {
       if (m.type === 'start') {
         c.openSince = m.at;
-        lastStartAt = m.at;
-        lastStartId = m.id;
+        starts.push({ name, id, at: m.at });
       } else if (m.type === 'end') {
         c.openSince = null;
-        intervals.push({ id: m.id, start: m.start, end: m.end });
+        intervals.push({ id: name, start: m.start, end: m.end });
       } else if (m.type === 'runStart') {
         c.runSince = m.at;
       } else if (m.type === 'run') {
         c.runSince = null;
-        runs.push({ id: m.id, start: m.start, end: m.end });
+        runs.push({ id: name, start: m.start, end: m.end });
+      } else if (m.type === 'fence') {
+        fences.push({ name, at: m.at });
+      } else if (m.type === 'handoverResult') {
+        c.handoverResult?.(m.error);
       }
     });
-    await new Promise<void>((resolve, reject) => {
-      proc.once('message', () => resolve());
-      proc.once('exit', (code) => reject(new Error(`candidate ${id} exited early (${code})`)));
+    const ready = new Promise<void>((resolve, reject) => {
+      proc.on('message', (m: CandidateMessage) => {
+        if (m.type === 'ready') resolve();
+      });
+      proc.once('exit', (code) => reject(new Error(`candidate ${name} exited early (${code})`)));
     });
-    candidates.set(id, c);
+    candidates.set(name, c);
+    c.startedAt = hrtimeMs();
+    command(c, { type: 'start', cfg: cfg(proxy), id, priority });
+    await ready;
     return c;
   };
 
+  const live = (): Candidate[] => [...candidates.values()].filter((c) => !c.leaving);
   const open = (): Candidate[] => [...candidates.values()].filter((c) => c.openSince !== null);
   /** The candidate that started leading last (an earlier one may not have reported its end yet). */
   const leader = (): Candidate | undefined =>
@@ -210,44 +430,152 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const command = (c: Candidate, cmd: ParentCommand) => {
     if (c.proc.connected) c.proc.send(cmd);
   };
+  const topPriority = (): number => Math.max(...live().map((c) => c.priority));
+  /** One leader, of the top priority among the candidates (with priorities off: one leader). */
+  const settled = (): boolean => {
+    const l = leader();
+    return open().length === 1 && l !== undefined && !l.leaving && l.priority >= topPriority();
+  };
+  const view = (): string =>
+    live()
+      .map((c) => `${c.name}:${c.priority}${c.openSince !== null ? '*' : ''}`)
+      .join(' ');
 
-  const waitForLeader = async (since: number, timeoutMs: number, notId?: string): Promise<number | null> => {
+  /** The first leadership start after `since` (of a process other than `notName`). */
+  const firstStart = (since: number, notName?: string): Start | undefined =>
+    starts.find((s) => s.at > since && s.name !== notName);
+  const waitForLeader = async (since: number, timeoutMs: number, notName?: string): Promise<Start | null> => {
     const deadline = hrtimeMs() + timeoutMs;
     while (hrtimeMs() < deadline) {
-      if (lastStartAt > since && lastStartId !== notId) return lastStartAt - since;
+      const s = firstStart(since, notName);
+      if (s) return s;
       await sleep(5);
     }
     return null;
   };
 
+  /** SIGTERM (it shuts down and exits by itself) or SIGKILL; resolves with its exit code once gone. */
+  const retire = async (c: Candidate, signal: 'SIGTERM' | 'SIGKILL'): Promise<number | null | 'timeout'> => {
+    c.leaving = true;
+    c.proc.kill(signal);
+    const code = await Promise.race([c.exited, sleep(10_000).then(() => 'timeout' as const)]);
+    if (code === 'timeout') {
+      c.proc.kill('SIGKILL');
+      await c.exited;
+    }
+    const now = hrtimeMs();
+    // a dead process believes nothing: what it did not report ended when it exited
+    if (c.openSince !== null) intervals.push({ id: c.name, start: c.openSince, end: now });
+    if (c.runSince !== null) runs.push({ id: c.name, start: c.runSince, end: now });
+    c.openSince = null;
+    c.runSince = null;
+    candidates.delete(c.name);
+    await c.proxy.close();
+    if (signal === 'SIGTERM') {
+      leaves.total++;
+      if (code === 0) leaves.clean++;
+    }
+    return code;
+  };
+
+  /** Candidates the leader could hand over to now: queued for the lock (wait mode) or with a session (poll mode). */
+  const waitingIds = async (leaderId: string): Promise<string[]> => {
+    const rows =
+      acquireMode === 'wait'
+        ? await adminQuery<{ application_name: string }>(
+            server.url,
+            `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid
+                AND l.objsubid = 2 AND NOT l.granted`,
+            [keys.key1, keys.key2],
+          )
+        : await adminQuery<{ application_name: string }>(
+            server.url,
+            `SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'pgleaderlock:%'`,
+          );
+    const ids = new Set(rows.map((r) => r.application_name.slice('pgleaderlock:'.length)));
+    return live()
+      .filter((c) => c.id !== leaderId && ids.has(c.id))
+      .map((c) => c.id);
+  };
+  /** Until every candidate but the leader waits (up to 2 s): false if not. */
+  const everyoneWaits = async (): Promise<boolean> => {
+    const until = hrtimeMs() + 2000;
+    for (;;) {
+      const leaderId = leader()?.id ?? '';
+      const ids = new Set(await waitingIds(leaderId));
+      if (live().every((c) => c.id === leaderId || ids.has(c.id))) return true;
+      if (hrtimeMs() > until) return false;
+      await sleep(20);
+    }
+  };
+  const pickWaiting = async (leaderId: string): Promise<string | null> => {
+    const until = hrtimeMs() + 2000;
+    for (;;) {
+      const ids = await waitingIds(leaderId);
+      if (ids.length > 0) return ids[draw(ids.length)] as string;
+      if (hrtimeMs() > until) return null;
+      await sleep(20);
+    }
+  };
+  const notify = (payload: string) => adminQuery(server.url, 'SELECT pg_notify($1, $2)', [channel, payload]);
+
   try {
-    for (let i = 0; i < opts.candidates; i++) await spawnCandidate();
+    // the first ones join side by side
+    const booted = await Promise.all(first);
+    await Promise.all(booted.map((b) => spawnCandidate(drawPriority(), undefined, b)));
+    log(`${hrtimeMs().toFixed(1)} ${opts.candidates} candidates started`);
     if ((await waitForLeader(0, 10_000)) === null) throw new Error('no first leader');
     const endAt = hrtimeMs() + opts.durationMs;
+    /** The last fault was not followed by a top-priority leader in time (do not wait for one again). */
+    let unsettled = false;
 
-    while (hrtimeMs() < endAt) {
+    // at least one fault of each kind (the schedule's first pass), however long that takes
+    while (hrtimeMs() < endAt || faults.length < kinds.length) {
       // inject the next fault only once the view is settled: exactly one open interval
-      // (a frozen process reports the end of its interval only when it thaws)
+      // (a frozen process reports the end of its interval only when it thaws); with
+      // priorities, of the top priority, unless that did not come after the last fault
+      // churn: every candidate has its session (and so hears a release), so that a successor
+      // that held a takeover delay after a clean handover is a finding, not a late connect
+      const ready = priorities === 0 || (await everyoneWaits());
       const settleUntil = hrtimeMs() + 5000;
-      while (open().length !== 1 && hrtimeMs() < settleUntil) await sleep(10);
+      const calm = (): boolean => open().length === 1 && (priorities === 0 || unsettled || settled());
+      while (!calm() && hrtimeMs() < settleUntil) await sleep(10);
       const current = leader();
       if (!current || open().length !== 1) {
         await sleep(20);
         continue;
       }
-      const kind = nextKind();
-      const at = hrtimeMs();
-      log(`fault ${kind} on ${current.id}`);
+
+      let kind = nextKind();
+      // churn keeps the number of candidates within two of the start
+      if (kind === 'leave' && live().length <= minCandidates) kind = 'join';
+      else if (kind === 'join' && live().length >= maxCandidates) kind = 'leave';
+      const before = view();
+      const topBefore = priorities > 0 && settled();
+      let at = hrtimeMs();
+      let expectsChange = true;
+      let expected: string | null = null;
+      let target: string | null = null;
+      let notName: string | undefined;
+      let holdFrom = at;
+      /** A kill's or respawn's new process may be the top priority: from its start. */
+      let settleFrom: number | null = null;
+      let note = '';
+      let pending: Promise<unknown> = Promise.resolve();
+      log(`${hrtimeMs().toFixed(1)} fault ${kind} on ${current.name} [${view()}]`);
       switch (kind) {
         case 'kill':
+          current.leaving = true;
           current.proc.kill('SIGKILL');
-          // a dead process believes nothing: its interval ends now
+          // a dead process believes nothing and runs nothing: its interval and its run end now
           if (current.openSince !== null)
-            intervals.push({ id: current.id, start: current.openSince, end: at });
+            intervals.push({ id: current.name, start: current.openSince, end: at });
+          if (current.runSince !== null) runs.push({ id: current.name, start: current.runSince, end: at });
           current.openSince = null;
-          candidates.delete(current.id);
-          await current.exited;
-          await current.proxy.close();
+          current.runSince = null;
+          await retire(current, 'SIGKILL');
+          notName = current.name;
           break;
         case 'stepDown':
           command(current, { type: 'stepDown' });
@@ -266,51 +594,167 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         case 'restart':
           await server.restart('fast');
           break;
+        case 'join': {
+          const priority = drawPriority();
+          target = `chaos-${started}`;
+          expectsChange = priority > current.priority;
+          if (expectsChange) expected = target;
+          at = (await spawnCandidate(priority)).startedAt;
+          holdFrom = hrtimeMs();
+          note = `p${priority}`;
+          break;
+        }
+        case 'leave':
+        case 'respawn': {
+          // half of them hit the leader
+          const followers = live().filter((c) => c !== current);
+          const victim =
+            draw(2) === 0 || followers.length === 0
+              ? current
+              : (followers[draw(followers.length)] as Candidate);
+          target = victim.id;
+          const priority = kind === 'respawn' ? drawPriority() : 0;
+          expectsChange = victim === current || (kind === 'respawn' && priority > current.priority);
+          if (kind === 'respawn' && victim !== current && expectsChange) expected = victim.id;
+          at = hrtimeMs();
+          const gone = retire(victim, 'SIGTERM').then((code) => {
+            if (code !== 0) note += ` ${victim.name} exited ${code}`;
+          });
+          if (kind === 'leave') pending = gone;
+          else {
+            // the same id comes back once the old process is gone
+            await gone;
+            settleFrom = (await spawnCandidate(priority, victim.id)).startedAt;
+            note = `back as p${priority}`;
+          }
+          holdFrom = hrtimeMs();
+          break;
+        }
+        case 'resign':
+          at = hrtimeMs();
+          await notify(requestPayload(null));
+          break;
+        case 'handover':
+        case 'handoverTo': {
+          target = await pickWaiting(current.id);
+          if (target === null) {
+            note = 'no candidate waiting';
+            break;
+          }
+          expected = target;
+          at = hrtimeMs();
+          if (kind === 'handover') await notify(requestPayload({ to: target }));
+          else {
+            const result = new Promise<string | null>((resolve) => {
+              current.handoverResult = resolve;
+            });
+            command(current, { type: 'handoverTo', to: target, timeoutMs: 2000 });
+            pending = Promise.race([result, sleep(5000).then(() => 'no answer within 5 s')]).then((error) => {
+              if (error !== null) note += ` handoverTo rejected: ${error}`;
+            });
+          }
+          break;
+        }
       }
-      // after a kill the dead process cannot be the new leader; after a step-down in poll
-      // mode the same process may win again after its back-off, which counts as a leader
-      const notId = kind === 'kill' ? current.id : undefined;
-      const gapMs = await waitForLeader(at, gapBoundMs[kind] + 2000, notId);
-      faults.push({ kind, at, gapMs });
+      let gapMs: number | null;
+      let next: Start | null = null;
+      if (expectsChange) {
+        // after a kill the dead process cannot be the new leader; after a step-down in poll
+        // mode the same process may win again after its back-off, which counts as a leader
+        next = await waitForLeader(at, gapBoundMs[kind] + 2000, notName);
+        gapMs = next === null ? null : next.at - at;
+      } else {
+        // the leader stays: no term may open until HOLD_MS after the candidate joined or left
+        await sleep(Math.max(0, holdFrom + HOLD_MS - hrtimeMs()));
+        next = firstStart(at) ?? null;
+        gapMs = next !== null ? next.at - at : current.openSince !== null ? 0 : null;
+      }
+      await pending;
       if (kind === 'blackhole') current.proxy.pass();
-      if (kind === 'kill') await spawnCandidate();
+      if (kind === 'kill') settleFrom = (await spawnCandidate(drawPriority())).startedAt;
+      // priority churn: how soon a candidate of the top priority leads (the one that led
+      // first may hand over once more)
+      let settledMs: number | null = null;
+      if (priorities > 0) {
+        // a leader below the top priority that nothing moved stays (do not wait for it again)
+        const from = settleFrom ?? at;
+        const until = unsettled && firstStart(at) === undefined ? 0 : from + settleBoundMs[kind];
+        while (!settled() && hrtimeMs() < until) await sleep(5);
+        const l = leader();
+        if (settled() && l?.openSince != null) settledMs = Math.max(0, l.openSince - from);
+        unsettled = settledMs === null;
+      }
+      const fenced =
+        next !== null && fences.some((f) => f.name === next.name && f.at > at && f.at <= next.at);
+      const record: FaultRecord = {
+        kind,
+        at,
+        gapMs,
+        leader: `${current.id}:${current.priority}`,
+        target,
+        expectsChange,
+        expected,
+        next: next === null ? (gapMs === 0 ? current.id : null) : next.id,
+        fenced,
+        ready,
+        topBefore,
+        settledMs,
+        note: note.trim(),
+      };
+      faults.push(record);
+      trace.push(
+        `${kind}${target === null ? '' : ` ${target}`}${note ? ` (${record.note})` : ''}: [${before}] -> first ${
+          record.next ?? 'none'
+        } after ${gapMs === null ? '-' : gapMs.toFixed(0)} ms${fenced ? ' (fenced)' : ''}${ready ? '' : ' (not all waiting before)'}${
+          priorities > 0
+            ? `, top priority leads after ${settledMs === null ? '-' : settledMs.toFixed(0)} ms`
+            : ''
+        } [${view()}]`,
+      );
       await sleep(150);
     }
 
     // clean shutdown: every child must release and exit by itself
-    for (const c of candidates.values()) command(c, { type: 'shutdown' });
+    const remaining = [...candidates.values()];
+    candidatesAtEnd = remaining.length;
+    for (const c of remaining) command(c, { type: 'shutdown' });
     const codes = await Promise.all(
-      [...candidates.values()].map((c) =>
-        Promise.race([c.exited, sleep(10_000).then(() => 'timeout' as const)]),
-      ),
+      remaining.map((c) => Promise.race([c.exited, sleep(10_000).then(() => 'timeout' as const)])),
     );
     cleanExits = codes.filter((c) => c === 0).length;
     const now = hrtimeMs();
-    for (const c of candidates.values()) {
-      if (c.openSince !== null) intervals.push({ id: c.id, start: c.openSince, end: now });
-      if (c.runSince !== null) runs.push({ id: c.id, start: c.runSince, end: now });
+    for (const c of remaining) {
+      if (c.openSince !== null) intervals.push({ id: c.name, start: c.openSince, end: now });
+      if (c.runSince !== null) runs.push({ id: c.name, start: c.runSince, end: now });
     }
   } finally {
     for (const c of candidates.values()) {
       if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
       await c.proxy.close();
     }
+    await killAll(spares);
     await server.dispose();
   }
 
   return {
+    kinds,
     faults,
     intervals,
     overlaps: findOverlaps(intervals, faults),
     runs,
     runOverlaps: findOverlaps(runs, faults),
     gapBoundMs,
+    settleBoundMs,
     serverReleaseMs,
     workStopMs,
     takeoverDelayMs,
     covered,
+    priorities,
     cleanExits,
+    candidatesAtEnd,
+    leaves,
     candidatesStarted: started,
+    trace,
     seed,
   };
 }
@@ -325,21 +769,46 @@ export function findOverlaps(intervals: Interval[], faults: FaultRecord[]): Over
   }));
 }
 
+/**
+ * The first leader after a fault was not the one it had to be: the named successor, a
+ * joiner above the leader, or (a follower left, a lower priority joined) the leader itself.
+ */
+export function unexpectedLeader(f: FaultRecord): boolean {
+  if (f.gapMs === null) return false; // reported as no leader
+  if (!f.expectsChange) return f.next !== f.leader.slice(0, f.leader.lastIndexOf(':'));
+  return f.expected !== null && f.next !== f.expected;
+}
+
 /** Markdown table of a report. */
 export function formatReport(r: ChaosReport): string {
+  const churn = r.priorities > 0;
   const lines = [
-    '| fault | injected | overlaps | max overlap (ms) | run overlaps | max gap without a leader (ms) | gap bound (ms) |',
-    '|---|---|---|---|---|---|---|',
+    `| fault | injected | overlaps | max overlap (ms) | run overlaps | max gap without a leader (ms) | gap bound (ms) |${
+      churn
+        ? ' first leader not the expected one | fenced after a clean handover | max until the top priority leads (ms) | bound (ms) | top priority not leading within the bound |'
+        : ''
+    }`,
+    `|---|---|---|---|---|---|---|${churn ? '---|---|---|---|---|' : ''}`,
   ];
-  const kinds: FaultKind[] = ['kill', 'stepDown', 'blackhole', 'freeze', 'terminate', 'restart'];
-  for (const k of kinds) {
+  // a fault with no leader after it counts as an infinite gap
+  const maxGap = (xs: (number | null)[]): string =>
+    xs.length ? Math.max(...xs.map((x) => x ?? Number.POSITIVE_INFINITY)).toFixed(0) : '-';
+  const maxKnown = (xs: (number | null)[]): string => {
+    const known = xs.filter((x) => x !== null);
+    return known.length ? Math.max(...known).toFixed(0) : '-';
+  };
+  for (const k of r.kinds) {
     const fs = r.faults.filter((f) => f.kind === k);
     const os = r.overlaps.filter((o) => o.fault === k);
-    const gaps = fs.map((f) => f.gapMs ?? Number.POSITIVE_INFINITY);
+    const extra = churn
+      ? ` ${fs.filter(unexpectedLeader).length} | ${CLEAN.has(k) ? fs.filter((f) => f.expectsChange && f.ready && f.fenced).length : 'n/a'} | ${maxKnown(
+          fs.map((f) => f.settledMs),
+        )} | ${r.settleBoundMs[k]} | ${fs.filter((f) => f.settledMs === null).length} |`
+      : '';
     lines.push(
       `| ${k}${r.covered.has(k) ? '' : ' (not covered: no takeover delay)'} | ${fs.length} | ${os.length} | ${
         os.length ? Math.max(...os.map((o) => o.ms)).toFixed(1) : '0'
-      } | ${r.runOverlaps.filter((o) => o.fault === k).length} | ${gaps.length ? Math.max(...gaps).toFixed(0) : '-'} | ${r.gapBoundMs[k]} |`,
+      } | ${r.runOverlaps.filter((o) => o.fault === k).length} | ${maxGap(fs.map((f) => f.gapMs))} | ${r.gapBoundMs[k]} |${extra}`,
     );
   }
   return lines.join('\n');

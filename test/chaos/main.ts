@@ -1,30 +1,39 @@
 /**
- * Long chaos run: npm run chaos [-- seconds candidates wait|poll workStopMs takeoverDelayMs].
- * Prints a markdown table; exits 1 on an overlap after a fault the run covers.
+ * Long chaos run: npm run chaos [-- seconds candidates wait|poll workStopMs takeoverDelayMs] [churn].
+ * `churn`: priority churn (candidates with seeded priorities join, leave, come back with new
+ * ones; resign and handover requests, handoverTo; kills and terminates) instead of the
+ * basic faults. PGLEADERLOCK_CHAOS_SEED replays a schedule. Prints a markdown table; exits 1
+ * on an overlap after a fault the run covers.
  */
 import { stopServersOnSignals } from '../harness/pg-server.js';
-import { formatReport, runChaos } from './chaos.js';
+import { CHURN_KINDS, formatReport, runChaos } from './chaos.js';
 
 stopServersOnSignals();
 
-const seconds = Number(process.argv[2] ?? 120);
-const candidates = Number(process.argv[3] ?? 5);
-const acquireMode = (process.argv[4] ?? 'wait') as 'wait' | 'poll';
-const workStopMs = process.argv[5] === undefined ? undefined : Number(process.argv[5]);
-const takeoverDelayMs = process.argv[6] === undefined ? undefined : Number(process.argv[6]);
+const churn = process.argv.includes('churn');
+const args = process.argv.slice(2).filter((a) => a !== 'churn');
+const seconds = Number(args[0] ?? 120);
+const candidates = Number(args[1] ?? 5);
+const acquireMode = (args[2] ?? 'wait') as 'wait' | 'poll';
+const workStopMs = args[3] === undefined ? undefined : Number(args[3]);
+const takeoverDelayMs = args[4] === undefined ? undefined : Number(args[4]);
+const seed = process.env.PGLEADERLOCK_CHAOS_SEED ? Number(process.env.PGLEADERLOCK_CHAOS_SEED) : undefined;
 const report = await runChaos({
   candidates,
   acquireMode,
   durationMs: seconds * 1000,
   ...(workStopMs === undefined ? {} : { workStopMs }),
   ...(takeoverDelayMs === undefined ? {} : { takeoverDelayMs }),
+  ...(churn ? { faults: [...CHURN_KINDS, 'kill', 'terminate'], priorities: 4 } : {}),
+  ...(seed === undefined ? {} : { seed }),
   log: (l) => process.stderr.write(`${l}\n`),
 });
 console.log(
-  `Chaos: ${candidates} candidates, ${acquireMode} mode, ${seconds} s, ${report.faults.length} faults, ${report.intervals.length} leadership intervals, ${report.runs.length} runs, server release bound ${report.serverReleaseMs} ms, work stops ${report.workStopMs} ms after its abort, takeover delay ${report.takeoverDelayMs} ms\n`,
+  `Chaos${churn ? ' (priority churn)' : ''}: ${candidates} candidates, ${acquireMode} mode, ${seconds} s, seed ${report.seed}, ${report.faults.length} faults, ${report.intervals.length} leadership intervals, ${report.runs.length} runs, server release bound ${report.serverReleaseMs} ms, work stops ${report.workStopMs} ms after its abort, takeover delay ${report.takeoverDelayMs} ms\n`,
 );
 console.log(formatReport(report));
-console.log(`\nclean exits: ${report.cleanExits}/${candidates}`);
+console.log(`\nclean exits: ${report.cleanExits}/${report.candidatesAtEnd}`);
+if (churn) console.log(`\n${report.trace.join('\n')}`);
 const covered = (o: { fault: string }): boolean => report.covered.has(o.fault as never);
 const bad = [...report.overlaps, ...report.runOverlaps].filter(covered);
 process.exitCode = bad.length ? 1 : 0;

@@ -8,7 +8,7 @@ import { freePort } from '../harness/pg-server.js';
 const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string;
 };
-const COMMANDS = ['run', 'acquire', 'status', 'break', 'doctor', 'demo'];
+const COMMANDS = ['run', 'acquire', 'status', 'break', 'resign', 'handover', 'doctor', 'demo'];
 
 describe('help and version', () => {
   it('--version prints the package version', async () => {

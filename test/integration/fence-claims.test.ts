@@ -20,7 +20,7 @@ const locks = useLocks();
 
 type Keys = { key1: number; key2: number };
 
-/** A bare connection LISTENing on the key's channel: what any session there is told, and when. */
+/** A bare connection LISTENing on the key's channel: the holder events any session there is told, and when. */
 async function listen(url: string, keys: Keys) {
   const client = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-listener' });
   client.on('error', () => {});
@@ -28,7 +28,8 @@ async function listen(url: string, keys: Keys) {
   const channel = channelFor(keys.key1, keys.key2);
   client.on('notification', (n) => {
     const event = n.channel === channel && n.payload !== undefined ? parseEvent(n.payload) : null;
-    if (event) events.push({ event, at: performance.now() });
+    // `waiting`: a candidate saying it joined (choosing who leads), no part of a handover
+    if (event && event.kind !== 'waiting') events.push({ event, at: performance.now() });
   });
   await client.connect();
   await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);

@@ -155,4 +155,41 @@ describe('fencing', () => {
     const lock = new LeaderLock({ key1: 1, key2: 2, connectionString: databaseUrl() });
     await expect(lock.fenced({} as pg.Client, async () => 1)).rejects.toThrow(/fencing is not enabled/);
   });
+
+  it('a role without CREATE on the schema leads with fencing once the table exists (PostgreSQL 15+ takes that right from ordinary roles on public)', async () => {
+    const keys = randomKeys();
+    const schema = `nocreate_${locks.tag}`.toLowerCase();
+    const table = `${schema}.epochs`;
+    const role = schema;
+    await adminQuery(databaseUrl(), `CREATE SCHEMA ${schema}`);
+    const first = locks.make({ ...keys, fencing: { table } }); // the admin creates the table
+    await first.start();
+    expect(await first.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    await first.shutdown();
+    await adminQuery(databaseUrl(), `CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
+    try {
+      // USAGE, not CREATE, on the table's schema (as ordinary roles have on public since PostgreSQL 15)
+      await adminQuery(databaseUrl(), `GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+      await adminQuery(databaseUrl(), `GRANT SELECT, INSERT, UPDATE ON ${table} TO ${role}`);
+      const url = new URL(databaseUrl());
+      url.username = role;
+      url.password = 'pw';
+      const denied = new pg.Client({ connectionString: url.toString() });
+      await denied.connect();
+      await expect(denied.query(`CREATE TABLE IF NOT EXISTS ${table} (x int)`)).rejects.toMatchObject({
+        code: '42501',
+      });
+      await denied.end();
+      const lock = locks.make({ ...keys, fencing: { table }, connectionString: url.toString() });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(lock.term?.epoch).toBe(2n);
+      await lock.shutdown();
+    } finally {
+      await adminQuery(
+        databaseUrl(),
+        `DROP SCHEMA ${schema} CASCADE; DROP OWNED BY ${role}; DROP ROLE ${role}`,
+      ).catch(() => {});
+    }
+  });
 });

@@ -1,0 +1,192 @@
+/**
+ * What a lock does with the events on its key's channel that are addressed to a leader or
+ * to a candidate (docs/choosing-the-leader.md):
+ *  - `waiting` (a candidate joined, with its priority): a leader whose priority is lower
+ *    hands over to it (succession.ts); a term that opens first asks who queued before it;
+ *  - `resign` / `handover` (anyone who may NOTIFY, e.g. the CLI): the leader steps down, or
+ *    hands over to the named candidate, its release bounded by `callbackTimeoutMs`;
+ *  - `released` (poll mode), plain or naming this candidate as successor: attempt at once;
+ *  - `acquired` by another candidate (poll mode): say again that this one waits, with its
+ *    priority, so that the new leader knows it.
+ * Failures are logged (`handover_failed`); a forced release is reported by the release.
+ */
+
+import { sleep } from '../core/clock.js';
+import { toError } from '../core/errors.js';
+import type { HandoverEvent } from './handover.js';
+import type { ResolvedOptions } from './options.js';
+import type { Session } from './session.js';
+import { HANDOVER_TIMEOUT_MS } from './succession.js';
+
+/** What the requests act on: the lifecycle (lifecycle.ts). */
+export interface RequestTarget {
+  readonly state: string;
+  /** The leader's session while a term is open, else null. */
+  leaderSession(): Session | null;
+  handoverTo(to: string, timeoutMs: number, queueWithinMs?: number): Promise<void>;
+  stepDown(deadline: number | null): Promise<void>;
+  /** Poll mode: attempt at once (a handover named this candidate). */
+  invite(): void;
+}
+
+/**
+ * Wait mode: a candidate that announced itself may take a few round trips more to queue;
+ * a leader looks at the queue again this often, for this long (a higher-priority candidate
+ * that dies before it queues is then no longer waited for).
+ */
+const QUEUE_POLL_MS = 5;
+const QUEUE_WITHIN_MS = 1000;
+/** Wait mode: after a term opens, the queue is read again after these delays (a candidate that announced itself before the term opened, unheard). */
+const RECHECK_MS = [100, 1000];
+/** Candidates remembered (their last announced priority), newest last. */
+const REMEMBERED = 256;
+
+export class Requests {
+  /** Poll mode: candidates heard of (a `waiting` or `acquired` event): id → priority. */
+  private readonly candidates = new Map<string, number>();
+  /** A reconsideration is running; `again`: run one more after it. */
+  private busy = false;
+  private again = false;
+
+  constructor(
+    private readonly o: ResolvedOptions,
+    private readonly target: RequestTarget,
+  ) {}
+
+  heard(event: HandoverEvent, session: Session): void {
+    switch (event.kind) {
+      case 'waiting':
+        this.remember(event.id, event.priority);
+        if (event.id !== this.o.id && event.priority > this.o.priority) this.reconsider(event.id);
+        return;
+      case 'acquired':
+        this.remember(event.id, event.priority);
+        // poll mode: a follower is idle between attempts; the new leader must learn its priority
+        if (this.o.acquireMode === 'poll' && event.id !== this.o.id && this.target.leaderSession() === null) {
+          session.channel.announceWaiting().catch(() => {}); // a dead session is reported by the loop
+        }
+        return;
+      case 'released':
+        // poll mode: the lock is free (or is being handed to this candidate): attempt now, not
+        // at the end of a back-off, or a resigning leader would only take it back; a handover
+        // to someone else would be yielded anyway
+        if (this.o.acquireMode === 'poll' && event.id !== this.o.id) {
+          if (event.directive === null || event.directive.to === this.o.id) this.target.invite();
+        }
+        return;
+      case 'resign':
+        if (this.target.leaderSession() === null) return;
+        this.log('resign_requested', {});
+        this.target
+          .stepDown(this.o.clock.now() + this.o.callbackTimeoutMs)
+          .catch((err: unknown) => this.failed('resign', toError(err)));
+        return;
+      case 'handover':
+        if (this.target.leaderSession() === null) return;
+        this.log('handover_requested', { to: event.to });
+        this.handover(event.to);
+        return;
+      case 'drained':
+        return;
+    }
+  }
+
+  /**
+   * A term opened: a candidate with a higher priority that queued before it takes over now;
+   * wait mode: the queue is read again a little later too (an announcement that came
+   * before the term opened found no leader to act on it).
+   */
+  termOpened(): void {
+    const session = this.target.leaderSession();
+    if (session === null) return;
+    this.reconsider(null);
+    if (this.o.acquireMode !== 'wait') return;
+    for (const ms of RECHECK_MS) {
+      const timer = this.o.clock.setTimeout(() => {
+        if (this.target.leaderSession() === session) this.reconsider(null);
+      }, ms);
+      session.onDeath(() => this.o.clock.clearTimeout(timer));
+    }
+  }
+
+  /**
+   * Hand over to the best waiting candidate with a priority above this one's, if any: the
+   * highest priority, then the longest wait (wait mode: from the queue itself; poll mode:
+   * from the announcements, each checked to still have a session). `announcer`: a
+   * candidate that just said it joined (wait mode: it is given a moment to queue).
+   */
+  private reconsider(announcer: string | null): void {
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    this.busy = true;
+    this.pick(announcer)
+      .then((best) => {
+        if (best === null || this.target.leaderSession() === null) return;
+        this.log('handover_preferred', { to: best.id, priority: best.priority });
+        return this.target.handoverTo(best.id, HANDOVER_TIMEOUT_MS);
+      })
+      .catch((err: unknown) => this.failed('handover', toError(err)))
+      .finally(() => {
+        this.busy = false;
+        if (this.again) {
+          this.again = false;
+          this.reconsider(null);
+        }
+      });
+  }
+
+  private async pick(announcer: string | null): Promise<{ id: string; priority: number } | null> {
+    const { clock } = this.o;
+    const above = (c: { id: string; priority: number }): boolean =>
+      c.id !== this.o.id && c.priority > this.o.priority;
+    if (this.o.acquireMode === 'wait') {
+      const until = clock.now() + (announcer === null ? 0 : QUEUE_WITHIN_MS);
+      for (;;) {
+        const session = this.target.leaderSession();
+        if (session === null) return null;
+        const queued = await session.channel.queued();
+        const best = queued.filter(above).sort((a, b) => b.priority - a.priority)[0] ?? null;
+        // the announcer is worth waiting for only while it has not queued yet
+        if (best !== null || announcer === null || queued.some((c) => c.id === announcer)) return best;
+        if (clock.now() >= until) return null;
+        await sleep(clock, QUEUE_POLL_MS);
+      }
+    }
+    const known = [...this.candidates]
+      .map(([id, priority]) => ({ id, priority }))
+      .filter(above)
+      .sort((a, b) => b.priority - a.priority);
+    for (const c of known) {
+      const session = this.target.leaderSession();
+      if (session === null) return null;
+      if ((await session.channel.successor(c.id)).connected) return c;
+      this.candidates.delete(c.id); // gone
+    }
+    return null;
+  }
+
+  private handover(to: string): void {
+    this.target
+      .handoverTo(to, HANDOVER_TIMEOUT_MS)
+      .catch((err: unknown) => this.failed('handover', toError(err)));
+  }
+
+  private remember(id: string, priority: number): void {
+    this.candidates.delete(id);
+    this.candidates.set(id, priority);
+    if (this.candidates.size > REMEMBERED) {
+      const oldest = this.candidates.keys().next().value;
+      if (oldest !== undefined) this.candidates.delete(oldest);
+    }
+  }
+
+  private failed(what: 'resign' | 'handover', error: Error): void {
+    this.o.logger.warn({ event: `${what}_failed`, error: error.message }, `${what}_failed`);
+  }
+
+  private log(event: string, fields: Record<string, unknown>): void {
+    this.o.logger.info({ event, ...fields }, event);
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Handing leadership to a named candidate (docs/choosing-the-leader.md). PostgreSQL grants
+ * an advisory lock to its waiters in queue order, so a leader cannot pick who is granted
+ * next; instead its `released` event names the successor (a {@link Directive}), and every
+ * other waiter granted the lock before the directive's deadline gives it back before its
+ * term opens: it sends `released` with the same directive and unlocks (a yield), then
+ * queues again. The named successor, granted in turn, sees a `released` event right before
+ * its grant: the handover is proven clean, and its term opens with no takeover delay. The
+ * leader that handed over watches until the successor holds the lock. A successor that is
+ * gone (its session ended) stops nobody: the next waiter leads, under the usual proof. One
+ * that is still there but has not taken the lock within the timeout: the leader that
+ * handed over (named `back` in the directive, queued again) takes it back.
+ */
+import { sleep } from '../core/clock.js';
+import { LockError } from '../core/errors.js';
+import type { ResolvedOptions } from './options.js';
+import type { Handover } from './release.js';
+import type { Session } from './session.js';
+import type { Acquired } from './session-types.js';
+
+/** How often the leader that handed over asks whether its successor holds the lock. */
+const POLL_MS = 2;
+
+/** The default `timeoutMs` of a handover (`handoverTo`, a priority, a request). */
+export const HANDOVER_TIMEOUT_MS = 5000;
+
+/**
+ * The longest `timeoutMs` of a handover. A directive whose deadline lies further ahead than
+ * twice this is not one of ours (a forged event: docs/choosing-the-leader.md) and is ignored.
+ */
+export const MAX_HANDOVER_TIMEOUT_MS = 60_000;
+
+export function handoverError(message: string, cause?: unknown): LockError {
+  return new LockError(message, { code: 'ERR_PGLEADERLOCK_HANDOVER', cause });
+}
+
+export class Succession {
+  constructor(private readonly o: Pick<ResolvedOptions, 'id' | 'clock' | 'logger'>) {}
+
+  /**
+   * After a grant, before anything else: while a handover to another candidate is in
+   * progress, give the lock back (true: it is free again, and this attempt is over). Yield
+   * while the successor `to` has a session: until `until` to it; then, until `backUntil`,
+   * to `back` (the leader that handed over) if it has one, which takes the lock itself
+   * then. A successor that is gone stops nobody: the next waiter leads.
+   */
+  async yields(session: Session, acquired: Acquired): Promise<boolean> {
+    const d = acquired.directive;
+    const now = acquired.serverMs;
+    if (d === null || d.to === this.o.id || now >= Math.max(d.until, d.backUntil)) return false;
+    if (d.backUntil - now > 2 * MAX_HANDOVER_TIMEOUT_MS) return false; // forged: see MAX_HANDOVER_TIMEOUT_MS
+    if (!(await session.channel.successor(d.to)).connected) return false;
+    const toSuccessor = now < d.until;
+    const toBack =
+      !toSuccessor &&
+      d.back !== null &&
+      d.back !== this.o.id &&
+      now < d.backUntil &&
+      (await session.channel.successor(d.back)).connected;
+    if (!toSuccessor && !toBack) return false;
+    if (!(await session.release(null, d))) {
+      throw new LockError('yielding a handover: pg_advisory_unlock returned false', {
+        code: 'ERR_PGLEADERLOCK_RELEASE',
+      });
+    }
+    this.o.logger.info({ event: 'handover_yielded', to: toSuccessor ? d.to : d.back }, 'handover_yielded');
+    return true;
+  }
+
+  /**
+   * After the unlock of a handover: ask every 2 ms whether the successor holds the lock,
+   * until it does ('taken'), it has no session any more, or `timeoutMs` has passed (an
+   * error). `stopped` ends the wait early (an error: the outcome is not known).
+   */
+  async awaitSuccessor(
+    session: Session,
+    h: Handover,
+    stopped: () => AbortSignal | null,
+  ): Promise<'taken' | Error> {
+    const { clock } = this.o;
+    const until = clock.now() + h.timeoutMs;
+    for (;;) {
+      const s = await session.channel.successor(h.to);
+      if (s.holds) return 'taken';
+      if (!s.connected) return handoverError(`handover: candidate "${h.to}" left before it took the lock`);
+      if (clock.now() >= until) {
+        return handoverError(`handover: candidate "${h.to}" did not take the lock within ${h.timeoutMs} ms`);
+      }
+      const signal = stopped();
+      if (signal === null) {
+        return handoverError(
+          `handover: the lock shut down before "${h.to}" was seen holding the lock (the release named it)`,
+        );
+      }
+      await sleep(clock, POLL_MS, signal);
+    }
+  }
+}

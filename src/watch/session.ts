@@ -1,0 +1,78 @@
+/**
+ * The watch's one connection: opened on the primary (primary.ts, as a lock's session is),
+ * named, LISTENing on the key's channel (handover.ts), and the one statement it runs at
+ * rest: who holds the key now, from `pg_locks`. It takes no lock and queues for none.
+ */
+import pg from 'pg';
+import { Connection } from '../core/connection.js';
+import { ConnectionError } from '../core/errors.js';
+import { connectFound, findPrimaryOnly } from '../core/primary.js';
+import { inline, KEY_LOCKS } from '../core/statements.js';
+import { type HandoverEvent, parseEvent } from '../leader/handover.js';
+import { idFromApplicationName } from '../leader/session-types.js';
+import { channelFor } from '../leader/sql.js';
+import type { ResolvedWatchOptions } from './options.js';
+import type { HolderRow } from './view.js';
+
+/**
+ * Whether the server is still a primary, and the key's holder if any: its application_name
+ * and session start. Always one row.
+ */
+const HOLDER = `/* pgleaderlock:leader-watch */ SELECT pg_is_in_recovery() AS recovery, h.held, h.application_name,
+  h.backend_start
+  FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT true AS held, a.application_name, a.backend_start
+    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted LIMIT 1) h ON true`;
+
+interface Row {
+  recovery: boolean;
+  held: boolean | null;
+  application_name: string | null;
+  backend_start: Date | null;
+}
+
+export interface WatchSession {
+  readonly conn: Connection;
+  /** The server watched: `host:port` of the primary, or `connect()`. */
+  readonly host: string;
+}
+
+/**
+ * Connect to the primary, name the session, and LISTEN on the key's channel; `onEvent` is
+ * called with each event sent there from then on (unknown kinds are dropped).
+ */
+export async function openWatchSession(
+  o: ResolvedWatchOptions,
+  onEvent: (event: HandoverEvent) => void,
+): Promise<WatchSession> {
+  const found = await findPrimaryOnly(o.endpoints, o);
+  const conn = await Connection.open(connectFound(found), o);
+  const channel = channelFor(o.key1, o.key2);
+  conn.onNotification(channel, (text) => {
+    const event = parseEvent(text);
+    if (event) onEvent(event);
+  });
+  try {
+    // a `connect` hook's client may not be named; LISTEN commits before the first read
+    await conn.simple(
+      `/* pgleaderlock:leader-watch */ SELECT set_config('application_name', ${pg.escapeLiteral(o.applicationName)}, false); LISTEN ${channel}`,
+    );
+  } catch (err) {
+    conn.destroy();
+    throw err;
+  }
+  return { conn, host: found.endpoint.label };
+}
+
+/** Who holds the key now (null: nobody). Fails if the server is no longer a primary. */
+export async function readHolder(s: WatchSession, o: ResolvedWatchOptions): Promise<HolderRow | null> {
+  // simple protocol: one message, one round trip, nothing to parse and bind separately
+  const [row] = await s.conn.simple<Row>(inline(HOLDER, [o.key1, o.key2]));
+  if (!row) throw new ConnectionError('the holder read returned no row');
+  if (row.recovery) {
+    throw new ConnectionError(`the server (${s.host}) is in recovery now: it is no longer the primary`);
+  }
+  if (row.held !== true) return null;
+  const app = row.application_name ?? '';
+  // backend_start is hidden from a role without the right to see another role's sessions
+  return { id: idFromApplicationName(app) ?? app, since: row.backend_start ?? new Date() };
+}

@@ -1,0 +1,431 @@
+/**
+ * pgleaderlock/node-cron against PostgreSQL and the real node-cron v4 (docs/node-cron.md):
+ * replicas in processes of their own (test/fixtures/node-cron-replica.fixture.ts) run a
+ * task every second; each fire runs once across them, also across stepDowns timed at the
+ * fire's second; an old leader that has not noticed its loss cannot claim; a claim racing
+ * a new leader's epoch increment waits for it and fails; an unreachable database skips the
+ * fire.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import cron from 'node-cron';
+import pg from 'pg';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { scheduleReport } from '../../examples/node-cron.js';
+import { FixedInterval } from '../../src/index.js';
+import { fireKey, leaderCoordinator } from '../../src/node-cron/index.js';
+import { useChildren } from '../harness/children.js';
+import { adminQuery, assertNoSessions, databaseUrl, eventually, randomKeys, testTag } from '../harness/db.js';
+import { proxyTo } from '../harness/fault-proxy.js';
+import { useLocks } from '../harness/locks.js';
+
+const FIXTURE = path.join(import.meta.dirname, '../fixtures/node-cron-replica.fixture.ts');
+const CLAIMS = 'pgleaderlock_cron_claims';
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+interface Report {
+  ev: string;
+  id: string;
+  at: number;
+  fireAt?: string;
+  term?: number | null;
+  epoch?: string;
+  reason?: string;
+  calledAt?: number;
+}
+
+const locks = useLocks();
+const track = useChildren();
+const pools: pg.Pool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.end()));
+});
+
+/** A pool for claims whose connections carry this test's tag (the leak guard sees them). */
+function claimsPool(url = databaseUrl()): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 2,
+    application_name: `pgleaderlock:${locks.tag}-claims`,
+  });
+  pool.on('error', () => {});
+  pools.push(pool);
+  return pool;
+}
+
+async function claimsOf(scope: string): Promise<{ fire_at: Date; epoch: string; finished: boolean }[]> {
+  return adminQuery(
+    databaseUrl(),
+    `SELECT fire_at, epoch::text AS epoch, finished_at IS NOT NULL AS finished FROM ${CLAIMS} WHERE scope = $1 ORDER BY fire_at`,
+    [scope],
+  );
+}
+
+/** Two replicas of one service: the same lock, the same task, each in a process of its own. */
+function startReplicas(leaderWaitMs: number) {
+  const tag = testTag();
+  const lockName = `${tag}-lock`;
+  const reports: Report[] = [];
+  const procs = new Map<string, ChildProcess>();
+  for (const n of [0, 1]) {
+    const id = `${tag}-r${n}`;
+    const proc = fork(
+      FIXTURE,
+      [JSON.stringify({ url: databaseUrl(), lockName, id, task: 'tick', leaderWaitMs })],
+      {
+        execArgv: ['--import', 'tsx'],
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      },
+    );
+    proc.on('message', (m: Report) => reports.push(m));
+    procs.set(id, track(proc));
+  }
+  /** The replica that acquired last (it leads until it steps down). */
+  const leader = (): string | undefined => reports.filter((r) => r.ev === 'acquired').at(-1)?.id;
+  const stop = async (): Promise<void> => {
+    await Promise.all(
+      [...procs.values()].map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.exitCode !== null || p.signalCode !== null) return resolve();
+            p.once('exit', () => resolve());
+            p.disconnect();
+            setTimeout(() => p.kill('SIGKILL'), 5000).unref();
+          }),
+      ),
+    );
+    await assertNoSessions(tag);
+  };
+  return { tag, lockName, reports, procs, leader, stop };
+}
+
+type Replicas = ReturnType<typeof startReplicas>;
+
+/** What two replicas ran, fire by fire, over a run with handovers (see the describe below). */
+async function outcome(
+  r: Replicas,
+  first: number,
+  last: number,
+  handovers: { slot: number; offset: number }[],
+) {
+  const slots = Array.from({ length: (last - first) / 1000 + 1 }, (_, i) => first + i * 1000);
+  const iso = (s: number) => new Date(s).toISOString();
+  const runs = (s: number) => r.reports.filter((x) => x.ev === 'run' && x.fireAt === iso(s));
+  const skips = (s: number, id: string | undefined) =>
+    r.reports.filter((x) => x.ev === 'skipped' && x.id === id && x.fireAt === iso(s));
+  const missed = slots.filter((s) => runs(s).length === 0);
+  const table = slots.map((s) => {
+    const h = handovers.find((x) => x.slot === s);
+    const byReplica = [...r.procs.keys()].map((id) => {
+      const run = runs(s).find((x) => x.id === id);
+      const skip = skips(s, id)[0];
+      return run ? `ran +${run.at - s} ms` : skip ? `skipped +${skip.at - s} ms` : 'still waiting';
+    });
+    return `${iso(s).slice(11, 19)}${h ? ` stepDown at ${h.offset} ms` : ''}: ${byReplica.join(' | ')}`;
+  });
+  // the claims in the database: one scope, that of the replicas' lock
+  const claims = await adminQuery<{ fire_at: Date; epoch: string; finished: boolean }>(
+    databaseUrl(),
+    `SELECT fire_at, epoch::text AS epoch, finished_at IS NOT NULL AS finished FROM ${CLAIMS}
+      WHERE leader_id LIKE $1 AND fire_at BETWEEN $2 AND $3 ORDER BY fire_at`,
+    [`${r.tag}-%`, iso(first), iso(last)],
+  );
+  return { slots, runs, skips, missed, table: table.join('\n  '), claims };
+}
+
+describe('two replica processes, real node-cron, a task every second; 2 quiet fires, then 3 stepDowns timed at fires', () => {
+  // one run of two services side by side (4 processes), one per leaderWaitMs; each test
+  // checks one of them
+  const offsets = [-2, 0, 2]; // each stepDown this many ms from a fire's second
+  const results = new Map<
+    number,
+    Awaited<ReturnType<typeof outcome>> & { steady: number[]; replicas: Replicas }
+  >();
+  beforeAll(async () => {
+    const t0 = Date.now();
+    const services = [1000, 0].map((w) => ({ leaderWaitMs: w, r: startReplicas(w) }));
+    try {
+      await eventually(
+        () => services.every(({ r }) => r.reports.filter((x) => x.ev === 'ready').length === 2 && r.leader()),
+        // generous: on a loaded 2-core machine a tsx process takes seconds to start
+        { timeoutMs: 30_000, what: 'both services started, one replica of each leading' },
+      );
+      console.log(`4 replicas started, one of each service leading, in ${Date.now() - t0} ms`);
+      const first = Math.ceil(Date.now() / 1000) * 1000 + 1000;
+      const steady = [first, first + 1000];
+      const handovers = offsets.map((offset, i) => ({ slot: first + 2000 + i * 1000, offset }));
+      const last = first + 2000 + offsets.length * 1000; // one more fire after the last handover
+      for (const h of handovers) {
+        await sleep(Math.max(0, h.slot - 400 - Date.now()));
+        const from = services.map(({ r }) => r.leader());
+        for (const [i, { r }] of services.entries()) {
+          r.procs.get(from[i] ?? '')?.send({ stepDownAt: h.slot + h.offset });
+        }
+        await eventually(() => services.every(({ r }, i) => r.leader() !== from[i]), {
+          timeoutMs: 2000,
+          what: `handovers at ${new Date(h.slot).toISOString()}`,
+        });
+      }
+      await sleep(Math.max(0, last + 700 - Date.now()));
+      for (const { leaderWaitMs, r } of services) {
+        results.set(leaderWaitMs, { ...(await outcome(r, first, last, handovers)), steady, replicas: r });
+      }
+    } catch (err) {
+      for (const { r } of services) console.log(JSON.stringify(r.reports));
+      throw err;
+    } finally {
+      await Promise.all(services.map(({ r }) => r.stop()));
+    }
+    for (const [w, o] of results) console.log(`leaderWaitMs ${w}: ${o.missed.length} missed\n  ${o.table}`);
+  }, 60_000);
+
+  /** Checks that hold for both services. */
+  function common(o: NonNullable<ReturnType<typeof results.get>>): void {
+    expect(Math.max(...o.slots.map((s) => o.runs(s).length))).toBe(1); // never twice
+    for (const run of o.replicas.reports.filter((x) => x.ev === 'run')) expect(run.term).not.toBeNull(); // in a term
+    for (const s of o.steady) {
+      expect(o.runs(s)).toHaveLength(1); // no handover: the leader runs every fire
+      const follower = [...o.replicas.procs.keys()].find((id) => id !== o.runs(s)[0]?.id);
+      // the follower's node-cron fired too, and was refused
+      expect(o.skips(s, follower)).toEqual([expect.objectContaining({ reason: 'not-elected' })]);
+    }
+    // leadership really moved: both replicas ran fires
+    expect(new Set(o.replicas.reports.filter((x) => x.ev === 'run').map((x) => x.id)).size).toBe(2);
+    // the database agrees: one claim per fire that ran, under the epoch of the term it ran in
+    expect(o.claims.map((c) => c.fire_at.getTime())).toEqual(o.slots.filter((s) => o.runs(s).length === 1));
+    for (const c of o.claims) {
+      expect(c.finished).toBe(true); // onComplete marked it
+      expect(c.epoch).toBe(o.runs(c.fire_at.getTime())[0]?.epoch);
+    }
+  }
+
+  it('leaderWaitMs 1000: each fire runs exactly once, on the leader, also the fires at the stepDowns', () => {
+    const o = results.get(1000);
+    expect(o).toBeDefined();
+    if (!o) return;
+    common(o);
+    expect(o.missed).toEqual([]);
+  });
+
+  it('leaderWaitMs 0: each fire runs at most once, on the leader; a fire at a stepDown may be skipped', () => {
+    const o = results.get(0);
+    expect(o).toBeDefined();
+    if (!o) return;
+    common(o);
+    expect(o.missed.length).toBeLessThanOrEqual(offsets.length); // at most the handover's own fire
+  });
+});
+
+describe('pgleaderlock/node-cron, in process', () => {
+  it('an old leader that lost its session but has not noticed cannot claim a fire: the new epoch refuses it', async () => {
+    const keys = randomKeys();
+    const proxy = await proxyTo(databaseUrl());
+    try {
+      const old = locks.make({
+        ...keys,
+        fencing: true,
+        connectionString: proxy.url(databaseUrl()),
+        healthIntervalMs: 1000,
+        queryTimeoutMs: 1000,
+        autoReacquire: false,
+      });
+      await old.start();
+      await old.waitForLeadership();
+      const next = locks.make({
+        ...keys,
+        fencing: true,
+        retryStrategy: new FixedInterval({ intervalMs: 10 }),
+      });
+      await next.start();
+      const pool = claimsPool();
+      const [oldC, nextC] = [old, next].map((l) =>
+        leaderCoordinator(l, { pool, name: `${locks.tag}-scope` }),
+      );
+      const warmAt = Math.floor(Date.now() / 1000) * 1000;
+      expect(await oldC?.shouldRun(fireKey('tick', new Date(warmAt)), 30_000)).toBe(true); // the table exists, the pool is connected
+
+      // the server sees the old leader's session vanish; the old leader hears nothing until
+      // its next check times out (healthIntervalMs + queryTimeoutMs)
+      proxy.blackhole();
+      proxy.resetUpstream();
+      await eventually(() => next.isLeader, { timeoutMs: 900, what: 'the follower to lead' });
+      const key = fireKey('tick', new Date(Math.floor(Date.now() / 1000) * 1000 + 60_000));
+      expect(old.isLeader).toBe(true); // it still believes it leads
+      expect(await oldC?.shouldRun(key, 30_000)).toBe(false);
+      expect(old.isLeader).toBe(true); // so only the epoch refused it
+      const scope = `${locks.tag}-scope`;
+      expect((await claimsOf(scope)).map((c) => c.fire_at.getTime())).toEqual([warmAt]);
+      expect(await nextC?.shouldRun(key, 30_000)).toBe(true);
+      expect((await claimsOf(scope)).at(-1)?.epoch).toBe(String(next.term?.epoch));
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a claim racing a new epoch increment waits for it, then fails', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const pool = claimsPool();
+    const coordinator = leaderCoordinator(lock, { pool, name: `${locks.tag}-scope` });
+    const second = Math.floor(Date.now() / 1000) * 1000;
+    expect(await coordinator.shouldRun(fireKey('tick', new Date(second)), 30_000)).toBe(true);
+
+    // a new leader's increment in flight: the epoch row updated, not yet committed
+    const bump = new pg.Client({
+      connectionString: databaseUrl(),
+      application_name: `pgleaderlock:${locks.tag}-bump`,
+    });
+    bump.on('error', () => {});
+    await bump.connect();
+    try {
+      await bump.query('BEGIN');
+      await bump.query('UPDATE pgleaderlock_epochs SET epoch = epoch + 1 WHERE key1 = $1 AND key2 = $2', [
+        keys.key1,
+        keys.key2,
+      ]);
+      let settled = false;
+      const claim = coordinator.shouldRun(fireKey('tick', new Date(second + 1000)), 30_000).finally(() => {
+        settled = true;
+      });
+      await eventually(
+        async () =>
+          (
+            await adminQuery(
+              databaseUrl(),
+              `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+              [`pgleaderlock:${locks.tag}-claims`],
+            )
+          ).length === 1,
+        { what: 'the claim to wait on the epoch row' },
+      );
+      expect(settled).toBe(false);
+      await bump.query('COMMIT');
+      expect(await claim).toBe(false);
+      expect(lock.isLeader).toBe(true); // refused by the epoch, not by a lost lease
+      expect(await claimsOf(`${locks.tag}-scope`)).toHaveLength(1);
+    } finally {
+      await bump.end();
+    }
+  });
+
+  it('a database that does not answer at fire time: node-cron skips the fire after timeoutMs', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const proxy = await proxyTo(databaseUrl());
+    try {
+      const pool = claimsPool(proxy.url(databaseUrl()));
+      const timeoutMs = 400;
+      const coordinator = leaderCoordinator(lock, { pool, name: `${locks.tag}-scope`, timeoutMs });
+      expect(await coordinator.shouldRun(fireKey('warm', new Date(0)), 30_000)).toBe(true);
+      proxy.blackhole();
+      const ran: number[] = [];
+      const skipped: { fireAt: number; at: number; reason: string | undefined }[] = [];
+      const task = cron.schedule('* * * * * *', () => void ran.push(Date.now()), {
+        name: 'tick',
+        distributed: true,
+        runCoordinator: coordinator,
+        logger: quiet,
+      });
+      task.on('execution:skipped', (ctx) => {
+        skipped.push({ fireAt: ctx.date.getTime(), at: Date.now(), reason: ctx.reason });
+      });
+      try {
+        await eventually(() => skipped.length > 0, { timeoutMs: 2500, what: 'a skipped fire' });
+      } finally {
+        await task.destroy();
+      }
+      const [skip] = skipped;
+      console.log(
+        `database blackholed: fire skipped ${skip ? skip.at - skip.fireAt : '?'} ms after its second`,
+      );
+      expect(ran).toEqual([]);
+      expect(skip?.reason).toBe('coordinator-error');
+      expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeGreaterThanOrEqual(timeoutMs);
+      expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeLessThan(2 * timeoutMs);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('old claims are deleted after a claim: its own scope’s, older than retainMs or ttlMs if longer', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const pool = claimsPool();
+    const [mine, other] = [`${locks.tag}-mine`, `${locks.tag}-other`];
+    const now = Math.floor(Date.now() / 1000) * 1000;
+    const at = (ms: number) => fireKey('tick', new Date(ms));
+    // claims made by coordinators that keep them 24 h (their own sweeps delete none of these)
+    const otherC = leaderCoordinator(lock, { pool, name: other });
+    expect(await otherC.shouldRun(at(now - 7_200_000), 30_000)).toBe(true);
+    const earlier = leaderCoordinator(lock, { pool, name: mine });
+    expect(await earlier.shouldRun(at(now - 7_200_000), 30_000)).toBe(true);
+    expect(await earlier.shouldRun(at(now - 30_000), 30_000)).toBe(true);
+    // retainMs 1 s, but node-cron's ttlMs 60 s: a coordinator's first claim sweeps (then at
+    // most every 10 minutes) what is older than 60 s
+    const mineC = leaderCoordinator(lock, { pool, name: mine, retainMs: 1000 });
+    expect(await mineC.shouldRun(at(now), 60_000)).toBe(true);
+    await eventually(async () => (await claimsOf(mine)).length === 2, {
+      what: 'the old claim to be deleted',
+    });
+    expect((await claimsOf(mine)).map((c) => c.fire_at.getTime())).toEqual([now - 30_000, now]);
+    expect((await claimsOf(other)).map((c) => c.fire_at.getTime())).toEqual([now - 7_200_000]); // another scope
+  });
+
+  it('a role without CREATE on the schema claims through a table made for it', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const [role, schema] = [`${locks.tag}_cron`, `${locks.tag}_s`];
+    const url = databaseUrl();
+    await adminQuery(url, `CREATE SCHEMA ${schema}`);
+    try {
+      // the table made by a role that may (here the admin's first claim)
+      const admin = leaderCoordinator(lock, {
+        pool: claimsPool(),
+        table: `${schema}.claims`,
+        name: locks.tag,
+      });
+      expect(await admin.shouldRun(fireKey('tick', new Date(0)), 30_000)).toBe(true);
+      await adminQuery(url, `CREATE ROLE ${role} LOGIN PASSWORD 'cron'`);
+      await adminQuery(url, `GRANT USAGE ON SCHEMA ${schema} TO ${role}`); // no CREATE
+      await adminQuery(url, `GRANT SELECT, INSERT, UPDATE, DELETE ON ${schema}.claims TO ${role}`);
+      await adminQuery(url, `GRANT SELECT, UPDATE ON pgleaderlock_epochs TO ${role}`);
+      const asRole = new URL(url);
+      [asRole.username, asRole.password] = [role, 'cron'];
+      const pool = claimsPool(asRole.toString());
+      const coordinator = leaderCoordinator(lock, { pool, table: `${schema}.claims`, name: locks.tag });
+      expect(await coordinator.shouldRun(fireKey('tick', new Date(1000)), 30_000)).toBe(true);
+      await coordinator.onComplete(fireKey('tick', new Date(1000)));
+      await pool.end();
+      pools.splice(pools.indexOf(pool), 1);
+    } finally {
+      await adminQuery(url, `DROP SCHEMA ${schema} CASCADE`);
+      await adminQuery(
+        url,
+        `DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN
+        REVOKE ALL ON pgleaderlock_epochs FROM ${role}; DROP ROLE ${role}; END IF; END $$`,
+      );
+    }
+  });
+
+  it('examples/node-cron.ts runs its task on the leader', async () => {
+    const ran: number[] = [];
+    const stop = await scheduleReport(databaseUrl(), async () => void ran.push(Date.now()), {
+      name: `${testTag()}-report`,
+      expression: '* * * * * *',
+    });
+    try {
+      await eventually(() => ran.length >= 1, { timeoutMs: 3000, what: 'the report to run' });
+    } finally {
+      await stop();
+    }
+  });
+});

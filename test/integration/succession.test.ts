@@ -1,0 +1,369 @@
+/**
+ * Choosing who leads (docs/choosing-the-leader.md), against real PostgreSQL, in both acquire
+ * modes: `priority` (a leader hands over to a waiting candidate with a higher one) and
+ * `handoverTo(id)` (a named successor, no other waiter's term in between), each a clean
+ * handover: the successor's term opens with no takeover delay, and no two runs overlap.
+ */
+import { performance } from 'node:perf_hooks';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FixedInterval, type LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
+import { useLocks } from '../harness/locks.js';
+import { overlapsOf, type Span } from '../harness/overlaps.js';
+
+const locks = useLocks();
+const DELAY = 250;
+
+interface Run extends Span {
+  owner: string;
+  end: number | null;
+}
+
+/** Candidates on one key whose work records its runs; `fences` counts takeover delays per id. */
+function team(mode: 'wait' | 'poll') {
+  const keys = randomKeys();
+  const runs: Run[] = [];
+  const fences = new Map<string, number>();
+  const terms = new Map<string, number>();
+  const logs: { id: string; event: string }[] = [];
+  const release: (() => void)[] = [];
+  afterEach(() => {
+    for (const r of release) r();
+  });
+  let n = 0;
+  /** `stopMs`: how long the work takes to stop after its abort (null: it ignores the abort until the test ends). */
+  let stopMs: number | null = 0;
+  const make = (extra: Partial<LeaderLockOptions> = {}): LeaderLock => {
+    const name = `${locks.tag}-${n++}`;
+    const at = (_fields: Record<string, unknown>, event: string): void => {
+      logs.push({ id: name, event });
+    };
+    const logger = { debug: at, info: at, warn: at, error: at };
+    // waitSliceMs: 30 s (the default): a wait that ends and queues again changes the queue order
+    const lock = locks.make({
+      ...keys,
+      id: name,
+      acquireMode: mode,
+      takeoverDelayMs: DELAY,
+      waitSliceMs: 30_000,
+      logger,
+      ...extra,
+    });
+    lock.onTakeoverFence(() => {
+      fences.set(lock.id, (fences.get(lock.id) ?? 0) + 1);
+    });
+    lock.onAcquired(() => {
+      terms.set(lock.id, (terms.get(lock.id) ?? 0) + 1);
+    });
+    lock.runWhileLeader(async (term) => {
+      const run: Run = { owner: lock.id, start: performance.now(), end: null };
+      runs.push(run);
+      await new Promise<void>((resolve) =>
+        term.signal.addEventListener('abort', () => resolve(), { once: true }),
+      );
+      if (stopMs === null) await new Promise<void>((resolve) => release.push(resolve));
+      else if (stopMs > 0) await new Promise((r) => setTimeout(r, stopMs as number));
+      run.end = performance.now();
+    });
+    return lock;
+  };
+  const queued = async (id: string): Promise<boolean> => {
+    const [session] = await sessionsLike(databaseUrl(), `pgleaderlock:${id}`);
+    const waits = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((h) => !h.granted);
+    return session !== undefined && waits.some((h) => h.pid === session.pid);
+  };
+  /** The candidate `lock` waits: queued in pg_locks (wait mode), or has its session (poll mode). */
+  const waiting = async (lock: LeaderLock): Promise<void> =>
+    eventually(
+      async () =>
+        mode === 'poll'
+          ? (await sessionsLike(databaseUrl(), `pgleaderlock:${lock.id}`)).length === 1 && !lock.isLeader
+          : await queued(lock.id),
+      { what: `${lock.id} to wait` },
+    );
+  return {
+    keys,
+    runs,
+    fences,
+    terms,
+    logs,
+    make,
+    waiting,
+    overlaps: () => overlapsOf(runs, (r) => r.owner),
+    set stopMs(ms: number | null) {
+      stopMs = ms;
+    },
+    /** Let work that ignores its abort return. */
+    letGo: () => {
+      for (const r of release.splice(0)) r();
+    },
+  };
+}
+
+describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) => {
+  it('a candidate with a higher priority takes over from the leader as it joins: a clean handover (no takeover delay), no overlapping runs; equal priorities never preempt', async () => {
+    const t = team(mode);
+    const low = t.make({ priority: 0 });
+    await low.start();
+    expect(await low.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const high = t.make({ priority: 5 });
+    const t0 = performance.now();
+    await high.start();
+    expect(await high.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const took = performance.now() - t0;
+    expect(low.isLeader).toBe(false);
+    expect(t.fences.get(high.id) ?? 0).toBe(0); // no takeover delay: the handover was proven clean
+    expect(took).toBeGreaterThan(0); // the figure is in test/timing/succession.test.ts
+    // an equal priority joins: it waits, the leader stays
+    const peer = t.make({ priority: 5 });
+    await peer.start();
+    await t.waiting(peer);
+    const probe = performance.now();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(high.isLeader).toBe(true);
+    expect(t.terms.get(peer.id) ?? 0).toBe(0);
+    expect(t.terms.get(high.id)).toBe(1);
+    expect(performance.now() - probe).toBeGreaterThanOrEqual(290); // a timer may fire a little early
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('a higher-priority candidate that joined while the next leader held its takeover delay: that leader hands over as soon as its term opens', async () => {
+    const t = team(mode);
+    const x = t.make({ autoReacquire: false });
+    await x.start();
+    expect(await x.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const next = t.make({ takeoverDelayMs: 400 });
+    await next.start();
+    await t.waiting(next);
+    const [xs] = await sessionsLike(databaseUrl(), `pgleaderlock:${x.id}`);
+    await adminQuery(databaseUrl(), 'SELECT pg_terminate_backend($1)', [xs?.pid]); // an unclean loss: next is fenced
+    await eventually(() => next.state === 'pending', {
+      what: 'the next holder’s takeover delay',
+      intervalMs: 2,
+    });
+    const high = t.make({ priority: 5 });
+    await high.start();
+    await eventually(
+      async () => (await sessionsLike(databaseUrl(), `pgleaderlock:${high.id}`)).length === 1,
+      {
+        what: 'the high-priority candidate’s session',
+      },
+    );
+    expect(next.state).toBe('pending'); // it joined during the delay
+    expect(await high.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+    expect(t.terms.get(next.id)).toBe(1); // its term opened, then it handed over
+    expect(t.fences.get(high.id) ?? 0).toBe(0);
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('a handover to a candidate with a lower priority is undone: the old leader, queued again, has the higher priority and takes over from it', async () => {
+    const t = team(mode);
+    const a = t.make({ priority: 3 });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make({ priority: -2 });
+    await b.start();
+    await t.waiting(b);
+    const fenced = t.fences.get(a.id) ?? 0; // its first acquisition (nothing proven before it)
+    await a.handoverTo(b.id);
+    expect(await a.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+    await eventually(() => t.terms.get(a.id) === 2, { what: 'a’s second term’s onAcquired' });
+    expect(t.terms.get(b.id)).toBe(1);
+    expect(t.fences.get(a.id) ?? 0).toBe(fenced); // taken back through a clean handover
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('handoverTo(id) gives leadership to the named waiter, not to the one ahead of it in the queue: resolves once it holds the lock, no fence, no term in between', async () => {
+    const t = team(mode);
+    const a = t.make();
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make();
+    await b.start();
+    await t.waiting(b);
+    const c = t.make();
+    await c.start();
+    await eventually(
+      async () =>
+        (await lockHolders(databaseUrl(), t.keys.key1, t.keys.key2)).length === (mode === 'wait' ? 3 : 1),
+      {
+        what: 'both followers to wait',
+      },
+    );
+    await t.waiting(c);
+    await a.handoverTo(c.id, { timeoutMs: 2000 });
+    const holders = await lockHolders(databaseUrl(), t.keys.key1, t.keys.key2);
+    expect(holders.filter((h) => h.granted)).toHaveLength(1);
+    expect(await c.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    expect(t.terms.get(b.id) ?? 0).toBe(0);
+    // wait mode: b was first in PostgreSQL's queue, was granted the lock, and gave it back
+    if (mode === 'wait')
+      expect(
+        t.logs.filter((l) => l.id !== a.id && !l.event.startsWith('lock_')).map((l) => `${l.id} ${l.event}`),
+      ).toContain(`${b.id} handover_yielded`);
+    expect(t.fences.get(c.id) ?? 0).toBe(0);
+    expect(a.isLeader).toBe(false);
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('handoverTo rejects, naming the id, when no such candidate waits; the leader keeps its term', async () => {
+    const t = team(mode);
+    const a = t.make();
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const term = a.term;
+    await expect(a.handoverTo('nobody-here', { timeoutMs: 500 })).rejects.toMatchObject({
+      code: 'ERR_PGLEADERLOCK_HANDOVER',
+      message: expect.stringContaining('"nobody-here"'),
+    });
+    expect(a.isLeader).toBe(true);
+    expect(a.term).toBe(term);
+    await expect(a.handoverTo('')).rejects.toThrow(TypeError);
+    const f = t.make();
+    await expect(f.handoverTo(a.id)).rejects.toMatchObject({ code: 'ERR_PGLEADERLOCK_HANDOVER' });
+  });
+
+  it('a successor that leaves during the handover: the next waiter leads (no takeover delay: the runs had drained), no leaderless hang; handoverTo rejects naming it', async () => {
+    const t = team(mode);
+    t.stopMs = 150; // the handover waits for this, long enough for the successor to leave
+    const a = t.make();
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make();
+    await b.start();
+    await t.waiting(b);
+    const c = t.make();
+    await c.start();
+    await t.waiting(c);
+    const handover = a.handoverTo(c.id, { timeoutMs: 2000 });
+    await eventually(() => a.state === 'releasing', { what: 'a to drain its runs', intervalMs: 2 });
+    await c.shutdown();
+    await expect(handover).rejects.toMatchObject({
+      code: 'ERR_PGLEADERLOCK_HANDOVER',
+      message: expect.stringContaining(`"${c.id}"`),
+    });
+    expect(await b.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+    expect(t.fences.get(b.id) ?? 0).toBe(0);
+    expect(t.terms.get(c.id) ?? 0).toBe(0);
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('a handover asked for while another is pending, or during a stepDown, is refused; a stepDown during a handover waits for it; a shutdown during a handover’s release still hands over', async () => {
+    const t = team(mode);
+    t.stopMs = 150;
+    const a = t.make();
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make();
+    await b.start();
+    await t.waiting(b);
+    const c = t.make();
+    await c.start();
+    await t.waiting(c);
+    const first = a.handoverTo(c.id);
+    await expect(a.handoverTo(b.id)).rejects.toMatchObject({
+      code: 'ERR_PGLEADERLOCK_HANDOVER',
+      message: expect.stringContaining(`a handover to "${c.id}" is in progress`),
+    });
+    const stepDown = a.stepDown();
+    await first;
+    await stepDown; // settled with the handover's release
+    expect(await c.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    // c steps down; during it, a handover is refused
+    const down = c.stepDown();
+    await expect(c.handoverTo(b.id)).rejects.toMatchObject({ code: 'ERR_PGLEADERLOCK_HANDOVER' });
+    await down;
+    // whoever leads now: a shutdown during its handover still hands over
+    const leader = [a, b, c].find((l) => l.isLeader) ?? (await eventuallyLeader([a, b, c]));
+    const next = [a, b, c].find((l) => l !== leader) as LeaderLock;
+    await t.waiting(next);
+    const h = leader.handoverTo(next.id).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    await eventually(() => leader.state === 'releasing', {
+      what: 'the handover’s release to begin',
+      intervalMs: 2,
+    });
+    await leader.shutdown(); // the release under way still names the successor
+    // resolved if the successor was seen holding the lock before the shutdown ended, else:
+    const outcome = await h;
+    if (outcome !== null)
+      expect(outcome).toMatchObject({ message: expect.stringContaining('shut down before') });
+    expect(await next.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('requests from anyone who may NOTIFY (the CLI’s resign and handover): the leader steps down, or hands over to the named candidate', async () => {
+    const t = team(mode);
+    const a = t.make();
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make();
+    await b.start();
+    await t.waiting(b);
+    const channel = `pgleaderlock_${(t.keys.key1 >>> 0).toString(16)}_${(t.keys.key2 >>> 0).toString(16)}`;
+    await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [
+      channel,
+      JSON.stringify({ e: 'handover', to: b.id }),
+    ]);
+    expect(await b.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+    expect(t.fences.get(b.id) ?? 0).toBe(0);
+    await t.waiting(a);
+    await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [channel, JSON.stringify({ e: 'resign' })]);
+    expect(await a.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
+    expect(t.logs).toContainEqual({ id: b.id, event: 'resign_requested' });
+    expect(t.overlaps()).toEqual([]);
+  });
+
+  it('a resign reaching a leader whose work ignores its abort: bounded by callbackTimeoutMs, then the session is closed by force and onError says so', async () => {
+    const t = team(mode);
+    t.stopMs = null;
+    const a = t.make({ callbackTimeoutMs: 300 });
+    const errors: Error[] = [];
+    a.onError((e) => {
+      errors.push(e);
+    });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const channel = `pgleaderlock_${(t.keys.key1 >>> 0).toString(16)}_${(t.keys.key2 >>> 0).toString(16)}`;
+    const t0 = performance.now();
+    await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [channel, JSON.stringify({ e: 'resign' })]);
+    await eventually(() => errors.length > 0, { what: 'the forced close to be reported', timeoutMs: 3000 });
+    const took = performance.now() - t0;
+    expect(errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_SHUTDOWN' });
+    expect(took).toBeGreaterThanOrEqual(300);
+    expect(took).toBeLessThan(1300);
+    expect(t.logs).toContainEqual({ id: a.id, event: 'forced_close' });
+    t.letGo();
+  });
+});
+
+describe('poll mode: a follower named as successor attempts at once', () => {
+  it('handoverTo reaches a poll-mode follower backing off for 10 s within 1 s: the release it hears names it', async () => {
+    const keys = randomKeys();
+    const slow = new FixedInterval({ intervalMs: 10_000 });
+    const a = locks.make({ ...keys, acquireMode: 'poll' });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = locks.make({ ...keys, acquireMode: 'poll', retryStrategy: slow });
+    await b.start();
+    await eventually(() => b.state === 'follower', { what: 'b to back off' });
+    const t0 = performance.now();
+    await a.handoverTo(b.id);
+    expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+});
+
+async function eventuallyLeader(locks: LeaderLock[]): Promise<LeaderLock> {
+  let found: LeaderLock | undefined;
+  await eventually(
+    () => {
+      found = locks.find((l) => l.isLeader);
+      return found !== undefined;
+    },
+    { what: 'a leader' },
+  );
+  return found as LeaderLock;
+}

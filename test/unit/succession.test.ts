@@ -1,0 +1,146 @@
+/**
+ * Choosing who leads, piece by piece (src/leader/handover.ts, succession.ts, options):
+ * the events, the directive a release carries, and when a granted waiter yields.
+ */
+import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { LeaderLock } from '../../src/index.js';
+import {
+  type Directive,
+  forwardPayload,
+  HandoverLog,
+  parseEvent,
+  payload,
+} from '../../src/leader/handover.js';
+import type { Session } from '../../src/leader/session.js';
+import type { Acquired } from '../../src/leader/session-types.js';
+import { priorityOf } from '../../src/leader/sql.js';
+import { MAX_HANDOVER_TIMEOUT_MS, Succession } from '../../src/leader/succession.js';
+
+const quiet = () => {};
+const logger = { debug: quiet, info: quiet, warn: quiet, error: quiet };
+
+describe('priority and handoverTo: options', () => {
+  it.each([1.5, Number.NaN, '1', Number.POSITIVE_INFINITY, 2 ** 53])(
+    'priority %s is refused with a RangeError naming it',
+    (priority) => {
+      expect(() => new LeaderLock({ key1: 1, key2: 2, priority: priority as number })).toThrow(
+        /priority must be an integer, received/,
+      );
+      expect(() => new LeaderLock({ key1: 1, key2: 2, priority: priority as number })).toThrow(RangeError);
+    },
+  );
+
+  it('priority defaults to 0; negative integers are accepted', () => {
+    expect(new LeaderLock({ key1: 1, key2: 2 }).priority).toBe(0);
+    expect(new LeaderLock({ key1: 1, key2: 2, priority: -3 }).priority).toBe(-3);
+  });
+
+  it('handoverTo refuses a bad id or timeout before anything else', async () => {
+    const lock = new LeaderLock({ key1: 1, key2: 2 });
+    await expect(lock.handoverTo(42 as unknown as string)).rejects.toThrow(
+      /id must be a non-empty string, received 42/,
+    );
+    await expect(lock.handoverTo('b', { timeoutMs: -1 })).rejects.toThrow(RangeError);
+    await expect(lock.handoverTo('b', { timeoutMs: MAX_HANDOVER_TIMEOUT_MS + 1 })).rejects.toThrow(
+      /timeoutMs must be between 1 and 60000, received 60001/,
+    );
+    await expect(lock.handoverTo('b')).rejects.toMatchObject({
+      code: 'ERR_PGLEADERLOCK_HANDOVER',
+      message: expect.stringContaining('not started'),
+    });
+  });
+});
+
+describe('events', () => {
+  it('parses waiting, requests and a released directive; anything malformed is no event', () => {
+    expect(parseEvent('{"e":"waiting","id":"a","s":"x","p":3}')).toEqual({
+      kind: 'waiting',
+      id: 'a',
+      session: 'x',
+      priority: 3,
+    });
+    expect(parseEvent('{"e":"resign"}')).toEqual({ kind: 'resign' });
+    expect(parseEvent('{"e":"handover","to":"b"}')).toEqual({ kind: 'handover', to: 'b' });
+    expect(parseEvent('{"e":"handover"}')).toBeNull();
+    expect(parseEvent('{"e":"handover","to":""}')).toBeNull();
+    expect(parseEvent('{"e":"whatever","id":"a","s":"x"}')).toBeNull();
+    const d: Directive = { to: 'b', back: 'a', until: 1000, backUntil: 2000 };
+    expect(parseEvent(forwardPayload('c', 'sc', d))).toEqual({
+      kind: 'released',
+      id: 'c',
+      session: 'sc',
+      directive: d,
+    });
+    // a directive missing a field is a plain release
+    expect(parseEvent('{"e":"released","id":"a","s":"x","to":"b","until":5}')).toMatchObject({
+      directive: null,
+    });
+    // an acquired without a priority (an older version) counts as priority 0
+    expect(parseEvent('{"e":"acquired","id":"a","s":"x"}')).toMatchObject({ priority: 0 });
+  });
+
+  it('the priority a statement carries: a wait’s acquired payload, a check’s comment; none: null', () => {
+    expect(priorityOf(`SELECT ... '{"e":"acquired","id":"a","s":"x","p":7}' ...`)).toBe(7);
+    expect(priorityOf('/* pgleaderlock:check */ SELECT 1 /* p=-2 */')).toBe(-2);
+    expect(priorityOf('SELECT 1')).toBeNull();
+    expect(priorityOf(null)).toBeNull();
+  });
+
+  it('a grant right after a release with a directive carries it; after an acquired, none (an unclean handover)', () => {
+    const d: Directive = { to: 'b', back: 'a', until: 1000, backUntil: 2000 };
+    const l = new HandoverLog('me', () => null);
+    l.see(parseEvent(payload('acquired', 'a', 'sa')) as never);
+    l.see(parseEvent(forwardPayload('a', 'sa', d)) as never);
+    l.see(parseEvent(payload('acquired', 'me', 'me')) as never);
+    expect(l.takeProof()).toEqual({ clean: true, directive: d });
+    l.see(parseEvent(forwardPayload('me', 'me', d)) as never);
+    l.see(parseEvent(payload('acquired', 'x', 'sx')) as never);
+    l.see(parseEvent(payload('acquired', 'me', 'me')) as never);
+    expect(l.takeProof()).toEqual({ clean: false, directive: null });
+  });
+});
+
+describe('a granted waiter yields while a handover to another candidate goes on', () => {
+  /** A session whose candidates `connected` have a session, recording what it released. */
+  function fake(connected: string[]) {
+    const released: (Directive | null)[] = [];
+    const session = {
+      channel: {
+        successor: async (id: string) => ({ holds: false, waits: false, connected: connected.includes(id) }),
+      },
+      release: async (_f: unknown, d: Directive | null) => {
+        released.push(d);
+        return true;
+      },
+    } as unknown as Session;
+    return { session, released };
+  }
+  const grant = (directive: Directive | null, serverMs: number): Acquired =>
+    ({ directive, serverMs, cleanHandover: true, provenAt: 0, safety: {} }) as unknown as Acquired;
+  const d: Directive = { to: 'b', back: 'a', until: 10_000, backUntil: 20_000 };
+
+  it.each([
+    ['c, before until, b there', 'c', ['a', 'b'], 5_000, true],
+    ['b itself', 'b', ['a', 'b'], 5_000, false],
+    ['c, b gone: the next waiter leads', 'c', ['a'], 5_000, false],
+    ['a (back), before until, b there', 'a', ['a', 'b'], 5_000, true],
+    ['a (back), after until: takes it back', 'a', ['a', 'b'], 15_000, false],
+    ['c, after until, a there: to a', 'c', ['a', 'b'], 15_000, true],
+    ['c, after until, a gone', 'c', ['b'], 15_000, false],
+    ['c, after backUntil', 'c', ['a', 'b'], 25_000, false],
+  ] as const)('%s', async (_, id, connected, now, yields) => {
+    const s = new Succession({ id, clock: systemClock, logger });
+    const f = fake([...connected]);
+    expect(await s.yields(f.session, grant(d, now))).toBe(yields);
+    expect(f.released).toEqual(yields ? [d] : []); // a yield forwards the same directive
+  });
+
+  it('a directive whose deadline lies further ahead than twice the longest handover is forged: ignored', async () => {
+    const s = new Succession({ id: 'c', clock: systemClock, logger });
+    const f = fake(['a', 'b']);
+    const forged: Directive = { to: 'b', back: null, until: 1e12, backUntil: 1e12 };
+    expect(await s.yields(f.session, grant(forged, 5_000))).toBe(false);
+    expect(await s.yields(f.session, grant(null, 5_000))).toBe(false);
+  });
+});
