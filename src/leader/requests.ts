@@ -3,9 +3,10 @@
  * to a candidate (docs/choosing-the-leader.md):
  *  - `waiting` (a candidate joined, with its priority): a leader whose priority is lower
  *    hands over to it (succession.ts); a term that opens first asks who queued before it;
- *  - `resign` / `handover` (anyone who may NOTIFY, e.g. the CLI): the leader steps down, or
- *    hands over to the named candidate, its release bounded by `callbackTimeoutMs`;
- *  - `released` (poll mode), plain or naming this candidate as successor: attempt at once;
+ *  - `resign` / `handover` (anyone who may NOTIFY, e.g. the CLI): the leader steps down
+ *    (poll mode: hands over to a known candidate, if one is still there), or hands over to
+ *    the named candidate, its release bounded by `callbackTimeoutMs`;
+ *  - `released` naming this candidate as successor (poll mode): attempt at once;
  *  - `acquired` by another candidate (poll mode): say again that this one waits, with its
  *    priority, so that the new leader knows it.
  * Failures are logged (`handover_failed`); a forced release is reported by the release.
@@ -67,19 +68,13 @@ export class Requests {
         }
         return;
       case 'released':
-        // poll mode: the lock is free (or is being handed to this candidate): attempt now, not
-        // at the end of a back-off, or a resigning leader would only take it back; a handover
-        // to someone else would be yielded anyway
-        if (this.o.acquireMode === 'poll' && event.id !== this.o.id) {
-          if (event.directive === null || event.directive.to === this.o.id) this.target.invite();
-        }
+        // poll mode: a handover names this candidate: attempt now, not at the end of a back-off
+        if (this.o.acquireMode === 'poll' && event.directive?.to === this.o.id) this.target.invite();
         return;
       case 'resign':
         if (this.target.leaderSession() === null) return;
         this.log('resign_requested', {});
-        this.target
-          .stepDown(this.o.clock.now() + this.o.callbackTimeoutMs)
-          .catch((err: unknown) => this.failed('resign', toError(err)));
+        this.resign();
         return;
       case 'handover':
         if (this.target.leaderSession() === null) return;
@@ -154,9 +149,30 @@ export class Requests {
         await sleep(clock, QUEUE_POLL_MS);
       }
     }
+    return this.pickConnected(above);
+  }
+
+  /**
+   * Step down. Poll mode: nobody is queued, and followers attempt at their own pace, so a
+   * plain release would mostly be taken back by this leader: hand over instead to a known
+   * candidate that still has a session (the highest priority first), if there is one.
+   */
+  private resign(): void {
+    const deadline = this.o.clock.now() + this.o.callbackTimeoutMs;
+    const stepDown = (): Promise<void> => this.target.stepDown(deadline);
+    const next = this.o.acquireMode === 'poll' ? this.pickConnected(() => true) : Promise.resolve(null);
+    next
+      .then((c) => (c === null ? stepDown() : this.target.handoverTo(c.id, HANDOVER_TIMEOUT_MS)))
+      .catch((err: unknown) => this.failed('resign', toError(err)));
+  }
+
+  /** Poll mode: the best known candidate passing `accept` that still has a session (the gone are forgotten). */
+  private async pickConnected(
+    accept: (c: { id: string; priority: number }) => boolean,
+  ): Promise<{ id: string; priority: number } | null> {
     const known = [...this.candidates]
       .map(([id, priority]) => ({ id, priority }))
-      .filter(above)
+      .filter((c) => c.id !== this.o.id && accept(c))
       .sort((a, b) => b.priority - a.priority);
     for (const c of known) {
       const session = this.target.leaderSession();

@@ -49,9 +49,8 @@ async function baselineMs(args: string[]): Promise<number> {
 describe.each(MODES)('pgleaderlock resign (%s mode)', (mode) => {
   it('the leader releases cleanly and queues again, the waiter leads: exit 0, naming who resigned and who leads (text, then --json)', async () => {
     const t = team(mode);
-    // poll mode: the followers hear the release and attempt at once; the resigning leader
-    // attempts again only after its back-off (a minute for a here): the other one leads, in
-    // both modes (wait mode: the first one queued)
+    // poll mode: the leader hands over to the candidate it knows of (b); wait mode: the first
+    // one queued (b) is granted; a's own next attempt would come a minute later (poll)
     const a = t.make(mode === 'poll' ? { retryStrategy: new FixedInterval({ intervalMs: 60_000 }) } : {});
     await t.leading(a);
     const b = t.make();

@@ -340,6 +340,29 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
 });
 
 describe('poll mode: a follower named as successor attempts at once', () => {
+  it('a resign in poll mode hands over to a known candidate that still has a session: a follower backing off for 10 s leads within 1 s', async () => {
+    const keys = randomKeys();
+    const a = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    await b.start();
+    await eventually(() => b.state === 'follower', { what: 'b to back off' });
+    const channel = `pgleaderlock_${(keys.key1 >>> 0).toString(16)}_${(keys.key2 >>> 0).toString(16)}`;
+    const t0 = performance.now();
+    await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [channel, JSON.stringify({ e: 'resign' })]);
+    expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
   it('handoverTo reaches a poll-mode follower backing off for 10 s within 1 s: the release it hears names it', async () => {
     const keys = randomKeys();
     const slow = new FixedInterval({ intervalMs: 10_000 });
