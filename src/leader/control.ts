@@ -47,7 +47,14 @@ export class Control {
   constructor(private readonly d: ControlDeps) {}
 
   get stoppedOnItsOwn(): Error | null {
-    return this.run ? null : this.endedOnItsOwn;
+    const lifecycle = this.run?.lifecycle;
+    if (!lifecycle) return this.endedOnItsOwn;
+    // STOPPED with no shutdown asked for: true from the transition on, not only once the
+    // loop's last effects (closing the session) are over
+    if (lifecycle.state === 'stopped' && !lifecycle.stopping) {
+      return this.d.counters.lastError ?? new Error('the lock stopped without shutdown()');
+    }
+    return null;
   }
 
   get lifecycle(): Lifecycle | null {
