@@ -70,7 +70,7 @@ describe('client_connection_check_interval: min(1 s, T/4)', () => {
 });
 
 describe('a backend crash (57P02)', () => {
-  it('SIGKILL of another session’s backend: the leader leaves LEADER within 25 ms of a bare client hearing the 57P02 notice, woken by that notice (5 s health interval)', async () => {
+  it('SIGKILL of another session’s backend: the leader leaves LEADER within 25 ms of a bare client hearing the 57P02 notice, woken by that notice or the connection’s end (5 s health interval)', async () => {
     await using server = await ownServer();
     const factory = lockFactory(() => server.url);
     onTestFinished(() => factory.cleanup());
@@ -114,8 +114,10 @@ describe('a backend crash (57P02)', () => {
       `[safety] backend crash → leader left LEADER at +${(leftAt - t0).toFixed(1)} ms, the bare client heard ${heard.code} at +${(heard.at - t0).toFixed(1)} ms; cause: ${cause?.message}`,
     );
     expect(heard.code).toBe('57P02');
-    // the first thing the lock's connection died of was the notice, not the socket's end
-    expect(cause?.message).toMatch(/\(57P02\)/);
+    // what the lock's connection died of: the notice; or, when the dying backend did not get
+    // to send it on that connection (PostgreSQL sends it best effort: seen once in a
+    // PostgreSQL 16 run), the socket's end, which wakes the loop as fast (the bound below)
+    expect(cause?.message).toMatch(/\(57P02\)|Connection terminated unexpectedly/);
     expect(leftAt - heard.at).toBeLessThan(25);
     expect(lock.isLeader).toBe(false);
   });
