@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { applicationName } from '../core/connect.js';
 import type { Found } from '../core/primary.js';
-import { type HandoverEvent, parseEvent, requestPayload } from '../leader/handover.js';
+import { type Directive, type HandoverEvent, parseEvent, requestPayload } from '../leader/handover.js';
 import { type Candidate, inspect, type LockInspection } from '../leader/inspect.js';
 import { channelFor, SUCCESSOR } from '../leader/sql.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
@@ -61,6 +61,8 @@ interface Heard {
 interface Release {
   id: string;
   atMs: number;
+  /** A release that hands over (poll mode's resign: to a known candidate). */
+  directive: Directive | null;
 }
 
 /** The listening connection: events after this command's own request, in commit order. */
@@ -236,8 +238,9 @@ async function checkSuccessor(
   };
 }
 
-async function resignOutcome(
-  ch: Channel,
+/** What a resign's outcome reads: the events after the request (exported for unit tests). */
+export async function resignOutcome(
+  ch: Pick<Channel, 'next'>,
   found: Found,
   keys: Keys,
   leader: Candidate,
@@ -250,7 +253,7 @@ async function resignOutcome(
     if (h === null) break;
     const e = h.event;
     if (e.kind === 'released') {
-      released = { id: e.id, atMs: h.atMs };
+      released = { id: e.id, atMs: h.atMs, directive: e.directive };
       break;
     }
     if (e.kind === 'acquired') {
@@ -272,12 +275,22 @@ async function resignOutcome(
   }
   const resigned = released.id;
   const windowEnd = performance.now() + NEXT_LEADER_WINDOW_MS;
+  const to = released.directive?.to ?? null;
   let next: { id: string; atMs: number } | null = null;
+  // a release that hands over to `to`: another waiter granted first gives the lock back
+  // before its term opens (a yield: its `released` with a directive, succession.ts); it is
+  // the next holder only if it does not (`to` is gone)
+  let granted: { id: string; atMs: number } | null = null;
   while (next === null) {
     const h = await ch.next(windowEnd).catch(() => null); // the resign is done; a late failure changes nothing
     if (h === null) break;
-    if (h.event.kind === 'acquired') next = { id: h.event.id, atMs: h.atMs };
+    const e = h.event;
+    if (e.kind === 'acquired') {
+      if (to === null || e.id === to) next = { id: e.id, atMs: h.atMs };
+      else granted = { id: e.id, atMs: h.atMs };
+    } else if (e.kind === 'released' && e.directive !== null && e.id === granted?.id) granted = null;
   }
+  next ??= granted;
   const base = `${resigned} resigned: released the lock cleanly ${humanMs(released.atMs)} after the request`;
   const nextId = next?.id ?? null;
   const tail =
@@ -313,7 +326,7 @@ async function handoverOutcome(
     const h = await ch.next(deadline);
     if (h === null) break;
     const e = h.event;
-    if (e.kind === 'released') released ??= { id: e.id, atMs: h.atMs };
+    if (e.kind === 'released') released ??= { id: e.id, atMs: h.atMs, directive: e.directive };
     if (e.kind !== 'acquired') continue;
     if (released === null) {
       return {

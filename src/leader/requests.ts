@@ -43,8 +43,10 @@ const RECHECK_MS = [100, 1000];
 const REMEMBERED = 256;
 
 export class Requests {
-  /** Poll mode: candidates heard of (a `waiting` or `acquired` event): id → priority. */
+  /** Candidates heard of (a `waiting` or `acquired` event): id → priority. */
   private readonly candidates = new Map<string, number>();
+  /** Sessions that had a term opened (their later terms have heard every announcement). */
+  private readonly opened = new WeakSet<Session>();
   /** A reconsideration is running; `again`: run one more after it. */
   private busy = false;
   private again = false;
@@ -87,13 +89,22 @@ export class Requests {
   }
 
   /**
-   * A term opened: a candidate with a higher priority that queued before it takes over now;
-   * wait mode: the queue is read again a little later too (an announcement that came
-   * before the term opened found no leader to act on it).
+   * A term opened: a candidate with a higher priority that queued before it takes over now.
+   * Only a session's first term can have missed an announcement (one sent before its
+   * LISTEN): then the queue is read, and in wait mode read again a little later too (an
+   * announcer that had not queued yet). A later term on the same session has heard every
+   * announcement since: it reads the queue only if it knows of a higher priority.
    */
   termOpened(): void {
     const session = this.target.leaderSession();
     if (session === null) return;
+    const first = !this.opened.has(session);
+    this.opened.add(session);
+    if (!first) {
+      if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority))
+        this.reconsider(null);
+      return;
+    }
     this.reconsider(null);
     if (this.o.acquireMode !== 'wait') return;
     for (const ms of RECHECK_MS) {

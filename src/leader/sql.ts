@@ -124,7 +124,7 @@ function event(v: ReleaseValues, lit: (s: string) => string): string {
 
 /** Wait mode: the candidates queued for (key1, key2) and the `acquired` payload their wait carries (its priority). */
 export const QUEUED = `/* pgleaderlock:queued */ SELECT a.application_name, a.query FROM pg_locks l
-  JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND NOT l.granted ORDER BY a.query_start`;
+  JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND NOT l.granted ORDER BY a.query_start`;
 
 /**
  * A handover's successor ($3, its application_name): whether it holds (key1, key2), waits for

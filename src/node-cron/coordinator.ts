@@ -3,6 +3,7 @@
  * the leader, and at most once across every replica that shares the lock and the database,
  * through a claim row written under the term's fencing epoch (docs/node-cron.md).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { ConnectionError, type LeaderLock, PgLeaderLockError, type Term } from 'pgleaderlock';
 import { checkDuration, show } from '../core/validate.js';
@@ -73,6 +74,8 @@ const KNOWN = new Set(['pool', 'name', 'table', 'timeoutMs', 'retainMs', 'leader
 const DAY_MS = 86_400_000;
 /** Old claims are swept after a successful claim, at most this often per coordinator. */
 const CLEANUP_EVERY_MS = 600_000;
+/** A claim held by a previous term's unfinished claim is asked again this often, within `leaderWaitMs`. */
+const RECLAIM_MS = 20;
 
 /**
  * A run coordinator for node-cron v4 tasks (`distributed: true`) that runs each fire only on
@@ -149,18 +152,37 @@ class FencedCoordinator implements LeaderCoordinator {
 
   async shouldRun(key: string, ttlMs = 0): Promise<boolean> {
     const fire = parseFireKey(key);
+    const until = performance.now() + this.leaderWaitMs;
     if (typeof ttlMs === 'number' && Number.isFinite(ttlMs) && ttlMs > this.retainMs) this.retainMs = ttlMs;
     const term = await this.leading();
     if (term === null) return false;
     if (term.epoch === null) throw new PgLeaderLockError('the lock’s term has no fencing epoch');
     const epoch = term.epoch.toString();
-    const rows = await this.query<{ epoch: string }>(
-      `claiming the fire ${show(key)}`,
-      claimSql(this.claims, this.epochs),
-      [fire.fireAt.toISOString(), this.scope, fire.task, this.lock.id, this.lock.key1, this.lock.key2, epoch],
-    );
-    if (rows.length === 0) return false; // claimed already, or a newer term's epoch is current
-    if (this.lock.term?.id !== term.id || !this.lock.isLeader) {
+    const inTerm = () => this.lock.term?.id === term.id && this.lock.isLeader;
+    for (;;) {
+      const rows = await this.query<{ outcome: 'claimed' | 'pending' }>(
+        `claiming the fire ${show(key)}`,
+        claimSql(this.claims, this.epochs),
+        [
+          fire.fireAt.toISOString(),
+          this.scope,
+          fire.task,
+          this.lock.id,
+          this.lock.key1,
+          this.lock.key2,
+          epoch,
+        ],
+      );
+      const outcome = rows[0]?.outcome;
+      if (outcome === 'claimed') break;
+      // held by a previous term's claim that is not finished: its term may have ended while
+      // it was in flight, and its withdrawal not be in yet (a handover at the fire's second);
+      // within leaderWaitMs, ask again
+      if (outcome !== 'pending' || performance.now() + RECLAIM_MS > until || !inTerm()) return false;
+      await sleep(RECLAIM_MS);
+      if (!inTerm()) return false;
+    }
+    if (!inTerm()) {
       // the term ended while the claim was in flight (a stepDown at the fire's second): never
       // run outside a term; withdraw the claim so that the next leader can still take the fire
       await this.query(

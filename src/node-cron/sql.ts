@@ -50,16 +50,28 @@ export function createClaimsSql(table: string): string {
  * first commits before the increment can; one that comes second waits for the increment,
  * re-reads the row, finds another epoch and inserts nothing.
  *
+ * One row back: `claimed` (inserted), or `pending` when the fire is held by an unfinished
+ * claim of an older epoch (a previous term's, which may still be withdrawn: its term ended
+ * while it was in flight), or none (claimed in this term or finished, or this epoch is no
+ * longer current).
+ *
  * $1 fire_at, $2 scope, $3 task, $4 leader id, $5 key1, $6 key2, $7 epoch.
  */
 export function claimSql(claims: string, epochs: string): string {
-  return `/* pgleaderlock:cron-claim */ INSERT INTO ${claims} AS c (fire_at, scope, task, epoch, leader_id)
+  return `/* pgleaderlock:cron-claim */ WITH ins AS (
+    INSERT INTO ${claims} AS c (fire_at, scope, task, epoch, leader_id)
     SELECT $1::timestamptz, $2::text, $3::text, e.epoch, $4::text
       FROM ${epochs} e
      WHERE e.key1 = $5::int4 AND e.key2 = $6::int4 AND e.epoch = $7::int8
        FOR SHARE
     ON CONFLICT DO NOTHING
-    RETURNING c.epoch::text AS epoch`;
+    RETURNING c.epoch)
+  SELECT 'claimed' AS outcome FROM ins
+  UNION ALL
+  SELECT 'pending' FROM ${claims} x
+   WHERE NOT EXISTS (SELECT 1 FROM ins)
+     AND x.fire_at = $1::timestamptz AND x.scope = $2::text AND x.task = $3::text
+     AND x.epoch < $7::int8 AND x.finished_at IS NULL`;
 }
 
 /** Mark a claimed fire finished. $1 fire_at, $2 scope, $3 task, $4 epoch. */

@@ -14,7 +14,7 @@ import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { scheduleReport } from '../../examples/node-cron.js';
 import { FixedInterval } from '../../src/index.js';
-import { fireKey, leaderCoordinator } from '../../src/node-cron/index.js';
+import { fireKey, leaderCoordinator, type Queryable } from '../../src/node-cron/index.js';
 import { useChildren } from '../harness/children.js';
 import { adminQuery, assertNoSessions, databaseUrl, eventually, randomKeys, testTag } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
@@ -309,6 +309,51 @@ describe('pgleaderlock/node-cron, in process', () => {
     } finally {
       await bump.end();
     }
+  });
+
+  it('a term that ends while its claim is in flight: the next leader (leaderWaitMs) asks again until the withdrawal is in, and runs the fire', async () => {
+    const keys = randomKeys();
+    const old = locks.make({ ...keys, fencing: true, autoReacquire: false });
+    await old.start();
+    await old.waitForLeadership();
+    const oldEpoch = String(old.term?.epoch);
+    const next = locks.make({ ...keys, fencing: true });
+    await next.start();
+    const pool = claimsPool();
+    const scope = `${locks.tag}-scope`;
+    const WITHDRAW_DELAY_MS = 300;
+    // the old leader's pool: its term ends (stepDown) right after its claim commits, and its
+    // withdrawal reaches the database only WITHDRAW_DELAY_MS later (a loaded machine)
+    let withdrawnAt = 0;
+    const oldPool: Queryable = {
+      async query(text, values) {
+        if (text.includes('pgleaderlock:cron-withdraw')) {
+          await sleep(WITHDRAW_DELAY_MS);
+          const r = await pool.query(text, values);
+          withdrawnAt = performance.now();
+          return r as never;
+        }
+        const r = await pool.query(text, values);
+        if (text.includes('pgleaderlock:cron-claim') && r.rows.length === 1) await old.stepDown();
+        return r as never;
+      },
+    };
+    const oldC = leaderCoordinator(old, { pool: oldPool, name: scope });
+    const nextC = leaderCoordinator(next, { pool, name: scope, leaderWaitMs: 1000 });
+    const key = fireKey('tick', new Date(Math.floor(Date.now() / 1000) * 1000 + 60_000));
+    const oldRun = oldC.shouldRun(key, 30_000);
+    await eventually(() => next.isLeader, { what: 'the follower to lead' });
+    // the old claim is still there, of the old epoch, not finished
+    expect((await claimsOf(scope)).map((c) => c.epoch)).toEqual([oldEpoch]);
+    const t0 = performance.now();
+    const nextRun = await nextC.shouldRun(key, 30_000);
+    const ranAt = performance.now();
+    expect(await oldRun).toBe(false); // never outside its term
+    expect(nextRun).toBe(true);
+    expect(withdrawnAt).toBeGreaterThan(t0);
+    console.log(`claim taken ${Math.round(ranAt - withdrawnAt)} ms after the old claim was withdrawn`);
+    expect(ranAt - withdrawnAt).toBeLessThan(100); // asked again every 20 ms
+    expect((await claimsOf(scope)).map((c) => c.epoch)).toEqual([String(next.term?.epoch)]);
   });
 
   it('a database that does not answer at fire time: node-cron skips the fire after timeoutMs', async () => {
