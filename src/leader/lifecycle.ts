@@ -1,4 +1,4 @@
-import { deferred, sleep } from '../core/clock.js';
+import { deferred } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
@@ -8,12 +8,13 @@ import type { Safety } from '../core/safety.js';
 import { Vitals } from '../core/vitals.js';
 import { type Input, transition } from './fsm.js';
 import { Actions } from './fsm-actions.js';
+import { HandingOver } from './handing-over.js';
 import type { SessionIdentity } from './handover.js';
 import type { TermIds } from './leadership.js';
 import type { LockCallbacks } from './lock-callbacks.js';
 import type { ResolvedOptions } from './options.js';
-import { Mailbox, type Phase, type PhaseOf } from './phase.js';
-import { earlier, type Handover, newRelease, Releases } from './release.js';
+import { Mailbox, type Phase } from './phase.js';
+import { earlier, newRelease, Releases } from './release.js';
 import { Reporter } from './report.js';
 import { Requests, type RequestTarget } from './requests.js';
 import { RetryCycle } from './retry.js';
@@ -21,7 +22,6 @@ import { Session } from './session.js';
 import { LockState, type SpecState } from './state.js';
 import type { Counters } from './stats.js';
 import { Steps } from './steps.js';
-import { handoverError } from './succession.js';
 import type { Term } from './term.js';
 
 /** Told about every state change, before the change's effects run. */
@@ -49,8 +49,7 @@ export class Lifecycle implements RequestTarget {
   private readonly actions: Actions;
   private running: Promise<void> | null = null;
   private readonly requests: Requests;
-  /** A handover asked for, until its release carries it (lifecycle.handoverTo). */
-  private handingOver: { readonly to: string; done: Promise<void> } | null = null;
+  private readonly handing: HandingOver;
   /** The loop's pulse, for `lock.health()`. */
   readonly vitals: Vitals;
 
@@ -69,6 +68,12 @@ export class Lifecycle implements RequestTarget {
     const wake = (): void => this.wake();
     this.releases = new Releases(o, phase, wake);
     this.requests = new Requests(o, this);
+    this.handing = new HandingOver(o, {
+      phase,
+      state: () => this.state,
+      mail: this.mail,
+      wake,
+    });
     this.actions = new Actions({
       o,
       mail: this.mail,
@@ -195,7 +200,8 @@ export class Lifecycle implements RequestTarget {
   /** ReleaseRequested (stepDown): resolves when the release is over; at once when not leader. */
   stepDown(deadline: number | null): Promise<void> {
     // a handover not yet under way (its candidate is being checked): it goes first
-    if (this.handingOver) return this.handingOver.done.then(() => this.stepDown(deadline));
+    const checking = this.handing.checking;
+    if (checking) return checking.done.then(() => this.stepDown(deadline));
     const p = this.phase;
     if (p.kind === 'releasing') {
       const d = deferred<void>();
@@ -214,86 +220,9 @@ export class Lifecycle implements RequestTarget {
     return d.promise;
   }
 
-  /**
-   * Hand leadership to the waiting candidate `to` (succession.ts): the term ends, its runs
-   * drain (within `callbackTimeoutMs`, else the session is closed by force), then the
-   * release names `to`. Resolves once `to` holds the lock; rejects if this lock is not a
-   * leader free to hand over, if `to` does not wait (with `queueWithinMs`: has not queued
-   * within that long), or if it does not take the lock within `timeoutMs` of the unlock.
-   */
-  async handoverTo(to: string, timeoutMs: number, queueWithinMs = 0): Promise<void> {
-    const busy = (): Error | null => {
-      const p = this.phase;
-      if (this.mail.stop) return handoverError(`cannot hand over to "${to}": the lock is shutting down`);
-      const pending = this.handingOver ?? (p.kind === 'releasing' ? p.release.handover : null);
-      if (pending !== null && pending !== claim) {
-        return handoverError(`cannot hand over to "${to}": a handover to "${pending.to}" is in progress`);
-      }
-      if (p.kind === 'releasing' || this.mail.stepDown) {
-        return handoverError(`cannot hand over to "${to}": a stepDown is under way`);
-      }
-      if (p.kind !== 'leader' || p.leadership.term === null) {
-        return handoverError(
-          `cannot hand over to "${to}": this lock is not the leader (state ${this.state})`,
-        );
-      }
-      return null;
-    };
-    const checked = deferred<void>();
-    const claim = { to, done: checked.promise };
-    const early =
-      busy() ?? (to === this.o.id ? handoverError(`cannot hand over to "${to}": that is this lock`) : null);
-    if (early) throw early;
-    this.handingOver = claim; // until the release carries it (a second call meanwhile is refused)
-    try {
-      await this.awaitCandidate(to, queueWithinMs, busy);
-    } finally {
-      this.handingOver = null;
-      checked.resolve();
-    }
-    const { clock } = this.o;
-    const p = this.phase as PhaseOf<'leader'>;
-    p.leadership.end(`handover to ${to}`);
-    const release = newRelease(clock.now() + this.o.callbackTimeoutMs);
-    const handover: Handover = { to, timeoutMs, outcome: null };
-    release.handover = handover;
-    this.mail.stepDown = release;
-    const d = deferred<void>();
-    release.waiters.push(d);
-    this.wake();
-    await d.promise;
-    const outcome = handover.outcome;
-    if (outcome === 'taken') return;
-    throw (
-      outcome ??
-      handoverError(
-        `handover to "${to}" failed: ${release.expired?.message ?? 'the release did not complete'}`,
-        release.expired,
-      )
-    );
-  }
-
-  /** Until the candidate `to` waits (`queueWithinMs`: it may take that long to queue); throws why not. */
-  private async awaitCandidate(to: string, queueWithinMs: number, busy: () => Error | null): Promise<void> {
-    const session = (this.phase as PhaseOf<'leader'>).session;
-    const { clock } = this.o;
-    const queuedBy = clock.now() + queueWithinMs;
-    for (;;) {
-      let ready: boolean;
-      try {
-        const s = await session.channel.successor(to);
-        // poll mode: a candidate is idle between attempts (its session open); it hears the release
-        ready = this.o.acquireMode === 'wait' ? s.waits : s.connected;
-      } catch (err) {
-        throw handoverError(`cannot hand over to "${to}": asking whether it waits failed`, err);
-      }
-      const now = busy();
-      if (now) throw now;
-      if (ready) break;
-      if (clock.now() >= queuedBy)
-        throw handoverError(`cannot hand over: no candidate "${to}" is waiting for the lock`);
-      await sleep(clock, 2);
-    }
+  /** Hand leadership to the waiting candidate `to` (handing-over.ts). */
+  handoverTo(to: string, timeoutMs: number, queueWithinMs = 0): Promise<void> {
+    return this.handing.handoverTo(to, timeoutMs, queueWithinMs);
   }
 
   /** The leader's session while a term is open, else null. */
