@@ -27,55 +27,37 @@ const released = (id: string, directive: Directive | null): HandoverEvent => ({
   session: `s-${id}`,
   directive,
 });
+/** The outcome of a resign that heard `events`. */
+const outcome = (events: [HandoverEvent, number][]) =>
+  resignOutcome(channel(events), found, keys, leader, Number.POSITIVE_INFINITY, 15_000);
 const acquired = (id: string): HandoverEvent => ({ kind: 'acquired', id, session: `s-${id}`, priority: 0 });
 
 describe('resign: the next holder it names', () => {
   it('a waiter granted on the way that yields is not named; the successor the release named is', async () => {
-    const o = await resignOutcome(
-      channel([
-        [released('a', toB), 4],
-        [acquired('c'), 6],
-        [released('c', toB), 7], // c yields
-        [acquired('b'), 9],
-      ]),
-      found,
-      keys,
-      leader,
-      Number.POSITIVE_INFINITY,
-      15_000,
-    );
+    const o = await outcome([
+      [released('a', toB), 4],
+      [acquired('c'), 6],
+      [released('c', toB), 7], // c yields
+      [acquired('b'), 9],
+    ]);
     expect(o.ok).toBe(true);
     expect(o.fields).toMatchObject({ resigned: 'a', next: 'b', nextMs: 9, releasedMs: 4 });
   });
 
   it('a waiter granted on the way that does not yield (the named one is gone) is named', async () => {
-    const o = await resignOutcome(
-      channel([
-        [released('a', toB), 4],
-        [acquired('c'), 6],
-      ]),
-      found,
-      keys,
-      leader,
-      Number.POSITIVE_INFINITY,
-      15_000,
-    );
+    const o = await outcome([
+      [released('a', toB), 4],
+      [acquired('c'), 6],
+    ]);
     expect(o.fields).toMatchObject({ next: 'c', nextMs: 6 });
   });
 
   it('a plain release (wait mode): the first holder after it is named', async () => {
-    const o = await resignOutcome(
-      channel([
-        [released('a', null), 4],
-        [acquired('c'), 6],
-        [acquired('b'), 9],
-      ]),
-      found,
-      keys,
-      leader,
-      Number.POSITIVE_INFINITY,
-      15_000,
-    );
+    const o = await outcome([
+      [released('a', null), 4],
+      [acquired('c'), 6],
+      [acquired('b'), 9],
+    ]);
     expect(o.fields).toMatchObject({ next: 'c', nextMs: 6 });
   });
 });
