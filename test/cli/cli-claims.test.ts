@@ -83,7 +83,8 @@ async function fileLine(file: string, what: string): Promise<string> {
 
 /**
  * `acquire [extra] -- node -e <script>`; the script sees `PID_FILE` and `LOG_FILE` in its
- * environment, writes its pid to PID_FILE first. Returns the CLI and the command's pid.
+ * environment; its pid is written to PID_FILE after the script ran (its handlers are set).
+ * Returns the CLI and the command's pid.
  */
 async function job(
   keys: Keys,
@@ -105,7 +106,9 @@ async function job(
       '--',
       process.execPath,
       '-e',
-      `require('fs').writeFileSync(process.env.PID_FILE, process.pid + '\\n'); ${script}`,
+      // the pid last: once the test reads it, the script's signal handlers are in place (a
+      // signal that came before them would end the command by its default action)
+      `${script}\n;require('fs').writeFileSync(process.env.PID_FILE, process.pid + '\\n');`,
     ],
     cleanEnv({ PID_FILE: pidFile, LOG_FILE: log }),
   );

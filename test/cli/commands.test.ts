@@ -324,9 +324,10 @@ describe('pgleaderlock acquire', () => {
     const dir = tmp();
     const pidFile = path.join(dir, 'pid');
     const gotTerm = path.join(dir, 'got-sigterm');
-    const script = `const fs=require('fs'); fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
+    // the pid last: once the test sees it, the handler is in place
+    const script = `const fs=require('fs');
       process.on('SIGTERM', () => { fs.writeFileSync(${JSON.stringify(gotTerm)}, 'yes'); process.exit(0); });
-      setInterval(() => {}, 1000);`;
+      setInterval(() => {}, 1000); fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));`;
     const r = start(jobArgs(keys, script, ['--id', `${locks.tag}-l`]));
     await eventually(() => fs.existsSync(pidFile), { what: 'the command to start' });
     const t0 = performance.now();
@@ -342,8 +343,8 @@ describe('pgleaderlock acquire', () => {
     const keys = randomKeys();
     const dir = tmp();
     const pidFile = path.join(dir, 'pid');
-    const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));
-      process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);`;
+    const script = `process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);
+      require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));`;
     const r = start(jobArgs(keys, script, ['--kill-grace', '300ms']));
     // the file exists before its content is written: wait for the pid itself
     const written = () => (fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8') : '');
