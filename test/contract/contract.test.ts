@@ -169,7 +169,7 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
     });
   });
 
-  it(`an ${adapter.gained} callback that never settles: onError gets ERR_PGLEADERLOCK_CALLBACK_TIMEOUT 290–700 ms after it started (callbackTimeoutMs 300); health().live is true when it starts and false once it is past the deadline; it stays in charge`, async () => {
+  it(`an ${adapter.gained} callback that never settles: onError gets ERR_PGLEADERLOCK_CALLBACK_TIMEOUT 250–700 ms after its first line ran (callbackTimeoutMs 300); health().live is true when it starts and false once it is past the deadline; it stays in charge`, async () => {
     const s = make({ name: uniqueName(), callbackTimeoutMs: 300 });
     let startedAt: number | null = null;
     let liveAtStart: unknown = null;
@@ -202,7 +202,11 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
     const health = s.health();
     expect(startedAt).not.toBeNull();
     const after = (timeouts[0] as number) - (startedAt as unknown as number);
-    expect(after).toBeGreaterThanOrEqual(290); // timers fire at most about a millisecond early
+    // `after` counts from the callback's first line, not from the moment the library started
+    // it (and its deadline): on a loaded machine the process can be descheduled in between
+    // (284 ms seen in CI). The exact deadline is checked with a manual clock in
+    // unit/callbacks.test.ts; here, that it is the configured one and not a fraction of it.
+    expect(after).toBeGreaterThanOrEqual(250);
     expect(after).toBeLessThanOrEqual(700);
     expect(liveAtStart).toBe(true);
     expect(health.live).toBe(false);
