@@ -233,7 +233,7 @@ export class Lifecycle implements RequestTarget {
 
   /** Poll mode: a handover named this candidate: attempt at once. */
   invite(): void {
-    this.mail.invited = true;
+    this.mail.invite(this.o.clock.now());
     this.wake();
   }
 

@@ -80,4 +80,20 @@ export class Mailbox {
   stepDown: Release | null = null;
   /** Poll mode: a handover named this candidate while it was backing off: attempt at once. */
   invited = false;
+  /**
+   * Poll mode: until then (clock time), an attempt that finds the lock still held is made
+   * again every {@link INVITE_RETRY_MS}, not after the retry strategy's delay: the `released`
+   * event that names this candidate can arrive before the unlock that follows it.
+   */
+  invitedUntil = Number.NEGATIVE_INFINITY;
+
+  /** A handover named this candidate, heard at `now`. */
+  invite(now: number): void {
+    this.invited = true;
+    this.invitedUntil = now + INVITE_WINDOW_MS;
+  }
 }
+
+/** How long a candidate named as successor keeps attempting, and how often (poll mode). */
+export const INVITE_WINDOW_MS = 1000;
+export const INVITE_RETRY_MS = 5;

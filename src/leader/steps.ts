@@ -12,7 +12,7 @@ import type { Runners } from '../core/runner.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Input, STOP } from './fsm.js';
 import type { ResolvedOptions } from './options.js';
-import type { Mailbox, Phase, PhaseOf, TakeoverDelay } from './phase.js';
+import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf, type TakeoverDelay } from './phase.js';
 import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
@@ -70,6 +70,16 @@ export class Steps {
     if (this.mail.stop) return STOP;
     if (phase.next === 'now') return { type: 'AcquireAttempt' };
     if (phase.next === 'primary') return this.awaitPrimary(phase);
+    if (phase.next === 'backoff' && this.o.clock.now() < this.mail.invitedUntil) {
+      // named as successor a moment ago, and the attempt found the lock still held (its
+      // `released` event came before the unlock): again shortly, the strategy untouched
+      const signal = this.ctx.arm();
+      if (this.mail.stop) return STOP;
+      if (!this.mail.invited) await sleep(this.o.clock, INVITE_RETRY_MS, signal);
+      if (this.mail.stop) return STOP;
+      this.mail.invited = false;
+      return { type: 'AcquireAttempt' };
+    }
     const next = this.retry.next();
     if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
     if (phase.next === 'requeue') return { type: 'AcquireAttempt' }; // the server-side wait was the delay

@@ -7,7 +7,17 @@
 import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FixedInterval, type LeaderLock, type LeaderLockOptions } from '../../src/index.js';
-import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
+import { forwardPayload } from '../../src/leader/handover.js';
+import { channelFor } from '../../src/leader/sql.js';
+import {
+  adminClient,
+  adminQuery,
+  databaseUrl,
+  eventually,
+  lockHolders,
+  randomKeys,
+  sessionsLike,
+} from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { overlapsOf, type Span } from '../harness/overlaps.js';
 
@@ -361,6 +371,36 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [channel, JSON.stringify({ e: 'resign' })]);
     expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
     expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
+  it('a release that names a poll-mode follower reaches it before the unlock (here 50 ms before): it attempts again every few ms and leads within 100 ms of the unlock, not after its 10 s back-off', async () => {
+    const keys = randomKeys();
+    await using holder = await adminClient(databaseUrl());
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
+    const b = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    await b.start();
+    await eventually(() => b.state === 'follower', { what: 'b to back off (the key held)' });
+    // the event a leader's release sends before its unlock, naming b; the unlock comes later
+    const [now] = await holder.query<{ ms: string }>(
+      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
+    );
+    const at = Number(now?.ms);
+    const directive = { to: b.id, back: null, until: at + 5000, backUntil: at + 10_000 };
+    await holder.query('SELECT pg_notify($1, $2)', [
+      channelFor(keys.key1, keys.key2),
+      forwardPayload('old-leader', 'old-session', directive),
+    ]);
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = performance.now();
+    await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+    expect(await b.waitForLeadership({ timeoutMs: 2000 })).toBe(true);
+    const took = performance.now() - t0;
+    console.log(`[succession poll] named before the unlock: leading ${took.toFixed(1)} ms after it`);
+    expect(took).toBeLessThan(100);
   });
 
   it('handoverTo reaches a poll-mode follower backing off for 10 s within 1 s: the release it hears names it', async () => {
