@@ -338,19 +338,29 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
 
   const start = async (): Promise<void> => {
     if (child) return;
-    let lastError: unknown;
-    for (let i = 0; i < 5; i++) {
-      if (port === 0 || i > 0) port = await freePort();
+    if (port === 0) port = await freePort();
+    let portTries = 1;
+    const shmUntil = Date.now() + 10_000;
+    for (;;) {
       try {
         await launch();
         return;
       } catch (err) {
-        lastError = err;
+        const text = String(err);
+        // after kill(), the backends of the killed postmaster (each in a session of its own)
+        // exit on their own a moment later; until then its shared memory is in use
+        if (text.includes('pre-existing shared memory block') && Date.now() < shmUntil) {
+          await new Promise((r) => setTimeout(r, 50));
+          continue;
+        }
         // a port taken between freePort() and bind: try another
-        if (!String(err).includes('could not') && !String(err).includes('Address already in use')) break;
+        if ((text.includes('could not') || text.includes('Address already in use')) && portTries++ < 5) {
+          port = await freePort();
+          continue;
+        }
+        throw err;
       }
     }
-    throw lastError;
   };
 
   const signalAndWait = async (signal: NodeJS.Signals, group: boolean): Promise<void> => {
