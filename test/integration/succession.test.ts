@@ -408,6 +408,35 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     expect(took).toBeLessThan(100);
   });
 
+  it('a follower named by a release keeps attempting for 1 s only: an unlock 1.5 s after the event is found at its next back-off, not at once', async () => {
+    const keys = randomKeys();
+    await using holder = await adminClient(databaseUrl());
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
+    const b = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    await b.start();
+    await eventually(() => b.state === 'follower', { what: 'b to back off (the key held)' });
+    const [now] = await holder.query<{ ms: string }>(
+      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
+    );
+    const at = Number(now?.ms);
+    await holder.query('SELECT pg_notify($1, $2)', [
+      channelFor(keys.key1, keys.key2),
+      forwardPayload('old-leader', 'old-session', {
+        to: b.id,
+        back: null,
+        until: at + 5000,
+        backUntil: at + 10_000,
+      }),
+    ]);
+    await new Promise((r) => setTimeout(r, 1500));
+    await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+    expect(await b.waitForLeadership({ timeoutMs: 500 })).toBe(false);
+  });
+
   it('handoverTo reaches a poll-mode follower backing off for 10 s within 1 s: the release it hears names it', async () => {
     const keys = randomKeys();
     const slow = new FixedInterval({ intervalMs: 10_000 });
