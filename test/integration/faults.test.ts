@@ -93,7 +93,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
     });
 
     it.each(['fast', 'immediate'] as const)(
-      'server %s stop while leading: the leader leaves LEADER within 50 ms of a bare pg client hearing it (5 s health interval); after restart exactly one leads',
+      'server %s stop while leading: the leader leaves LEADER within 100 ms of a bare pg client hearing it (5 s health interval); after restart exactly one leads',
       async (mode) => {
         await using server = await ownServer();
         const factory = lockFactory(() => server.url);
@@ -123,8 +123,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           // docs/safety.md: the old leader learns of a restart within milliseconds (5–12 ms),
           // from the event itself, not from its 5 s health interval. The server's backends end
           // in the order the scheduler runs them: 31 ms apart was seen beside two other test
-          // files, so 50 ms (a 200 ms late detection fails it; the health interval is 5 s)
-          expect(leftAt - bareAt).toBeLessThan(50);
+          // files, and 67 and 91 ms in compat runs (Node 22, PostgreSQL 16) beside two more,
+          // so 100 ms (a 200 ms late detection fails it; the health interval is 5 s)
+          expect(leftAt - bareAt).toBeLessThan(100);
           expect(all.filter((l) => l.isLeader)).toHaveLength(0);
           await server.start();
           await eventually(() => all.filter((l) => l.isLeader).length === 1, {
