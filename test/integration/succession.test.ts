@@ -378,7 +378,12 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     expect(performance.now() - t0).toBeLessThan(1000);
   });
 
-  it('a release that names a poll-mode follower reaches it before the unlock (here 50 ms before): it attempts again every few ms and leads within 100 ms of the unlock, not after its 10 s back-off', async () => {
+  /**
+   * A raw client holds the key; a poll-mode follower backing off for 10 s waits for it; the
+   * holder sends the `released` event a leader's release sends before its unlock, naming
+   * the follower, and unlocks `unlockAfterMs` later. Returns the follower and the unlock time.
+   */
+  async function namedBeforeUnlock(unlockAfterMs: number): Promise<{ b: LeaderLock; unlockedAt: number }> {
     const keys = randomKeys();
     await using holder = await adminClient(databaseUrl());
     await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
@@ -389,7 +394,6 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     });
     await b.start();
     await eventually(() => b.state === 'follower', { what: 'b to back off (the key held)' });
-    // the event a leader's release sends before its unlock, naming b; the unlock comes later
     const [now] = await holder.query<{ ms: string }>(
       'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
     );
@@ -399,41 +403,22 @@ describe('poll mode: a follower named as successor attempts at once', () => {
       channelFor(keys.key1, keys.key2),
       forwardPayload('old-leader', 'old-session', directive),
     ]);
-    await new Promise((r) => setTimeout(r, 50));
-    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, unlockAfterMs));
+    const unlockedAt = performance.now();
     await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+    return { b, unlockedAt };
+  }
+
+  it('a release that names a poll-mode follower reaches it before the unlock (here 50 ms before): it attempts again every few ms and leads within 100 ms of the unlock, not after its 10 s back-off', async () => {
+    const { b, unlockedAt } = await namedBeforeUnlock(50);
     expect(await b.waitForLeadership({ timeoutMs: 2000 })).toBe(true);
-    const took = performance.now() - t0;
+    const took = performance.now() - unlockedAt;
     console.log(`[succession poll] named before the unlock: leading ${took.toFixed(1)} ms after it`);
     expect(took).toBeLessThan(100);
   });
 
   it('a follower named by a release keeps attempting for 1 s only: an unlock 1.5 s after the event is found at its next back-off, not at once', async () => {
-    const keys = randomKeys();
-    await using holder = await adminClient(databaseUrl());
-    await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
-    const b = locks.make({
-      ...keys,
-      acquireMode: 'poll',
-      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
-    });
-    await b.start();
-    await eventually(() => b.state === 'follower', { what: 'b to back off (the key held)' });
-    const [now] = await holder.query<{ ms: string }>(
-      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
-    );
-    const at = Number(now?.ms);
-    await holder.query('SELECT pg_notify($1, $2)', [
-      channelFor(keys.key1, keys.key2),
-      forwardPayload('old-leader', 'old-session', {
-        to: b.id,
-        back: null,
-        until: at + 5000,
-        backUntil: at + 10_000,
-      }),
-    ]);
-    await new Promise((r) => setTimeout(r, 1500));
-    await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+    const { b } = await namedBeforeUnlock(1500);
     expect(await b.waitForLeadership({ timeoutMs: 500 })).toBe(false);
   });
 
