@@ -223,17 +223,34 @@ describe('a release whose deadline expired sends no `released` event', () => {
 });
 
 describe('onNewLeader: heard at once by an idle session', () => {
-  it('a poll-mode follower between polls hears each new leader within 5 ms of a bare LISTEN connection (p50 of 6 handovers, each < 50 ms)', async () => {
+  it('a poll-mode follower between polls: onNewLeader within 5 ms of its own connection receiving the event (p50 of 6 handovers), each < 50 ms after a bare LISTEN connection, no poll', async () => {
     const keys = randomKeys();
     await using observer = await listen(databaseUrl(), keys);
     // a and b hand the lock to each other (wait mode: the other is queued, granted at the unlock)
     const a = locks.make({ ...keys, acquireMode: 'wait', waitSliceMs: 60_000 });
     const b = locks.make({ ...keys, acquireMode: 'wait', waitSliceMs: 60_000 });
-    // c: one attempt at start, then none for a minute: its session is idle, LISTENing
+    // c: one attempt at start, then none for a minute: its session is idle, LISTENing. Its
+    // own client records when each event reaches this process: a second backend (the bare
+    // listener's) forwards the same event when the scheduler runs it, up to 12 ms apart in
+    // a loaded compat run, so that one is the upper bound only
+    const own: { id: string; at: number }[] = [];
     const c = locks.make({
       ...keys,
       acquireMode: 'poll',
       retryStrategy: new FixedInterval({ intervalMs: 60_000 }),
+      connect: async () => {
+        const client = new pg.Client({
+          connectionString: databaseUrl(),
+          application_name: `pgleaderlock:${locks.tag}-c`,
+        });
+        client.on('error', () => {});
+        client.on('notification', (n) => {
+          const e = parseEvent(n.payload ?? '');
+          if (e?.kind === 'acquired') own.push({ id: e.id, at: performance.now() });
+        });
+        await client.connect();
+        return client;
+      },
     });
     const heard: { id: string; at: number }[] = [];
     c.onNewLeader((id) => {
@@ -247,6 +264,7 @@ describe('onNewLeader: heard at once by an idle session', () => {
       what: 'c to fail its one attempt and learn that a leads',
     });
     const lags: number[] = [];
+    const behindBare: number[] = [];
     let [leader, waiter] = [a, b];
     for (let round = 0; round < 6; round++) {
       await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
@@ -261,14 +279,16 @@ describe('onNewLeader: heard at once by an idle session', () => {
         what: `c and the bare listener to hear that ${id} leads`,
         intervalMs: 2,
       });
-      lags.push((heard.at(-1)?.at ?? Number.NaN) - (grant()?.at ?? Number.NaN));
+      const at = heard.at(-1)?.at ?? Number.NaN;
+      lags.push(at - (own.findLast((e) => e.id === id)?.at ?? Number.NaN));
+      behindBare.push(at - (grant()?.at ?? Number.NaN));
       [leader, waiter] = [waiter, leader];
     }
     console.log(
-      `[onNewLeader] an idle poll-mode session heard the new leader ${lags.map((l) => l.toFixed(2)).join(', ')} ms after a bare LISTEN connection`,
+      `[onNewLeader] an idle poll-mode session heard the new leader ${lags.map((l) => l.toFixed(2)).join(', ')} ms after its own connection received it; ${behindBare.map((l) => l.toFixed(2)).join(', ')} ms after a bare LISTEN connection`,
     );
     expect(c.stats().failedAttempts).toBe(1); // it never polled again: it heard, it did not ask
     expect(median(lags)).toBeLessThan(5);
-    expect(Math.max(...lags)).toBeLessThan(50);
+    expect(Math.max(...behindBare)).toBeLessThan(50);
   });
 });

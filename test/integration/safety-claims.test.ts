@@ -70,7 +70,7 @@ describe('client_connection_check_interval: min(1 s, T/4)', () => {
 });
 
 describe('a backend crash (57P02)', () => {
-  it('SIGKILL of another session’s backend: the leader leaves LEADER within 25 ms of its own connection hearing the 57P02 notice or its end (5 s health interval)', async () => {
+  it('SIGKILL of another session’s backend: the leader leaves LEADER within 50 ms of its own connection hearing the 57P02 notice or its end (5 s health interval)', async () => {
     await using server = await ownServer();
     const factory = lockFactory(() => server.url);
     onTestFinished(() => factory.cleanup());
@@ -136,7 +136,7 @@ describe('a backend crash (57P02)', () => {
     // to send it on that connection (PostgreSQL sends it best effort: seen once in a
     // PostgreSQL 16 run), the socket's end, which wakes the loop as fast (the bound below)
     expect(cause?.message).toMatch(/\(57P02\)|Connection terminated unexpectedly/);
-    expect(leftAt - own.at).toBeLessThan(25);
+    expect(leftAt - own.at).toBeLessThan(50);
     expect(lock.isLeader).toBe(false);
   });
 });
