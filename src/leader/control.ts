@@ -9,6 +9,7 @@
 import { ShutdownError } from '../core/errors.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
+import { LeadershipWaiters, within } from '../core/waiting.js';
 import type { Input } from './fsm.js';
 import type { TermIds } from './leadership.js';
 import { Lifecycle } from './lifecycle.js';
@@ -42,9 +43,11 @@ export class Control {
   /** The last run ended without shutdown() (retry exhausted, a loss without autoReacquire, an internal error): why. */
   private endedOnItsOwn: Error | null = null;
   /** waitForLeadership calls in progress: told `true` when a term opens, `false` when a run ends. */
-  private readonly waiters = new Set<(leading: boolean) => void>();
+  private readonly waiters: LeadershipWaiters;
 
-  constructor(private readonly d: ControlDeps) {}
+  constructor(private readonly d: ControlDeps) {
+    this.waiters = new LeadershipWaiters(d.o.clock);
+  }
 
   get stoppedOnItsOwn(): Error | null {
     const lifecycle = this.run?.lifecycle;
@@ -98,7 +101,7 @@ export class Control {
         changed: (from, to, input) => this.d.changed(from, to, input),
         termOpened: (term) => this.termOpened(term),
         renewed: () => {
-          if (this.waiters.size > 0 && lifecycle.isLeader) for (const w of [...this.waiters]) w(true);
+          if (this.waiters.size > 0 && lifecycle.isLeader) this.waiters.tell(true);
         },
       },
       this.d.runners,
@@ -120,7 +123,7 @@ export class Control {
         this.lastSafety = lifecycle.safety ?? this.lastSafety;
         this.lastLeaseEnd = lifecycle.leaseExpiresAt ?? this.lastLeaseEnd;
         if (this.run === run) this.run = null;
-        for (const w of [...this.waiters]) w(false);
+        this.waiters.tell(false);
       }),
     };
     this.run = run;
@@ -128,7 +131,7 @@ export class Control {
 
   private termOpened(term: Term): void {
     this.d.runners.start(term);
-    for (const w of [...this.waiters]) w(true);
+    this.waiters.tell(true);
   }
 
   /**
@@ -184,26 +187,7 @@ export class Control {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.run?.lifecycle.isLeader) return Promise.resolve(true);
     if (!this.active) return Promise.resolve(false);
-    const { clock } = this.d.o;
-    return new Promise<boolean>((resolve, reject) => {
-      let timer: unknown;
-      const finish = (): void => {
-        this.waiters.delete(onLeading);
-        signal?.removeEventListener('abort', onAbort);
-        if (timer !== undefined) clock.clearTimeout(timer);
-      };
-      const onLeading = (leading: boolean): void => {
-        finish();
-        resolve(leading);
-      };
-      const onAbort = (): void => {
-        finish();
-        reject(signal?.reason);
-      };
-      this.waiters.add(onLeading);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs !== undefined) timer = clock.setTimeout(() => onLeading(false), timeoutMs);
-    });
+    return this.waiters.wait(timeoutMs, signal);
   }
 
   private report(error: ShutdownError): void {
@@ -212,21 +196,7 @@ export class Control {
     this.d.callbacks.emit('error', error);
   }
 
-  /** Await `work` until `deadline` (clock time; null: no limit). True if it settled in time. */
-  private async within(work: Promise<void>, deadline: number | null): Promise<boolean> {
-    if (deadline === null) {
-      await work;
-      return true;
-    }
-    const { clock } = this.d.o;
-    let timer: unknown;
-    const timeout = new Promise<false>((resolve) => {
-      timer = clock.setTimeout(() => resolve(false), Math.max(0, deadline - clock.now()));
-    });
-    try {
-      return await Promise.race([work.then(() => true as const), timeout]);
-    } finally {
-      clock.clearTimeout(timer);
-    }
+  private within(work: Promise<void>, deadline: number | null): Promise<boolean> {
+    return within(this.d.o.clock, work, deadline);
   }
 }

@@ -9,10 +9,10 @@
  * `LeaderLock`.
  */
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
-import { type Deferred, deferred } from '../core/clock.js';
 import { LockError, ShutdownError } from '../core/errors.js';
 import { type LeaderWorkHandle, Runners } from '../core/runner.js';
 import { rejecting, show, timeoutOf } from '../core/validate.js';
+import { LeadershipWaiters } from '../core/waiting.js';
 import type { LeaderElection } from '../leader/election.js';
 import { assessHealth, type LockHealth } from '../leader/health.js';
 import type { TimeoutOptions, WaitOptions } from '../leader/leader-lock.js';
@@ -26,10 +26,13 @@ import type {
   TakeoverFenceCallback,
 } from '../leader/lock-callbacks.js';
 import { earlier } from '../leader/release.js';
-import { LockState, type SpecState } from '../leader/state.js';
-import { type Term, TermEndedError } from '../leader/term.js';
+import { LockState } from '../leader/state.js';
+import type { Term } from '../leader/term.js';
 import { type LeaderWork, LeaderWorkError } from '../leader/work.js';
+import { FakeLifecycle } from './fake-lifecycle.js';
 import { checkKeys, type FakeOptions, type ResolvedFakeOptions, resolveFake } from './options.js';
+
+export { FAKE_HOST } from './fake-lifecycle.js';
 
 /** Options of {@link FakeLeaderLock}. */
 export interface FakeLeaderLockOptions extends FakeOptions {
@@ -41,30 +44,6 @@ export interface FakeLeaderLockOptions extends FakeOptions {
 }
 
 const KNOWN = ['id', 'callbackTimeoutMs', 'clock', 'logger', 'autoReacquire'] as const;
-
-/** `Term.host` of the fake's terms. */
-export const FAKE_HOST = 'fake';
-
-/** A voluntary release under way (`stepDown()`, `handoverTo()`, or `shutdown()` while leader). */
-interface Release {
-  /** What follows: FOLLOWER (a step-down with autoReacquire) or STOPPED. */
-  after: 'follow' | 'stop';
-  /** `handoverTo(id)`: the successor, who leads once the release is over. */
-  readonly to: string | null;
-  /** The deadline passed before the runs returned: the release failed with this. */
-  expired: ShutdownError | null;
-  /** Resolves when the release is over, however it ended. */
-  done: Promise<void>;
-  /** Arm (or re-arm) the deadline past which the release fails with a ShutdownError. */
-  bound(deadline: number | null): void;
-  deadline: number | null;
-}
-
-/** One run, from `start()` to STOPPED. */
-interface Run {
-  stopping: boolean;
-  readonly ended: Deferred<void>;
-}
 
 /**
  * A stand-in for `LeaderLock` in unit tests: the same methods and callbacks (it
@@ -89,17 +68,9 @@ export class FakeLeaderLock implements LeaderElection {
   private readonly autoReacquire: boolean;
   private readonly callbacks: Callbacks<CallbackMap>;
   private readonly runners: Runners<Term>;
-  private st: SpecState = LockState.STOPPED;
-  private active: { term: Term; controller: AbortController } | null = null;
-  private nextTermId = 1;
-  private run: Run | null = null;
+  private readonly life: FakeLifecycle;
   private starting: Promise<void> | null = null;
-  private release: Release | null = null;
-  private lastLeaderSeen: string | null = null;
-  private lastError: Error | null = null;
-  /** The last run ended without shutdown() (a loss without autoReacquire, a step-down past its timeout). */
-  private endedOnItsOwn: Error | null = null;
-  private readonly waiters = new Set<(leading: boolean) => void>();
+  private readonly waiters: LeadershipWaiters;
 
   constructor(options: FakeLeaderLockOptions = {}) {
     this.o = resolveFake('FakeLeaderLock', options);
@@ -108,11 +79,19 @@ export class FakeLeaderLock implements LeaderElection {
     if (typeof auto !== 'boolean')
       throw new TypeError(`autoReacquire must be a boolean, received ${show(auto)}`);
     this.autoReacquire = auto;
+    this.waiters = new LeadershipWaiters(this.o.clock);
     this.callbacks = new Callbacks<CallbackMap>(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
     this.runners = new Runners<Term>(
-      (term, err) => this.error(new LeaderWorkError(term.id, err)),
+      (term, err) => this.life.error(new LeaderWorkError(term.id, err)),
       () => this.o.clock.now(),
     );
+    this.life = new FakeLifecycle({
+      o: this.o,
+      autoReacquire: auto,
+      callbacks: this.callbacks,
+      runners: this.runners,
+      waiters: this.waiters,
+    });
   }
 
   /** This candidate's id. */
@@ -122,17 +101,17 @@ export class FakeLeaderLock implements LeaderElection {
 
   /** Current state: `'stopped'`, `'acquiring'` (following), `'leader'`, `'releasing'`, or `'follower'` after a step-down. */
   get state(): LockState {
-    return this.st;
+    return this.life.state;
   }
 
   /** True while LEADER with an open term; false from the moment `stepDown()`/`shutdown()` is called. */
   get isLeader(): boolean {
-    return this.st === LockState.LEADER && this.active !== null;
+    return this.life.isLeader;
   }
 
   /** The current term, or null when not leader. */
   get term(): Term | null {
-    return this.active?.term ?? null;
+    return this.life.term;
   }
 
   // ---- controls for tests ----
@@ -145,29 +124,16 @@ export class FakeLeaderLock implements LeaderElection {
    */
   elect(): Promise<Term> {
     return rejecting(async () => {
-      if (!this.run || this.run.stopping) {
+      const { run } = this.life;
+      if (!run || run.stopping) {
         throw new Error('elect(): the lock is not started (call start() first) or is shutting down');
       }
-      if (this.st !== LockState.FOLLOWER && this.st !== LockState.ACQUIRING) {
-        throw new Error(`elect(): the lock must be following, but it is ${this.st}`);
+      const { state } = this.life;
+      if (state !== LockState.FOLLOWER && state !== LockState.ACQUIRING) {
+        throw new Error(`elect(): the lock must be following, but it is ${state}`);
       }
       const inCallback = this.callbacks.inCallback();
-      this.move(LockState.ACQUIRING);
-      this.move(LockState.LEADER);
-      this.lastLeaderSeen = this.o.id;
-      const controller = new AbortController();
-      const term: Term = {
-        id: this.nextTermId++,
-        acquiredAt: new Date(),
-        signal: controller.signal,
-        epoch: null,
-        host: FAKE_HOST,
-      };
-      this.active = { term, controller };
-      this.runners.start(term);
-      for (const w of [...this.waiters]) w(true);
-      this.log('info', 'lock_acquired', { term: term.id });
-      this.callbacks.emit('acquired', term);
+      const term = this.life.open();
       if (!inCallback) await this.callbacks.drained();
       return term;
     });
@@ -187,20 +153,9 @@ export class FakeLeaderLock implements LeaderElection {
       if (error !== undefined && !(error instanceof Error)) {
         throw new TypeError(`lose(error) expects an Error, received ${show(error)}`);
       }
-      if (!this.isLeader) throw new Error(`lose(): the lock is not leader (state ${this.st})`);
+      if (!this.isLeader) throw new Error(`lose(): the lock is not leader (state ${this.life.state})`);
       const inCallback = this.callbacks.inCallback();
-      this.endTerm(error ? `leadership lost: ${error.message}` : 'leadership lost');
-      this.log('warn', 'lock_lost', { error: error?.message });
-      if (this.autoReacquire) {
-        this.move(LockState.FOLLOWER);
-        this.callbacks.emit('lost');
-        this.move(LockState.ACQUIRING); // a loss attempts again at once
-      } else {
-        this.move(LockState.STOPPED);
-        this.callbacks.emit('lost');
-        this.callbacks.emit('stopped');
-        this.ended();
-      }
+      this.life.lose(error);
       if (!inCallback) await this.callbacks.drained();
     });
   }
@@ -216,15 +171,13 @@ export class FakeLeaderLock implements LeaderElection {
         throw new TypeError(`newLeader(id) expects a non-empty string, received ${show(id)}`);
       }
       if (id === this.o.id) throw new Error(`newLeader(${JSON.stringify(id)}): that is this lock's own id`);
-      if (!this.run || this.run.stopping) {
+      const { run } = this.life;
+      if (!run || run.stopping) {
         throw new Error('newLeader(): the lock is not started (call start() first) or is shutting down');
       }
       const inCallback = this.callbacks.inCallback();
       if (this.isLeader) await this.lose();
-      if (id !== this.lastLeaderSeen) {
-        this.lastLeaderSeen = id;
-        this.callbacks.emit('newLeader', id);
-      }
+      this.life.seen(id);
       if (!inCallback) await this.callbacks.drained();
     });
   }
@@ -233,11 +186,12 @@ export class FakeLeaderLock implements LeaderElection {
 
   start(): Promise<void> {
     if (this.starting) return this.starting;
-    if (this.run && !this.run.stopping) return Promise.resolve();
+    const { run } = this.life;
+    if (run && !run.stopping) return Promise.resolve();
     this.starting = (async () => {
       // called during a shutdown: start again once that shutdown is over
-      while (this.run) await this.run.ended.promise;
-      this.launch();
+      for (let r = this.life.run; r; r = this.life.run) await r.ended.promise;
+      this.life.launch();
     })().finally(() => {
       this.starting = null;
     });
@@ -251,18 +205,18 @@ export class FakeLeaderLock implements LeaderElection {
   stepDown(options: TimeoutOptions = {}): Promise<void> {
     return rejecting(async () => {
       const timeoutMs = timeoutOf('stepDown', options);
-      const deadline = this.deadline(timeoutMs);
+      const deadline = this.life.deadline(timeoutMs);
       const inCallback = this.callbacks.inCallback();
-      const current = this.release;
-      if (this.st === LockState.RELEASING && current) {
+      const current = this.life.release;
+      if (this.life.state === LockState.RELEASING && current) {
         current.bound(earlier(current.deadline, deadline));
         await current.done;
-      } else if (this.st === LockState.LEADER) {
-        await this.beginRelease('step-down', 'follow', deadline).done;
+      } else if (this.life.state === LockState.LEADER) {
+        await this.life.beginRelease('step-down', 'follow', deadline).done;
       } else {
         return;
       }
-      if (!inCallback) await this.within(this.callbacks.drained(), deadline);
+      if (!inCallback) await this.life.within(this.callbacks.drained(), deadline);
     });
   }
 
@@ -285,9 +239,9 @@ export class FakeLeaderLock implements LeaderElection {
       const refuse = (why: string): LockError =>
         new LockError(`cannot hand over to "${id}": ${why}`, { code: 'ERR_PGLEADERLOCK_HANDOVER' });
       const busy = (): LockError | null => {
-        if (this.run?.stopping) return refuse('the lock is shutting down');
-        if (this.st === LockState.RELEASING) return refuse('a stepDown is under way');
-        if (!this.isLeader) return refuse(`this lock is not the leader (state ${this.st})`);
+        if (this.life.run?.stopping) return refuse('the lock is shutting down');
+        if (this.life.state === LockState.RELEASING) return refuse('a stepDown is under way');
+        if (!this.isLeader) return refuse(`this lock is not the leader (state ${this.life.state})`);
         return null;
       };
       const early = busy() ?? (id === this.o.id ? refuse('that is this lock') : null);
@@ -297,7 +251,7 @@ export class FakeLeaderLock implements LeaderElection {
       const late = busy();
       if (late) throw late;
       const deadline = this.o.clock.now() + this.o.callbackTimeoutMs;
-      const release = this.beginRelease(`handover to ${id}`, 'follow', deadline, id);
+      const release = this.life.beginRelease(`handover to ${id}`, 'follow', deadline, id);
       await release.done;
       if (release.expired) {
         throw new LockError(`handover to "${id}" failed: ${release.expired.message}`, {
@@ -318,27 +272,8 @@ export class FakeLeaderLock implements LeaderElection {
       }
       if (signal?.aborted) return Promise.reject(signal.reason);
       if (this.isLeader) return Promise.resolve(true);
-      if (this.run === null && this.starting === null) return Promise.resolve(false);
-      const { clock } = this.o;
-      return new Promise<boolean>((resolve, reject) => {
-        let timer: unknown;
-        const finish = (): void => {
-          this.waiters.delete(onLeading);
-          signal?.removeEventListener('abort', onAbort);
-          if (timer !== undefined) clock.clearTimeout(timer);
-        };
-        const onLeading = (leading: boolean): void => {
-          finish();
-          resolve(leading);
-        };
-        const onAbort = (): void => {
-          finish();
-          reject(signal?.reason);
-        };
-        this.waiters.add(onLeading);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        if (timeoutMs !== undefined) timer = clock.setTimeout(() => onLeading(false), timeoutMs);
-      });
+      if (this.life.run === null && this.starting === null) return Promise.resolve(false);
+      return this.waiters.wait(timeoutMs, signal);
     });
   }
 
@@ -350,11 +285,11 @@ export class FakeLeaderLock implements LeaderElection {
 
   health(): LockHealth {
     return assessHealth({
-      state: this.st,
+      state: this.life.state,
       isLeader: this.isLeader,
-      running: this.run !== null,
-      stopping: this.run?.stopping ?? false,
-      stoppedOnItsOwn: this.run ? null : this.endedOnItsOwn,
+      running: this.life.run !== null,
+      stopping: this.life.run?.stopping ?? false,
+      stoppedOnItsOwn: this.life.stoppedOnItsOwn,
       quietMs: null, // no loop to wedge
       quietBoundMs: 0,
       blockedMs: null,
@@ -402,155 +337,18 @@ export class FakeLeaderLock implements LeaderElection {
 
   // ---- the lifecycle ----
 
-  private launch(): void {
-    this.run = { stopping: false, ended: deferred<void>() };
-    this.endedOnItsOwn = null;
-    this.lastLeaderSeen = null;
-    this.move(LockState.FOLLOWER);
-    this.move(LockState.ACQUIRING); // the first attempt is immediate; it waits behind the holder
-  }
-
   private async stop(timeoutMs: number | undefined): Promise<void> {
-    const deadline = this.deadline(timeoutMs);
+    const deadline = this.life.deadline(timeoutMs);
     const inCallback = this.callbacks.inCallback();
     if (this.starting) await this.starting; // a start waiting for an earlier stop: let it launch, then stop it
-    const run = this.run;
-    if (run) {
-      run.stopping = true;
-      const current = this.release;
-      if (this.st === LockState.LEADER) await this.beginRelease('shutdown', 'stop', deadline).done;
-      else if (this.st === LockState.RELEASING && current) {
-        current.after = 'stop';
-        current.bound(earlier(current.deadline, deadline));
-        await current.done;
-      } else if (this.st !== LockState.STOPPED) {
-        this.move(LockState.STOPPED);
-        this.callbacks.emit('stopped');
-        this.ended();
-      }
-    }
-    if (!(await this.within(this.runners.idle(), deadline))) {
-      this.error(
+    await this.life.stop(deadline);
+    if (!(await this.life.within(this.runners.idle(), deadline))) {
+      this.life.error(
         new ShutdownError(
           `shutdown: leader work (runWhileLeader) was still running after ${timeoutMs} ms; its signal had aborted`,
         ),
       );
     }
-    if (!inCallback) await this.within(this.callbacks.drained(), deadline);
-  }
-
-  /** End the term now (the signal aborts), enter RELEASING, and wait for the runs to return. */
-  private beginRelease(
-    why: string,
-    after: 'follow' | 'stop',
-    deadline: number | null,
-    to: string | null = null,
-  ): Release {
-    this.endTerm(why);
-    this.move(LockState.RELEASING);
-    const { clock } = this.o;
-    const expired = deferred<false>();
-    let timer: unknown = null;
-    const release: Release = {
-      after,
-      to,
-      expired: null,
-      deadline,
-      bound: (d) => {
-        release.deadline = d;
-        if (timer !== null) clock.clearTimeout(timer);
-        timer =
-          d === null ? null : clock.setTimeout(() => expired.resolve(false), Math.max(0, d - clock.now()));
-      },
-      done: Promise.resolve(),
-    };
-    release.bound(deadline);
-    const drained = Promise.race([this.runners.idle().then(() => true), expired.promise]);
-    release.done = drained.then((inTime) => {
-      if (timer !== null) clock.clearTimeout(timer);
-      this.release = null;
-      if (!inTime) {
-        const what = release.after === 'follow' ? 'stepDown' : 'shutdown';
-        release.expired = new ShutdownError(
-          `${what} did not finish within its timeout; the lock's session was closed by force`,
-        );
-        this.move(LockState.STOPPED);
-        this.error(release.expired);
-        this.callbacks.emit('stopped');
-        this.ended();
-        return;
-      }
-      const follow = release.after === 'follow' && this.autoReacquire;
-      this.move(follow ? LockState.FOLLOWER : LockState.STOPPED);
-      this.log('info', 'lock_released');
-      this.callbacks.emit('released');
-      if (!follow) {
-        this.callbacks.emit('stopped');
-        this.ended();
-      }
-      if (release.to !== null && release.to !== this.lastLeaderSeen) {
-        this.lastLeaderSeen = release.to; // the successor took the lock
-        this.callbacks.emit('newLeader', release.to);
-      }
-    });
-    this.release = release;
-    return release;
-  }
-
-  private endTerm(why: string): void {
-    const a = this.active;
-    if (!a) return;
-    this.active = null;
-    a.controller.abort(new TermEndedError(a.term.id, why));
-  }
-
-  /** STOPPED entered: the run is over. */
-  private ended(): void {
-    const run = this.run;
-    this.run = null;
-    if (run && !run.stopping)
-      this.endedOnItsOwn = this.lastError ?? new Error('the lock stopped without shutdown()');
-    for (const w of [...this.waiters]) w(false);
-    run?.ended.resolve();
-  }
-
-  private move(to: SpecState): void {
-    const from = this.st;
-    if (from === to) return;
-    this.st = to;
-    this.log('info', 'state_change', { from, to });
-    this.callbacks.emit('stateChange', from, to);
-  }
-
-  private error(error: Error): void {
-    this.lastError = error;
-    this.log('error', 'error', { code: (error as { code?: unknown }).code, error: error.message });
-    this.callbacks.emit('error', error);
-  }
-
-  private log(level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown> = {}): void {
-    this.o.logger[level]({ event, id: this.o.id, ...fields }, event);
-  }
-
-  private deadline(timeoutMs: number | undefined): number | null {
-    return timeoutMs === undefined ? null : this.o.clock.now() + timeoutMs;
-  }
-
-  /** Await `work` until `deadline` (clock time; null: no limit). True if it settled in time. */
-  private async within(work: Promise<void>, deadline: number | null): Promise<boolean> {
-    if (deadline === null) {
-      await work;
-      return true;
-    }
-    const { clock } = this.o;
-    let timer: unknown;
-    const timeout = new Promise<false>((resolve) => {
-      timer = clock.setTimeout(() => resolve(false), Math.max(0, deadline - clock.now()));
-    });
-    try {
-      return await Promise.race([work.then(() => true as const), timeout]);
-    } finally {
-      clock.clearTimeout(timer);
-    }
+    if (!inCallback) await this.life.within(this.callbacks.drained(), deadline);
   }
 }

@@ -5,8 +5,8 @@
  * handover: the successor's term opens with no takeover delay, and no two runs overlap.
  */
 import { performance } from 'node:perf_hooks';
-import { afterEach, describe, expect, it } from 'vitest';
-import { FixedInterval, type LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { FixedInterval, type LeaderLock } from '../../src/index.js';
 import { forwardPayload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
 import {
@@ -19,96 +19,11 @@ import {
   sessionsLike,
 } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
-import { overlapsOf, type Span } from '../harness/overlaps.js';
+import { useTeam } from '../harness/team.js';
 
 const locks = useLocks();
-const DELAY = 250;
 
-interface Run extends Span {
-  owner: string;
-  end: number | null;
-}
-
-/** Candidates on one key whose work records its runs; `fences` counts takeover delays per id. */
-function team(mode: 'wait' | 'poll') {
-  const keys = randomKeys();
-  const runs: Run[] = [];
-  const fences = new Map<string, number>();
-  const terms = new Map<string, number>();
-  const logs: { id: string; event: string }[] = [];
-  const release: (() => void)[] = [];
-  afterEach(() => {
-    for (const r of release) r();
-  });
-  let n = 0;
-  /** `stopMs`: how long the work takes to stop after its abort (null: it ignores the abort until the test ends). */
-  let stopMs: number | null = 0;
-  const make = (extra: Partial<LeaderLockOptions> = {}): LeaderLock => {
-    const name = `${locks.tag}-${n++}`;
-    const at = (_fields: Record<string, unknown>, event: string): void => {
-      logs.push({ id: name, event });
-    };
-    const logger = { debug: at, info: at, warn: at, error: at };
-    // waitSliceMs: 30 s (the default): a wait that ends and queues again changes the queue order
-    const lock = locks.make({
-      ...keys,
-      id: name,
-      acquireMode: mode,
-      takeoverDelayMs: DELAY,
-      waitSliceMs: 30_000,
-      logger,
-      ...extra,
-    });
-    lock.onTakeoverFence(() => {
-      fences.set(lock.id, (fences.get(lock.id) ?? 0) + 1);
-    });
-    lock.onAcquired(() => {
-      terms.set(lock.id, (terms.get(lock.id) ?? 0) + 1);
-    });
-    lock.runWhileLeader(async (term) => {
-      const run: Run = { owner: lock.id, start: performance.now(), end: null };
-      runs.push(run);
-      await new Promise<void>((resolve) =>
-        term.signal.addEventListener('abort', () => resolve(), { once: true }),
-      );
-      if (stopMs === null) await new Promise<void>((resolve) => release.push(resolve));
-      else if (stopMs > 0) await new Promise((r) => setTimeout(r, stopMs as number));
-      run.end = performance.now();
-    });
-    return lock;
-  };
-  const queued = async (id: string): Promise<boolean> => {
-    const [session] = await sessionsLike(databaseUrl(), `pgleaderlock:${id}`);
-    const waits = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((h) => !h.granted);
-    return session !== undefined && waits.some((h) => h.pid === session.pid);
-  };
-  /** The candidate `lock` waits: queued in pg_locks (wait mode), or has its session (poll mode). */
-  const waiting = async (lock: LeaderLock): Promise<void> =>
-    eventually(
-      async () =>
-        mode === 'poll'
-          ? (await sessionsLike(databaseUrl(), `pgleaderlock:${lock.id}`)).length === 1 && !lock.isLeader
-          : await queued(lock.id),
-      { what: `${lock.id} to wait` },
-    );
-  return {
-    keys,
-    runs,
-    fences,
-    terms,
-    logs,
-    make,
-    waiting,
-    overlaps: () => overlapsOf(runs, (r) => r.owner),
-    set stopMs(ms: number | null) {
-      stopMs = ms;
-    },
-    /** Let work that ignores its abort return. */
-    letGo: () => {
-      for (const r of release.splice(0)) r();
-    },
-  };
-}
+const team = useTeam(locks);
 
 describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) => {
   it('a candidate with a higher priority takes over from the leader as it joins: a clean handover (no takeover delay), no overlapping runs; equal priorities never preempt', async () => {
@@ -122,7 +37,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     expect(await high.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     const took = performance.now() - t0;
     expect(low.isLeader).toBe(false);
-    expect(t.fences.get(high.id) ?? 0).toBe(0); // no takeover delay: the handover was proven clean
+    expect(t.fences(high)).toBe(0); // no takeover delay: the handover was proven clean
     expect(took).toBeGreaterThan(0); // the figure is in test/timing/succession.test.ts
     // an equal priority joins: it waits, the leader stays
     const peer = t.make({ priority: 5 });
@@ -131,8 +46,8 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     const probe = performance.now();
     await new Promise((r) => setTimeout(r, 300));
     expect(high.isLeader).toBe(true);
-    expect(t.terms.get(peer.id) ?? 0).toBe(0);
-    expect(t.terms.get(high.id)).toBe(1);
+    expect(t.terms(peer)).toBe(0);
+    expect(t.terms(high)).toBe(1);
     expect(performance.now() - probe).toBeGreaterThanOrEqual(290); // a timer may fire a little early
     expect(t.overlaps()).toEqual([]);
   });
@@ -161,8 +76,8 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     );
     expect(next.state).toBe('pending'); // it joined during the delay
     expect(await high.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
-    expect(t.terms.get(next.id)).toBe(1); // its term opened, then it handed over
-    expect(t.fences.get(high.id) ?? 0).toBe(0);
+    expect(t.terms(next)).toBe(1); // its term opened, then it handed over
+    expect(t.fences(high)).toBe(0);
     expect(t.overlaps()).toEqual([]);
   });
 
@@ -174,12 +89,12 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     const b = t.make({ priority: -2 });
     await b.start();
     await t.waiting(b);
-    const fenced = t.fences.get(a.id) ?? 0; // its first acquisition (nothing proven before it)
+    const fenced = t.fences(a); // its first acquisition (nothing proven before it)
     await a.handoverTo(b.id);
     expect(await a.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
-    await eventually(() => t.terms.get(a.id) === 2, { what: 'a’s second term’s onAcquired' });
-    expect(t.terms.get(b.id)).toBe(1);
-    expect(t.fences.get(a.id) ?? 0).toBe(fenced); // taken back through a clean handover
+    await eventually(() => t.terms(a) === 2, { what: 'a’s second term’s onAcquired' });
+    expect(t.terms(b)).toBe(1);
+    expect(t.fences(a)).toBe(fenced); // taken back through a clean handover
     expect(t.overlaps()).toEqual([]);
   });
 
@@ -205,13 +120,13 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     const holders = await lockHolders(databaseUrl(), t.keys.key1, t.keys.key2);
     expect(holders.filter((h) => h.granted)).toHaveLength(1);
     expect(await c.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
-    expect(t.terms.get(b.id) ?? 0).toBe(0);
+    expect(t.terms(b)).toBe(0);
     // wait mode: b was first in PostgreSQL's queue, was granted the lock, and gave it back
     if (mode === 'wait')
       expect(
         t.logs.filter((l) => l.id !== a.id && !l.event.startsWith('lock_')).map((l) => `${l.id} ${l.event}`),
       ).toContain(`${b.id} handover_yielded`);
-    expect(t.fences.get(c.id) ?? 0).toBe(0);
+    expect(t.fences(c)).toBe(0);
     expect(a.isLeader).toBe(false);
     expect(t.overlaps()).toEqual([]);
   });
@@ -245,7 +160,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     const c = t.make();
     await c.start();
     await t.waiting(c);
-    const fencesBefore = new Map(t.fences); // a's first term had no proof: a delay
+    const fencesBefore = new Map([a, b].map((l) => [l, t.fences(l)])); // a's first term had no proof: a delay
     const handover = a.handoverTo(c.id, { timeoutMs: 2000 });
     await eventually(() => a.state === 'releasing', { what: 'a to drain its runs', intervalMs: 2 });
     await c.shutdown();
@@ -258,8 +173,8 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     // back-off ends before b's (seen once in a compat run)
     const next = await eventuallyLeader([a, b], 3000);
     if (mode === 'wait') expect(next).toBe(b);
-    expect((t.fences.get(next.id) ?? 0) - (fencesBefore.get(next.id) ?? 0)).toBe(0);
-    expect(t.terms.get(c.id) ?? 0).toBe(0);
+    expect(t.fences(next) - (fencesBefore.get(next) ?? 0)).toBe(0);
+    expect(t.terms(c)).toBe(0);
     expect(t.overlaps()).toEqual([]);
   });
 
@@ -323,7 +238,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
       JSON.stringify({ e: 'handover', to: b.id }),
     ]);
     expect(await b.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
-    expect(t.fences.get(b.id) ?? 0).toBe(0);
+    expect(t.fences(b)).toBe(0);
     await t.waiting(a);
     await adminQuery(databaseUrl(), 'SELECT pg_notify($1, $2)', [channel, JSON.stringify({ e: 'resign' })]);
     expect(await a.waitForLeadership({ timeoutMs: 3000 })).toBe(true);
