@@ -104,15 +104,17 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           // notice came 31–91 ms apart beside other test files), so another client is no
           // baseline for how fast the lock reacts
           const heard = new Map<string, Deferred<number>>();
-          const all = [0, 1, 2].map(() => {
+          const all = [0, 1, 2].map((i) => {
             const first = deferred<number>();
+            const id = `${factory.tag}-own${i}`;
             const lock = factory.make({
               ...keys,
+              id,
               healthIntervalMs: 5000,
               connect: async () => {
                 const c = new pg.Client({
                   connectionString: server.url,
-                  application_name: `pgleaderlock:${factory.tag}-own`,
+                  application_name: `pgleaderlock:${id}`,
                 });
                 const at = (): void => first.resolve(performance.now());
                 c.on('error', at);

@@ -234,14 +234,16 @@ describe('onNewLeader: heard at once by an idle session', () => {
     // listener's) forwards the same event when the scheduler runs it, up to 12 ms apart in
     // a loaded compat run, so that one is the upper bound only
     const own: { id: string; at: number }[] = [];
+    const cId = `${locks.tag}-c`;
     const c = locks.make({
       ...keys,
+      id: cId,
       acquireMode: 'poll',
       retryStrategy: new FixedInterval({ intervalMs: 60_000 }),
       connect: async () => {
         const client = new pg.Client({
           connectionString: databaseUrl(),
-          application_name: `pgleaderlock:${locks.tag}-c`,
+          application_name: `pgleaderlock:${cId}`,
         });
         client.on('error', () => {});
         client.on('notification', (n) => {

@@ -79,9 +79,11 @@ describe('a backend crash (57P02)', () => {
     // client's notice can come tens of ms earlier on a loaded machine (32 ms seen in a
     // compat run) and is no baseline for how fast the lock reacts
     const heard = deferred<{ at: number; how: string }>();
-    const kept = keptClient(server.url, `pgleaderlock:${factory.tag}-own`);
+    const id = `${factory.tag}-own`;
+    const kept = keptClient(server.url, `pgleaderlock:${id}`);
     const lock = factory.make({
       ...randomKeys(),
+      id,
       healthIntervalMs: 5000,
       autoReacquire: false,
       connect: async () => {
