@@ -676,10 +676,14 @@ describe('LockMetrics on a LeaderLock: every documented series, after real event
       sample(metrics.prometheus(), 'pgleaderlock_live'),
       sample(metrics.prometheus(), 'pgleaderlock_ready'),
     ]).toEqual([1, 1]);
+    // onStopped, not `state`: the state is STOPPED from the transition on, while the
+    // loss is counted (and onLost called) after the connection's close (fsm.ts effects)
+    const stopped = new Promise<void>((r) => lock.onStopped(() => r()));
     await adminQuery(databaseUrl(), 'SELECT pg_terminate_backend($1)', [
       await holderPid(databaseUrl(), keys.key1, keys.key2),
     ]);
-    await eventually(() => lock.state === 'stopped', { what: 'the lock to stop on its own' });
+    await stopped;
+    expect(lock.state).toBe('stopped');
     const text = metrics.prometheus();
     expect([sample(text, 'pgleaderlock_live'), sample(text, 'pgleaderlock_ready')]).toEqual([0, 0]);
     expect(sample(text, 'pgleaderlock_losses_total')).toBe(1);
