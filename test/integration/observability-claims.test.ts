@@ -524,8 +524,9 @@ describe('LockMetrics on a LeaderLock: every documented series, after real event
         `[metrics] first grant: last failover ${first.lastFailoverMs?.toFixed(0)} ms (delay ${DELAY_MS})`,
       );
       expect(first).toMatchObject({ acquisitions: 1, takeoverFences: 1 });
-      // from the grant to the term opening: the delay it held
-      expect(first.lastFailoverMs).toBeGreaterThanOrEqual(DELAY_MS);
+      // from the grant to the term opening: the delay it held (less up to 2 ms: both moments
+      // are read in LockMetrics' callbacks, as after the terminate below)
+      expect(first.lastFailoverMs).toBeGreaterThanOrEqual(DELAY_MS - 2);
       expect(first.lastFailoverMs).toBeLessThan(DELAY_MS + 200);
     }
     // b waits behind it: each wait slice (200 ms) that ends with the lock still held is a failed attempt
