@@ -3,14 +3,15 @@ import { defineConfig } from 'vitest/config';
 import type { TestUserConfig } from 'vitest/node';
 
 /**
- * A plain `vitest run` (and so `npm test`) leaves the compat and chaos projects out;
- * `--project compat` or `--project chaos` on the command line replaces this filter
- * (scripts/compat.ts, `npm run test:chaos`). `project` is a command-line option that vitest
- * also reads from the config, hence the typed spread.
+ * A plain `vitest run` (and so `npm test`, about three minutes) runs the unit, integration
+ * and contract projects; `--project <name>` on the command line replaces this filter:
+ * `npm run test:cli`, `npm run test:timing`, `npm run test:chaos` and scripts/compat.ts
+ * (CI runs them all, docs/testing.md). `project` is a command-line option that vitest also
+ * reads from the config, hence the typed spread.
  */
 // named, not negated: vitest ORs the entries, and '!compat' alone matches 'chaos'
 const byDefault: Pick<TestUserConfig, 'project'> = {
-  project: ['unit', 'integration', 'contract', 'cli', 'timing'],
+  project: ['unit', 'integration', 'contract'],
 };
 
 export default defineConfig({
@@ -77,8 +78,9 @@ export default defineConfig({
       {
         extends: true,
         test: {
-          // failover figures checked against tight budgets (the proof of drain): alone, after
-          // the parallel projects, so that two cores shared with other files do not skew them
+          // failover figures checked against tight budgets (the proof of drain), `npm run
+          // test:timing`: one file at a time, so that two cores shared with other files do not
+          // skew them
           name: 'timing',
           include: ['test/timing/**/*.test.ts'],
           globalSetup: ['test/harness/global-setup.ts', 'test/harness/build-cli.ts'],
