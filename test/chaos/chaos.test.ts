@@ -1,4 +1,4 @@
-/** Short chaos runs (in npm test). The long form: npm run chaos. */
+/** Short chaos runs (`npm run test:chaos`, which CI runs). The long form: npm run chaos. */
 import { describe, expect, it } from 'vitest';
 import {
   BASIC_KINDS,

@@ -680,11 +680,16 @@ describe('LockMetrics on a LeaderLock: every documented series, after real event
     // onStopped, not `state`: the state is STOPPED from the transition on, while the
     // loss is counted (and onLost called) after the connection's close (fsm.ts effects)
     const stopped = new Promise<void>((r) => lock.onStopped(() => r()));
+    let stateAtLoss: string | null = null;
+    lock.onLost(() => {
+      stateAtLoss = lock.state;
+    });
     await adminQuery(databaseUrl(), 'SELECT pg_terminate_backend($1)', [
       await holderPid(databaseUrl(), keys.key1, keys.key2),
     ]);
     await stopped;
     expect(lock.state).toBe('stopped');
+    expect(stateAtLoss, 'the state changed before the loss was reported').toBe('stopped');
     const text = metrics.prometheus();
     expect([sample(text, 'pgleaderlock_live'), sample(text, 'pgleaderlock_ready')]).toEqual([0, 0]);
     expect(sample(text, 'pgleaderlock_losses_total')).toBe(1);
