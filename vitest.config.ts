@@ -3,11 +3,11 @@ import { defineConfig } from 'vitest/config';
 import type { TestUserConfig } from 'vitest/node';
 
 /**
- * A plain `vitest run` (and so `npm test`, about three minutes) runs the unit, integration
- * and contract projects; `--project <name>` on the command line replaces this filter:
- * `npm run test:cli`, `npm run test:timing`, `npm run test:chaos` and scripts/compat.ts
- * (CI runs them all, docs/testing.md). `project` is a command-line option that vitest also
- * reads from the config, hence the typed spread.
+ * A plain `vitest run` (and so `npm test`) runs the unit, integration and contract
+ * projects; `--project <name>` on the command line replaces this filter: `npm run
+ * test:cli`, `npm run test:timing`, `npm run test:chaos` and scripts/compat.ts (CI runs them
+ * all, docs/testing.md). `project` is a command-line option that vitest also reads from the
+ * config, hence the typed spread.
  */
 // named, not negated: vitest ORs the entries, and '!compat' alone matches 'chaos'
 const byDefault: Pick<TestUserConfig, 'project'> = {
