@@ -92,16 +92,36 @@ interface JsonReport {
   numPassedTests?: number;
   testResults?: {
     name?: string;
-    assertionResults?: { ancestorTitles?: string[]; title?: string; status?: string }[];
+    assertionResults?: {
+      ancestorTitles?: string[];
+      title?: string;
+      status?: string;
+      failureMessages?: string[];
+    }[];
   }[];
 }
 
+/** The failed tests, each with the first lines of its failure (the assertion and where it failed). */
 function failedTests(json: JsonReport): string[] {
   return (json.testResults ?? []).flatMap((file) =>
     (file.assertionResults ?? [])
       .filter((t) => t.status === 'failed')
-      .map((t) => [path.basename(file.name ?? '?'), ...(t.ancestorTitles ?? []), t.title ?? '?'].join(' > ')),
+      .map((t) => {
+        const name = [path.basename(file.name ?? '?'), ...(t.ancestorTitles ?? []), t.title ?? '?'].join(
+          ' > ',
+        );
+        const why = failureExcerpt(t.failureMessages ?? [], path.basename(file.name ?? ''));
+        return why ? `${name}\n${why}` : name;
+      }),
   );
+}
+
+/** The message's first two lines and the first stack line in the test file, each indented. */
+function failureExcerpt(messages: string[], file: string): string {
+  const lines = (messages[0] ?? '').split('\n').map((l) => l.trim());
+  const head = lines.filter((l) => l && !l.startsWith('at ')).slice(0, 2);
+  const where = file ? lines.find((l) => l.startsWith('at ') && l.includes(file)) : undefined;
+  return [...head, ...(where ? [where] : [])].map((l) => `    ${l.slice(0, 300)}`).join('\n');
 }
 
 /** `node node_modules/vitest/vitest.mjs run ARGS` in `root`, with a JSON report next to the default one. */

@@ -51,11 +51,15 @@ export function defaultId(): string {
  * The default `connect`: a new `pg.Client` with listeners attached before `connect()`,
  * TCP keepalive on, identified by `application_name`.
  */
-export function defaultConnect(config: pg.ClientConfig, appName: string, timeoutMs: number): ConnectFn {
-  return async () => {
+export function defaultConnect(
+  config: pg.ClientConfig,
+  appName: string,
+  timeoutMs: number,
+): (applicationName?: string) => Promise<pg.Client> {
+  return async (applicationName = appName) => {
     const client = new pg.Client({
       ...config,
-      application_name: appName,
+      application_name: applicationName,
       keepAlive: true,
       keepAliveInitialDelayMillis: 2000,
       connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),

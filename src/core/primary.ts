@@ -22,8 +22,16 @@ import { show } from './validate.js';
 /** One configured host: how to connect to it, and its name in messages (no password). */
 export interface Endpoint {
   readonly label: string;
-  readonly connect: ConnectFn;
+  /**
+   * Opens a session. The default connection opens it as `applicationName` when given (else
+   * as the owner's name), so that no backend ever shows another session's name; a `connect`
+   * hook opens it as the hook does, and the session setup renames it (prepare.ts).
+   */
+  readonly connect: EndpointConnect;
 }
+
+/** An endpoint's `connect`: the `connect` option, or the default one, which can be given the session's name. */
+export type EndpointConnect = (applicationName?: string) => ReturnType<ConnectFn>;
 
 /**
  * One endpoint per host of a libpq-style multi-host connection (hosts.ts): the connection

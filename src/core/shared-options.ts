@@ -135,7 +135,7 @@ export function resolveShared(options: SharedOptions, appName: string): Resolved
   const unref = checkBoolean('unref', options.unref ?? false);
   const configured: Endpoint[] =
     options.connect !== undefined
-      ? [{ label: 'connect()', connect: checkFunction('connect', options.connect) }]
+      ? [{ label: 'connect()', connect: hookConnect(checkFunction('connect', options.connect)) }]
       : endpointsOf(options, appName, queryTimeoutMs);
   // every connection opened (sessions, survey, probes, standby and peer watches) obeys `unref`
   const endpoints = unref ? configured.map((e) => ({ ...e, connect: unrefConnect(e.connect) })) : configured;
@@ -154,9 +154,14 @@ export function resolveShared(options: SharedOptions, appName: string): Resolved
   };
 }
 
+/** The `connect` hook, called as the user wrote it: with no argument. */
+function hookConnect(hook: ConnectFn): Endpoint['connect'] {
+  return () => hook();
+}
+
 function unrefConnect(connect: Endpoint['connect']): Endpoint['connect'] {
-  return async () => {
-    const client = await connect();
+  return async (applicationName) => {
+    const client = await connect(applicationName);
     if (isClient(client)) unrefClient(client);
     return client;
   };

@@ -72,10 +72,12 @@ export async function openSessions(
     stopping: h.stopping,
     onPgpool: h.pgpool,
   });
+  const watchName = `pgleaderlock:${o.id}#watch`;
   const watch = new RingWatch({
-    // the watch session goes to the same server as the member session
-    connect: () => member.endpoint.connect(),
-    appName: `pgleaderlock:${o.id}#watch`,
+    // the watch session goes to the same server as the member session, opened under its
+    // own name: no backend shows the member's name but the member session
+    connect: () => member.endpoint.connect(watchName),
+    appName: watchName,
     membersKey: keys.members,
     sliceMs: o.watchSliceMs,
     clock: o.clock,

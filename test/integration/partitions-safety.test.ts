@@ -5,6 +5,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { type Endpoint, endpointsOf } from '../../src/core/primary.js';
 import type { PartitionedLeadershipOptions } from '../../src/index.js';
 import { FREE_MOVED, keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
@@ -228,8 +229,11 @@ describe('runForEach handle', () => {
     expect(w.owned.size).toBe(4); // the partitions stay owned: only the work stopped
     const other = worker(name, 4, { id: 'i' });
     await other.start();
-    await eventually(() => w.owned.size === 2, { what: 'a rebalance' });
-    const [member] = await sessionsLike(databaseUrl(), 'pgleaderlock:h#p4');
+    await eventually(() => w.owned.size === 2 && other.owned.size === 2, { what: 'a rebalance' });
+    expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const named = await sessionsLike(databaseUrl(), 'pgleaderlock:h#p4');
+    expect(named, 'only the member session carries the member’s name').toHaveLength(1);
+    const [member] = named;
     const assignedBefore = w.stats().acquisitions;
     await terminate(databaseUrl(), member?.pid as number); // partitions lost and taken again
     await eventually(() => w.stats().acquisitions > assignedBefore && w.owned.size === 2, {
@@ -237,5 +241,74 @@ describe('runForEach handle', () => {
       what: 'new terms on the worker after its rejoin',
     });
     expect(started).toBe(4); // none of them ran the stopped function
+  });
+});
+
+describe('session names', () => {
+  it('a worker’s ring watch session is named pgleaderlock:<id>#watch from its first moment: while workers join and watch each other, pgleaderlock:<id>#p<P> names only the member session', async () => {
+    // the mechanism: the default connection opens under the name the session asks for
+    const [endpoint] = endpointsOf({ connectionString: databaseUrl() }, 'pgleaderlock:x#p4', 2000);
+    const client = await (endpoint as Endpoint).connect('pgleaderlock:x#watch');
+    try {
+      const { rows: own } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const rows = await adminQuery<{ application_name: string }>(
+        databaseUrl(),
+        'SELECT application_name FROM pg_stat_activity WHERE pid = $1',
+        [own[0]?.pid],
+      );
+      expect(rows).toEqual([{ application_name: 'pgleaderlock:x#watch' }]);
+    } finally {
+      await client.end();
+    }
+
+    // what an operator sees: sample pg_stat_activity while two workers join and each one's
+    // ring watch connects to watch the other (the watch connects only once it has a target)
+    const name = uniq();
+    const suffix = Math.random().toString(36).slice(2, 7);
+    const ids = [`m${suffix}`, `n${suffix}`];
+    const names = ids.map((id) => `pgleaderlock:${id}#p4`);
+    const seen = new Map<string, Set<number>>(names.map((n) => [n, new Set()]));
+    const admin = new pg.Client({ connectionString: databaseUrl() });
+    await admin.connect();
+    onTestFinished(() => admin.end());
+    let sampling = true;
+    let samples = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const { rows } = await admin.query<{ pid: number; application_name: string }>(
+          'SELECT pid, application_name FROM pg_stat_activity WHERE application_name = ANY($1)',
+          [names],
+        );
+        for (const r of rows) seen.get(r.application_name)?.add(r.pid);
+        samples += 1;
+      }
+    })();
+    const [first, second] = ids.map((id) => worker(name, 4, { id })) as [
+      ReturnType<typeof worker>,
+      ReturnType<typeof worker>,
+    ];
+    await first.start();
+    await second.start();
+    await eventually(() => first.owned.size === 2 && second.owned.size === 2, { what: 'a rebalance' });
+    expect(await first.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    expect(await second.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    // both ring watches are connected (each queued on the other's member lock)
+    await eventually(async () => (await queuedMemberLocks(name)).length === 2, { what: 'both ring watches' });
+    sampling = false;
+    await sampler;
+    expect(samples).toBeGreaterThan(10);
+    const holders = await adminQuery<{ pid: number }>(
+      databaseUrl(),
+      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+          AND classid = $1::int4::oid ORDER BY pid`,
+      [keysOf(name).members],
+    );
+    expect(holders).toHaveLength(2);
+    const memberPids = new Set(holders.map((h) => h.pid));
+    for (const n of names) {
+      const pids = [...(seen.get(n) as Set<number>)];
+      expect(pids, n).toHaveLength(1);
+      expect(memberPids.has(pids[0] as number), `${n} is a member session`).toBe(true);
+    }
   });
 });
