@@ -95,7 +95,7 @@ export class Lifecycle implements RequestTarget {
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.arm(),
       open: () => this.open(),
-      delayed: (delay) => this.report.takeoverDelayed(delay.delayMs),
+      delayed: (delay) => this.report.takeoverDelayed(delay.delayMs, delay.until - delay.delayMs),
     });
   }
 

@@ -19,6 +19,12 @@ export type StateChangeCallback = (from: SpecState, to: SpecState) => void | Pro
 export interface TakeoverFence {
   /** How long the lock is held before the term opens, in milliseconds. */
   readonly delayMs: number;
+  /**
+   * When the delay began, just after the grant, on the lock's clock (`performance.now()`
+   * unless the `clock` option gives another; the clock of `leaseExpiresAt`). The callback
+   * itself runs after the callbacks queued before it, so it can be later.
+   */
+  readonly since: number;
 }
 /** Called when the lock is granted but its term waits for the takeover delay. */
 export type TakeoverFenceCallback = (fence: TakeoverFence) => void | Promise<void>;

@@ -54,10 +54,10 @@ export class Reporter {
   }
 
   /** A grant not proven clean: the lock is held, the term waits for the takeover delay. */
-  takeoverDelayed(delayMs: number): void {
+  takeoverDelayed(delayMs: number, since: number): void {
     this.events.log('info', 'takeover_delay', { delayMs });
     this.counters.takeoverDelays += 1;
-    this.callbacks.emit('takeoverFence', { delayMs });
+    this.callbacks.emit('takeoverFence', { delayMs, since });
   }
 
   /** Who leads, as learned (this lock's own id when it leads): onNewLeader once per change to another. */

@@ -171,8 +171,8 @@ class LockSource implements MetricsSource<LockMetricsSnapshot> {
     lock.onNewLeader(() => {
       this.sawHolder = true;
     }, options);
-    lock.onTakeoverFence(() => {
-      this.grantedAt = this.now();
+    lock.onTakeoverFence(({ since }) => {
+      this.grantedAt = since; // the lock's moment: the callback can run later
     }, options);
     lock.onAcquired(() => {
       const now = this.now();
