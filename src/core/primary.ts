@@ -24,8 +24,9 @@ export interface Endpoint {
   readonly label: string;
   /**
    * Opens a session. The default connection opens it as `applicationName` when given (else
-   * as the owner's name), so that no backend ever shows another session's name; a `connect`
-   * hook opens it as the hook does, and the session setup renames it (prepare.ts).
+   * as the owner's name), so that a second session (a partition worker's ring watch) never
+   * shows under the first's name; a `connect` hook is called with no argument, and the
+   * session setup renames its connection (prepare.ts).
    */
   readonly connect: EndpointConnect;
 }
