@@ -18,6 +18,10 @@
  *    connection, closed after), after every grant and with every ownership check while
  *    leader (on one probe connection kept while the lock is held). A probe that cannot
  *    get an answer is a refusal, never a pass.
+ *  - a pooler that hands out its backends in turn (PgBouncer's `server_round_robin`) may
+ *    hand the probe another backend; it also hands two statements in a row of the lock
+ *    session two backends. So while the lock is held, each probe follows a second
+ *    statement on the lock session, which must run on the same backend as the one before.
  *  - every statement of the lock session itself checks its marker, and an acquisition
  *    checks that the backend did not hold the key already (sql.ts).
  */
@@ -26,7 +30,7 @@ import type { Clock } from './clock.js';
 import type { ConnectFn } from './connect.js';
 import { destroyClient } from './connect.js';
 import { describe, LockError } from './errors.js';
-import { PROBE } from './statements.js';
+import { PINNED, PROBE } from './statements.js';
 
 const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
 
@@ -41,9 +45,16 @@ export interface GuardOptions {
   token: string;
   /** Opens another connection through the same path. */
   connect: ConnectFn;
+  /** Runs a statement on the lock session itself. */
+  session: (text: string, values: unknown[]) => Promise<PinnedRow[]>;
   clock: Clock;
   /** Deadline for each probe (connecting included). */
   timeoutMs: number;
+}
+
+export interface PinnedRow {
+  pid: number;
+  same: boolean;
 }
 
 interface ProbeRow {
@@ -91,12 +102,19 @@ export class PoolerGuard {
   }
 
   /**
-   * While the lock is held (after the grant, and with each ownership check): probe on the
-   * connection kept for that, opening it the first time. Throws if the probe shows the
-   * lock session's backend, its marker or the lock from another connection.
+   * While the lock is held, right after a statement of the lock session that ran on its
+   * backend (the grant, each ownership check): run one more statement on the lock session,
+   * then probe on the connection kept for that (opened the first time). Throws if the
+   * session's next statement ran on another backend, or if the probe shows the lock
+   * session's backend, its marker or the lock from another connection. With no other
+   * client between them, a pooler that reuses the most recent backend first hands the
+   * probe the session's backend, and one that hands its backends out in turn
+   * (`server_round_robin`) hands the session's next statement another backend: either way
+   * the sharing shows within one check.
    */
   async verifyHolding(): Promise<void> {
     try {
+      await this.verifyPinned();
       this.held ??= await this.connectProbe();
       await this.verify(this.held);
     } catch (err) {
@@ -109,6 +127,17 @@ export class PoolerGuard {
   close(): void {
     if (this.held) destroyClient(this.held);
     this.held = null;
+  }
+
+  private async verifyPinned(): Promise<void> {
+    // on the lock session: its own query timeout bounds it
+    const [row] = await this.o.session(PINNED, [this.o.token]);
+    if (!row) throw new LockError('the second statement of the lock session returned no row');
+    if (row.pid !== this.backendPid || !row.same) {
+      throw unsafe(
+        `two statements of this session in a row ran on backends ${this.backendPid} and ${row.pid}${row.same ? '' : ' (without its marker)'}`,
+      );
+    }
   }
 
   private async verify(client: pg.Client): Promise<void> {

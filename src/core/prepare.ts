@@ -84,6 +84,7 @@ export async function prepareSession(conn: Connection, o: PrepareOptions): Promi
           key2: o.probe.key2,
           token: o.token,
           connect: o.probe.connect,
+          session: (text, values) => conn.query(text, values),
           clock: o.clock,
           timeoutMs: o.queryTimeoutMs,
         },

@@ -67,5 +67,12 @@ export const PREPARE = `/* pgleaderlock:prepare */ SELECT current_setting('serve
 export const PROBE = `/* pgleaderlock:probe */ SELECT pg_backend_pid() AS pid,
   nullif(current_setting('pgleaderlock.session', true), '') AS marker, ${HELD_HERE} AS held`;
 
+/**
+ * Behind a pooler, on the lock session right after one of its own statements: a pooler that
+ * hands out its backends in turn (PgBouncer's `server_round_robin`) gives this one another
+ * backend than the statement before (pooler.ts).
+ */
+export const PINNED = `/* pgleaderlock:pinned */ SELECT pg_backend_pid() AS pid, ${same(1)} AS same`;
+
 /** The settings named in $1, as the server applied them. */
 export const READ_SETTINGS = `/* pgleaderlock:settings */ SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])`;
