@@ -2,6 +2,8 @@
  * Time as an injectable dependency, so tests are fast and deterministic.
  * `now()` is monotonic milliseconds (performance.now by default), never wall-clock time.
  */
+import { MAX_TIMER_MS } from './validate.js';
+
 export interface Clock {
   /** Monotonic milliseconds. */
   now(): number;
@@ -56,4 +58,24 @@ export function deferred<T>(): Deferred<T> {
     reject = rej;
   });
   return { promise, resolve, reject };
+}
+
+/** `sleep` for any delay: a timer takes at most 2³¹−1 ms, so a longer delay is slept in steps. */
+export async function sleepInSteps(clock: Clock, ms: number, signal: AbortSignal): Promise<boolean> {
+  const until = clock.now() + ms;
+  for (let left = ms; left > 0; left = until - clock.now()) {
+    if (!(await sleep(clock, Math.min(left, MAX_TIMER_MS), signal))) return false;
+  }
+  return true;
+}
+
+/** A promise that resolves (to null) when `signal` aborts; `dispose` removes the listener. */
+export function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispose(): void } {
+  let onAbort = (): void => {};
+  const promise = new Promise<null>((resolve) => {
+    onAbort = () => resolve(null);
+    if (signal.aborted) resolve(null);
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
 }

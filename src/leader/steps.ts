@@ -5,7 +5,7 @@
  * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
  * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
  */
-import { type Clock, sleep } from '../core/clock.js';
+import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
 import { NoPrimaryError } from '../core/primary.js';
 import type { Runners } from '../core/runner.js';
@@ -394,24 +394,4 @@ export class Steps {
       : 'cannot release: the lock connection is gone';
     return new LockError(why, { cause: err ?? phase.session.cause, code: 'ERR_PGLEADERLOCK_RELEASE' });
   }
-}
-
-/** `sleep` for any delay: a timer takes at most 2³¹−1 ms, so a longer delay is slept in steps. */
-async function sleepInSteps(clock: Clock, ms: number, signal: AbortSignal): Promise<boolean> {
-  const until = clock.now() + ms;
-  for (let left = ms; left > 0; left = until - clock.now()) {
-    if (!(await sleep(clock, Math.min(left, MAX_TIMER_MS), signal))) return false;
-  }
-  return true;
-}
-
-/** A promise that resolves (to null) when `signal` aborts; `dispose` removes the listener. */
-function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispose(): void } {
-  let onAbort = (): void => {};
-  const promise = new Promise<null>((resolve) => {
-    onAbort = () => resolve(null);
-    if (signal.aborted) resolve(null);
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
 }
