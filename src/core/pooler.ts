@@ -55,6 +55,7 @@ export interface GuardOptions {
 export interface PinnedRow {
   pid: number;
   same: boolean;
+  held: boolean;
 }
 
 interface ProbeRow {
@@ -131,13 +132,14 @@ export class PoolerGuard {
 
   private async verifyPinned(): Promise<void> {
     // on the lock session: its own query timeout bounds it
-    const [row] = await this.o.session(PINNED, [this.o.token]);
+    const [row] = await this.o.session(PINNED, [this.o.key1, this.o.key2, this.o.token]);
     if (!row) throw new LockError('the second statement of the lock session returned no row');
-    if (row.pid !== this.backendPid || !row.same) {
+    if (row.pid !== this.backendPid) {
       throw unsafe(
-        `two statements of this session in a row ran on backends ${this.backendPid} and ${row.pid}${row.same ? '' : ' (without its marker)'}`,
+        `two statements of this session in a row ran on backends ${this.backendPid} and ${row.pid}`,
       );
     }
+    if (!row.same) throw unsafe(`backend ${row.pid} no longer carries this session's marker`);
   }
 
   private async verify(client: pg.Client): Promise<void> {

@@ -70,9 +70,11 @@ export const PROBE = `/* pgleaderlock:probe */ SELECT pg_backend_pid() AS pid,
 /**
  * Behind a pooler, on the lock session right after one of its own statements: a pooler that
  * hands out its backends in turn (PgBouncer's `server_round_robin`) gives this one another
- * backend than the statement before (pooler.ts).
+ * backend than the statement before (pooler.ts). It reads `pg_locks` (`held`, keys $1, $2;
+ * marker $3) as every lock statement does, so that pgpool-II sends it to the primary and
+ * never load-balances it to a standby.
  */
-export const PINNED = `/* pgleaderlock:pinned */ SELECT pg_backend_pid() AS pid, ${same(1)} AS same`;
+export const PINNED = `/* pgleaderlock:pinned */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held`;
 
 /** The settings named in $1, as the server applied them. */
 export const READ_SETTINGS = `/* pgleaderlock:settings */ SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])`;

@@ -12,7 +12,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaderLock } from '../../src/index.js';
+import { LeaderLock, LockError } from '../../src/index.js';
 import { cli } from '../harness/cli.js';
 import { type Cluster, startCluster } from '../harness/cluster.js';
 import { eventually, randomKeys } from '../harness/db.js';
@@ -88,8 +88,9 @@ const breakThrough = (url: string, keys: { key1: number; key2: number }) =>
 const quiet = () => {};
 
 describe('pgpool-II (streaming replication, load balancing on)', () => {
-  it('allow_sql_comments = on: the first election after pgpool starts takes no wait slice (5 fresh pgpools, 3 candidates each, slice 30 s): within 5 s each', async () => {
+  it('allow_sql_comments = on: the first election after pgpool starts takes no wait slice (5 fresh pgpools, 3 candidates each, slice 30 s): within 5 s each, and no candidate is refused as behind a sharing pooler', async () => {
     const firsts: number[] = [];
+    const errors: Error[] = [];
     for (let trial = 0; trial < 5; trial++) {
       await using pool = await pgpool({ allow_sql_comments: true, failover_on_backend_shutdown: false });
       const name = `pgpool-stall-${trial}-${Date.now()}`;
@@ -103,6 +104,10 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
             id: `c${i}`,
           }),
       );
+      for (const l of locks)
+        l.onError((err) => {
+          errors.push(err);
+        });
       try {
         const t0 = performance.now();
         await Promise.all(locks.map((l) => l.start()));
@@ -116,9 +121,12 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
       `[pgpool] first election after pgpool starts: ${firsts.map((t) => t.toFixed(0)).join(', ')} ms`,
     );
     for (const t of firsts) expect(t).toBeLessThan(5000);
+    // pgpool announces another backend's pid at connect, so the pooler guard runs: each of its
+    // statements must reach the primary, never a standby chosen for load balancing
+    expect(errors.filter((e) => e instanceof LockError && e.code === 'ERR_PGLEADERLOCK_UNSAFE')).toEqual([]);
   }, 240_000);
 
-  it('three candidates in each mode, leaders stepping down in turn: never two holders on the primary, never two isLeader at once, a leader after each step-down; the lock logs the pgpool front once', async () => {
+  it('three candidates in each mode, leaders stepping down in turn: never two holders on the primary, never two isLeader at once, a leader after each step-down, no refusal as a sharing pooler; the lock logs the pgpool front once', async () => {
     await using pool = await pgpool({ failover_on_backend_shutdown: true });
     for (const acquireMode of ['wait', 'poll'] as const) {
       const keys = randomKeys();
@@ -141,6 +149,11 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
             },
           }),
       );
+      const errors: Error[] = [];
+      for (const l of locks)
+        l.onError((err) => {
+          errors.push(err);
+        });
       const both: string[] = [];
       let maxHolders = 0;
       try {
@@ -160,6 +173,9 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
       }
       expect(both).toEqual([]);
       expect(maxHolders).toBe(1);
+      expect(errors.filter((e) => e instanceof LockError && e.code === 'ERR_PGLEADERLOCK_UNSAFE')).toEqual(
+        [],
+      );
       // one warning per lock, naming the setting and its fix
       expect(logged.length).toBe(3);
       expect(String((logged[0]?.risks as string[] | undefined)?.[0])).toContain(

@@ -145,10 +145,11 @@ describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
       `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) alone: ${took.map((t) => t.toFixed(1)).join(', ')} ms; its partitions free ${ms(freed)} ms after it returned`,
     );
     // the median within the margin, each within twice it plus how late a bare timer of the
-    // same length fired in that trial
+    // same length fired in that trial (at most one more margin: the worker shares that timer's
+    // event loop, and must not buy itself slack by blocking it)
     for (const [i, t] of took.entries()) {
       expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
-      expect(t).toBeLessThanOrEqual(TIMEOUT_MS + 2 * MARGIN_MS + (lateness[i] as number));
+      expect(t).toBeLessThanOrEqual(TIMEOUT_MS + 2 * MARGIN_MS + Math.min(MARGIN_MS, lateness[i] as number));
     }
     expect(p50(took)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
   }, 60_000);
@@ -257,11 +258,13 @@ describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
       `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) behind a proxy that drops cancels, closeTimeoutMs ${CLOSE_MS}: ${ms(took)} ms`,
     );
     // the median within the margin; each within twice it plus how late a bare timer of the
-    // same length fired in that trial (650.05 ms was seen once in a loaded compat run,
+    // same length fired in that trial, at most one more margin (650.05 ms was seen once in a loaded compat run,
     // PostgreSQL 17, three files at a time: the follow-up timer itself late)
     for (const [i, t] of took.entries()) {
       expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
-      expect(t).toBeLessThanOrEqual(TIMEOUT_MS + CLOSE_MS + 2 * MARGIN_MS + (lateness[i] as number));
+      expect(t).toBeLessThanOrEqual(
+        TIMEOUT_MS + CLOSE_MS + 2 * MARGIN_MS + Math.min(MARGIN_MS, lateness[i] as number),
+      );
     }
     expect(p50(took)).toBeLessThanOrEqual(TIMEOUT_MS + CLOSE_MS + MARGIN_MS);
   }, 60_000);
