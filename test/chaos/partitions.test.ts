@@ -32,7 +32,7 @@ const pct = (xs: number[], q: number): number => {
 };
 
 describe('PartitionedLeadership, workers in separate processes', () => {
-  it('1024 partitions over 8 workers: balanced 128 each; exactly two connections per worker (its member session and ring watch) and 1.1 statements a second per worker at rest (±30 %, 20 s, workers’ counters and pg_stat_statements); after SIGKILL of a worker its partitions run again within p99 200 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
+  it('1024 partitions over 8 workers: balanced 128 each; exactly two connections per worker (its member session and ring watch) and 1.1 statements a second per worker at rest (±30 %, 20 s, workers’ counters and pg_stat_statements); after SIGKILL of a worker its partitions run again within p99 250 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
     const P = 1024;
     const N = 8;
     const name = `pp-${Date.now()}`;
@@ -150,8 +150,11 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     expect(gaps.length).toBe(4 * (P / N));
     // From the exit (the baseline, measured in this run: the server frees a killed worker's
     // locks when its sockets close, as it exits): the 7 survivors and the server share 2 cores
-    // for the take-over. A regression to the health interval (1 s) fails this.
-    expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(200);
+    // for the take-over, and the p99 is the slowest survivor's take in a round. 108–126 ms
+    // when 200 was set; 112–209 in 13 runs a week later, the code before and after a change
+    // elsewhere overlapping (112–179 and 135–209). A regression to the health interval (1 s)
+    // fails this.
+    expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(250);
     expect(overlaps(c)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
   }, 150_000); // 20 s of it at rest, for the statement rate
