@@ -1,9 +1,9 @@
+import { MAX_TIMER_MS } from './validate.js';
+
 /**
  * Time as an injectable dependency, so tests are fast and deterministic.
  * `now()` is monotonic milliseconds (performance.now by default), never wall-clock time.
  */
-import { MAX_TIMER_MS } from './validate.js';
-
 export interface Clock {
   /** Monotonic milliseconds. */
   now(): number;
