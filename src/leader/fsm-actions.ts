@@ -207,6 +207,7 @@ export class Actions {
       throw new Error(`LEADER entered without a session and a grant (${input.type})`);
     }
     const leadership = this.leadership(input.grant, session);
+    this.c.mail.uninvite();
     const { others, host, timeline } = session.place;
     // timeline 0: unknown (a server that hides it, primary.ts): nothing to compare with
     const peers =

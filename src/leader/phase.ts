@@ -87,10 +87,16 @@ export class Mailbox {
    */
   invitedUntil = Number.NEGATIVE_INFINITY;
 
-  /** A handover named this candidate, heard at `now`. */
-  invite(now: number): void {
+  /** A handover named this candidate (or gives the lock back to it), at `now`, for `windowMs`. */
+  invite(now: number, windowMs = INVITE_WINDOW_MS): void {
     this.invited = true;
-    this.invitedUntil = now + INVITE_WINDOW_MS;
+    this.invitedUntil = Math.max(this.invitedUntil, now + windowMs);
+  }
+
+  /** Leading: an invitation is over (a later step-down backs off as usual). */
+  uninvite(): void {
+    this.invited = false;
+    this.invitedUntil = Number.NEGATIVE_INFINITY;
   }
 }
 

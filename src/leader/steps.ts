@@ -362,6 +362,7 @@ export class Steps {
       const directive = h ? { to: h.to, back, timeoutMs: h.timeoutMs } : null;
       if (await session.release(fencing, directive)) {
         if (h) {
+          const released = this.o.clock.now();
           h.outcome = await this.succession
             .awaitSuccessor(session, h, () => {
               const signal = this.ctx.arm();
@@ -370,6 +371,12 @@ export class Steps {
             .catch((err: unknown) =>
               handoverError(`handover: could not see whether "${h.to}" took the lock`, err),
             );
+          // the successor's time is up: the waiters now yield to this leader (`back`) for
+          // another timeoutMs. Wait mode, it is queued; poll mode, nothing else would prompt
+          // it before its back-off ends: it attempts at once, and again every few ms
+          const timedOut = h.outcome !== 'taken' && this.o.clock.now() >= released + h.timeoutMs;
+          if (timedOut && back !== null && this.o.acquireMode === 'poll')
+            this.mail.invite(this.o.clock.now(), h.timeoutMs);
         }
         // queuing again on this session: say so, with the priority (a successor with a lower
         // one hands back: docs/choosing-the-leader.md)

@@ -4,19 +4,27 @@
  * task every second; each fire runs once across them, also across stepDowns timed at the
  * fire's second; an old leader that has not noticed its loss cannot claim; a claim racing
  * a new leader's epoch increment waits for it and fails; an unreachable database skips the
- * fire.
+ * fire; the defaults of timeoutMs and retainMs, and the 10-minute sweep interval, hold.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import cron from 'node-cron';
 import pg from 'pg';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { scheduleReport } from '../../examples/node-cron.js';
-import { FixedInterval } from '../../src/index.js';
+import { type Clock, FixedInterval } from '../../src/index.js';
 import { fireKey, leaderCoordinator, type Queryable } from '../../src/node-cron/index.js';
 import { useChildren } from '../harness/children.js';
-import { adminQuery, assertNoSessions, databaseUrl, eventually, randomKeys, testTag } from '../harness/db.js';
+import {
+  adminQuery,
+  assertNoSessions,
+  databaseUrl,
+  eventually,
+  randomKeys,
+  testTag,
+  within,
+} from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
 
@@ -61,6 +69,47 @@ async function claimsOf(scope: string): Promise<{ fire_at: Date; epoch: string; 
     [scope],
   );
 }
+
+/** A claim row written directly, its fire `age` (an interval) before the server's now(). */
+async function seedClaim(scope: string, task: string, age: string): Promise<void> {
+  await adminQuery(
+    databaseUrl(),
+    `INSERT INTO ${CLAIMS} (fire_at, scope, task, epoch, leader_id) VALUES (now() - $3::interval, $1, $2, 0, 'seeded')`,
+    [scope, task, age],
+  );
+}
+
+async function tasksOf(scope: string): Promise<string[]> {
+  const rows = await adminQuery<{ task: string }>(
+    databaseUrl(),
+    `SELECT task FROM ${CLAIMS} WHERE scope = $1 ORDER BY task`,
+    [scope],
+  );
+  return rows.map((r) => r.task);
+}
+
+/** `pool`, with the coordinator's sweeps (its cleanup DELETEs) in `sweeps` as they are sent. */
+function watchSweeps(pool: Queryable): { pool: Queryable; sweeps: Promise<pg.QueryResult>[] } {
+  const sweeps: Promise<pg.QueryResult>[] = [];
+  return {
+    sweeps,
+    pool: {
+      query(text, values) {
+        const result = pool.query(text, values);
+        if (text.includes('pgleaderlock:cron-cleanup')) sweeps.push(result);
+        return result as never;
+      },
+    },
+  };
+}
+
+/** The real time, whatever a test does to the global `performance.now` (given to locks as their clock). */
+const realNow = performance.now.bind(performance);
+const realClock: Clock = {
+  now: realNow,
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
 
 /** Two replicas of one service: the same lock, the same task, each in a process of its own. */
 function startReplicas(leaderWaitMs: number) {
@@ -421,6 +470,146 @@ describe('pgleaderlock/node-cron, in process', () => {
     });
     expect((await claimsOf(mine)).map((c) => c.fire_at.getTime())).toEqual([now - 30_000, now]);
     expect((await claimsOf(other)).map((c) => c.fire_at.getTime())).toEqual([now - 7_200_000]); // another scope
+  });
+
+  it('default timeoutMs (5 s): a claim blocked on a row lock is given up 5 s after the fire; node-cron logs it, skips the fire (coordinator-error), and the claim committing later is not run', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const pool = claimsPool();
+    const scope = `${locks.tag}-scope`;
+    const claims: Promise<pg.QueryResult>[] = [];
+    let claimSentAt = 0;
+    const watched: Queryable = {
+      query(text, values) {
+        const result = pool.query(text, values);
+        if (text.includes('/* pgleaderlock:cron-claim */')) {
+          claims.push(result);
+          claimSentAt = Date.now();
+        }
+        return result as never;
+      },
+    };
+    const coordinator = leaderCoordinator(lock, { pool: watched, name: scope }); // timeoutMs: the default
+    const warm = Math.floor(Date.now() / 1000) * 1000 - 1000;
+    expect(await coordinator.shouldRun(fireKey('warm', new Date(warm)), 30_000)).toBe(true); // table made, pool connected
+    // another transaction holds the fire's row, uncommitted: the claim's INSERT waits on it
+    const fireAt = Math.ceil((Date.now() + 500) / 1000) * 1000;
+    const blocker = new pg.Client({
+      connectionString: databaseUrl(),
+      application_name: `pgleaderlock:${locks.tag}-blocker`,
+    });
+    blocker.on('error', () => {});
+    await blocker.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(
+        `INSERT INTO ${CLAIMS} (fire_at, scope, task, epoch, leader_id) VALUES ($1, $2, 'tick', 0, 'blocker')`,
+        [new Date(fireAt).toISOString(), scope],
+      );
+      const ran: number[] = [];
+      const logged: string[] = [];
+      const task = cron.schedule(
+        `${new Date(fireAt).getSeconds()} * * * * *`,
+        () => void ran.push(Date.now()),
+        {
+          name: 'tick',
+          distributed: true,
+          runCoordinator: coordinator,
+          logger: { ...quiet, error: (message) => void logged.push(String(message)) },
+        },
+      );
+      expect(Date.now()).toBeLessThan(fireAt - 100); // set up before the fire (else it comes a minute later)
+      let skip: { fireAt: number; at: number; reason: string } | undefined;
+      try {
+        skip = await within(
+          new Promise<{ fireAt: number; at: number; reason: string }>((resolve) => {
+            task.on('execution:skipped', (ctx) => {
+              resolve({ fireAt: ctx.date.getTime(), at: Date.now(), reason: String(ctx.reason) });
+            });
+          }),
+          fireAt + 7000 - Date.now(),
+          'the fire to be skipped',
+        );
+      } finally {
+        await task.destroy();
+      }
+      console.log(
+        `claim blocked (default timeoutMs): fire skipped ${skip.at - fireAt} ms after its second, ${skip.at - claimSentAt} ms after the claim was sent`,
+      );
+      expect(skip.fireAt).toBe(fireAt);
+      expect(skip.reason).toBe('coordinator-error');
+      expect(skip.at - fireAt).toBeGreaterThanOrEqual(5000);
+      expect(skip.at - fireAt).toBeLessThan(5600);
+      expect(logged).toEqual(['Run coordinator failed; skipping execution (fail-closed)']);
+      expect(claims).toHaveLength(2); // the warm-up's, and the fire's, still waiting
+      // the blocker goes away: the late claim commits, and nobody runs the fire
+      await blocker.query('ROLLBACK');
+      expect((await claims[1])?.rows).toEqual([{ outcome: 'claimed' }]);
+      expect((await tasksOf(scope)).filter((t) => t === 'tick')).toHaveLength(1);
+      expect(ran).toEqual([]);
+    } finally {
+      await blocker.end();
+    }
+  });
+
+  it('default retainMs (24 h): a sweep deletes its scope’s claim fired 24 h 1 min ago, keeps one fired 23 h 59 min ago and another scope’s', async () => {
+    const keys = randomKeys();
+    const lock = locks.make({ ...keys, fencing: true });
+    await lock.start();
+    await lock.waitForLeadership();
+    const { pool, sweeps } = watchSweeps(claimsPool());
+    const [mine, other] = [`${locks.tag}-mine`, `${locks.tag}-other`];
+    const now = Math.floor(Date.now() / 1000) * 1000;
+    // the other scope's first claim makes the table and sweeps (nothing of its own yet)
+    const otherC = leaderCoordinator(lock, { pool, name: other });
+    expect(await otherC.shouldRun(fireKey('tick', new Date(now)), 30_000)).toBe(true);
+    expect(sweeps).toHaveLength(1);
+    await sweeps[0];
+    await seedClaim(mine, 'older', '24 hours 1 minute');
+    await seedClaim(mine, 'newer', '23 hours 59 minutes');
+    await seedClaim(other, 'older', '24 hours 1 minute');
+    // retainMs not given; 30 s is node-cron's default ttlMs, shorter: 24 h it is
+    const mineC = leaderCoordinator(lock, { pool, name: mine });
+    expect(await mineC.shouldRun(fireKey('tick', new Date(now)), 30_000)).toBe(true);
+    expect(sweeps).toHaveLength(2);
+    expect((await sweeps[1])?.rowCount).toBe(1);
+    expect(await tasksOf(mine)).toEqual(['newer', 'tick']);
+    expect(await tasksOf(other)).toEqual(['older', 'tick']);
+  });
+
+  it('sweeps: one after a coordinator’s first claim, none at a claim 1 ms short of 10 minutes later, one at a claim 10 minutes later (performance.now() set)', async () => {
+    const keys = randomKeys();
+    // the lock keeps the real time: its lease must not end when the test moves performance.now()
+    const lock = locks.make({ ...keys, fencing: true, clock: realClock });
+    await lock.start();
+    await lock.waitForLeadership();
+    const { pool, sweeps } = watchSweeps(claimsPool());
+    const scope = `${locks.tag}-scope`;
+    const coordinator = leaderCoordinator(lock, { pool, name: scope });
+    const second = Math.floor(Date.now() / 1000) * 1000;
+    /** A claim of the fire `n` seconds after `second`, with performance.now() reading `now` meanwhile. */
+    const claimAt = async (now: number, n: number): Promise<boolean> => {
+      const spy = vi.spyOn(performance, 'now').mockReturnValue(now);
+      try {
+        return await coordinator.shouldRun(fireKey('tick', new Date(second + n * 1000)), 30_000);
+      } finally {
+        spy.mockRestore();
+      }
+    };
+    const t0 = realNow();
+    expect(await claimAt(t0, 0)).toBe(true);
+    expect(sweeps).toHaveLength(1);
+    await sweeps[0];
+    await seedClaim(scope, 'old', '25 hours'); // what any later sweep deletes
+    expect(await claimAt(t0 + 599_999, 1)).toBe(true);
+    expect(sweeps).toHaveLength(1); // the sweep would have been sent before shouldRun resolved
+    expect(await tasksOf(scope)).toEqual(['old', 'tick', 'tick']);
+    expect(await claimAt(t0 + 600_000, 2)).toBe(true);
+    expect(sweeps).toHaveLength(2);
+    expect((await sweeps[1])?.rowCount).toBe(1);
+    expect(await tasksOf(scope)).toEqual(['tick', 'tick', 'tick']);
   });
 
   it('a role without CREATE on the schema claims through a table made for it', async () => {

@@ -250,7 +250,7 @@ describe('PartitionedLeadership', () => {
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });
 
-  it('joins are clean hand-overs: each joiner owns its share without waiting out the takeover delay (3 s here)', async () => {
+  it('joins and leaves are clean hand-overs: each joiner owns its share within 2 s of start(), and a leaver’s share is owned by the rest within 400 ms of its shutdown() call, without waiting out the takeover delay (3 s here)', async () => {
     const name = uniq();
     const fenced = { takeoverDelayMs: 3000 };
     const ws = [worker(name, 64, fenced), worker(name, 64, fenced)];
@@ -273,6 +273,28 @@ describe('PartitionedLeadership', () => {
       );
       ws.push(joiner);
     }
+    // and a leaver's shutdown hands its share over: the others open those partitions as
+    // soon as they hear its release, not after the 3 s delay
+    const [leaver, ...rest] = ws as [PartitionedLeadership, ...PartitionedLeadership[]];
+    let completeAt = 0;
+    for (const w of rest) {
+      w.onAssigned(() => {
+        if (completeAt === 0 && rest.reduce((n, r) => n + r.owned.size, 0) === 64)
+          completeAt = performance.now();
+      });
+    }
+    const calledAt = performance.now();
+    await leaver.shutdown();
+    await eventually(() => completeAt > 0, {
+      what: 'the rest to own all 64',
+      timeoutMs: 5000,
+      intervalMs: 5,
+    });
+    const took = completeAt - calledAt;
+    console.log(
+      `[partitions] a leaver's share owned by the rest ${took.toFixed(0)} ms after its shutdown() was called`,
+    );
+    expect(took).toBeLessThan(400); // 100–163 ms measured: the leaver's release, then the rest's takes
   }, 30_000);
 
   it('start() is single-flight, and a start() during shutdown() joins again once the shutdown is over', async () => {

@@ -339,3 +339,63 @@ describe.each(['wait', 'poll'] as const)('a long fenced transaction (%s mode)', 
     expect(await b.fenced(client, async () => 'written')).toBe('written');
   });
 });
+
+describe('a server that applies a smaller setting than the lock asks for', () => {
+  it('a role whose tcp_user_timeout (1 s) stays in force because its session ignores the lock’s settings: every grant is refused with ERR_PGLEADERLOCK_UNSAFE naming the figures, nothing stays held and no session is left behind; the lock retries and leads once its settings apply', async () => {
+    const role = `pinned_${locks.tag}`.toLowerCase().replaceAll('-', '_');
+    await using admin = await adminClient(databaseUrl());
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
+    onTestFinished(async () => {
+      await using cleanup = await adminClient(databaseUrl());
+      await cleanup.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    await admin.query(`ALTER ROLE ${role} SET tcp_user_timeout = '1s'`);
+    const url = new URL(databaseUrl());
+    url.username = role;
+    url.password = 'pw';
+    // No stock component pins a session setting, so the pinning is the one emulated part: a
+    // managed service that ignores a client's SET is a client whose `configure` statement
+    // does nothing. The server, the role's value it applies, and the lock's read-back are real.
+    let pinned = true;
+    const connect = async (): Promise<pg.Client> => {
+      const c = new pg.Client({ connectionString: url.toString() });
+      c.on('error', () => {});
+      await c.connect();
+      const query = c.query.bind(c) as (...a: unknown[]) => unknown;
+      (c as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
+        const text = typeof a[0] === 'string' ? a[0] : '';
+        return pinned && text.includes('pgleaderlock:configure') ? query('SELECT 1') : query(...a);
+      };
+      return c;
+    };
+    const keys = randomKeys();
+    // 1 s of tcp_user_timeout: the server may drop the session 1 s after the last check,
+    // a lease of 900 ms, which a 100 ms health interval plus a 2 s query deadline cannot renew
+    const lock = locks.make({ ...keys, connect });
+    const refusals: LockError[] = [];
+    lock.onError((err) => {
+      if (err instanceof LockError && err.code === 'ERR_PGLEADERLOCK_UNSAFE') refusals.push(err);
+    });
+    let led = false;
+    lock.onAcquired(() => {
+      led = true;
+    });
+    await lock.start();
+    await eventually(() => refusals.length >= 3, { what: 'three refused grants' });
+    expect(led).toBe(false);
+    expect(lock.isLeader).toBe(false);
+    expect(lock.state).not.toBe(LockState.STOPPED);
+    expect(refusals[0]?.message).toContain('tcp_user_timeout=1000ms');
+    expect(refusals[0]?.message).toContain('healthIntervalMs + queryTimeoutMs = 100 + 2000');
+    // each refused session was closed: nothing held, at most the attempt under way open
+    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
+    const open = await admin.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1',
+      [role],
+    );
+    expect(open[0]?.n).toBeLessThanOrEqual(1);
+    pinned = false;
+    expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    expect(lock.safety?.settings.tcpUserTimeoutMs).toBe(lock.safety?.serverReleaseMs);
+  });
+});

@@ -4,19 +4,24 @@
  * `handoverTo(id)` (a named successor, no other waiter's term in between), each a clean
  * handover: the successor's term opens with no takeover delay, and no two runs overlap.
  */
+import { fork } from 'node:child_process';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
 import { forwardPayload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
+import { useChildren } from '../harness/children.js';
 import {
   adminClient,
   adminQuery,
   databaseUrl,
   eventually,
+  holderPid,
   lockHolders,
   randomKeys,
   sessionsLike,
+  within,
 } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { useTeam } from '../harness/team.js';
@@ -24,6 +29,11 @@ import { useTeam } from '../harness/team.js';
 const locks = useLocks();
 
 const team = useTeam(locks);
+
+const track = useChildren();
+
+/** A candidate in a process of its own (reports `acquired`, `ready`… over IPC). */
+const CANDIDATE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
 
 describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) => {
   it('a candidate with a higher priority takes over from the leader as it joins: a clean handover (no takeover delay), no overlapping runs; equal priorities never preempt', async () => {
@@ -350,6 +360,141 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     await a.handoverTo(b.id);
     expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
     expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
+  it('an invitation ends with the term it brought: a follower that led by handoverTo and steps down at once backs off as usual (10 s), and the old leader leads again', async () => {
+    const keys = randomKeys();
+    const a = locks.make({ ...keys, acquireMode: 'poll' });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    let bTerms = 0;
+    b.onAcquired(() => {
+      bTerms++;
+    });
+    await b.start();
+    await eventually(() => b.state === 'follower', { what: 'b to back off' });
+    await a.handoverTo(b.id);
+    expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    await b.stepDown(); // well within the 1 s in which an invited follower attempts every few ms
+    expect(await a.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(bTerms).toBe(1);
+    expect(b.isLeader).toBe(false);
+    expect(a.isLeader).toBe(true);
+  });
+});
+
+describe('handoverTo to a successor that never takes the lock (poll mode, its process frozen)', () => {
+  it('handoverTo(id) with no timeoutMs rejects naming the successor 5000 ms after the call (the default timeoutMs); meanwhile another waiter yields to the successor (and, if granted before the old leader is back, to it) and opens no term; the old leader, whose back-off (5 s) is as long as the window, attempts at once and leads again within 250 ms of the rejection; never two leaders', async () => {
+    const t = team('poll');
+    // Poll mode: the old leader is not queued. Once its successor's time is up it attempts at
+    // once and every few ms (not at its back-off's pace: 5 s here, the whole window in which the
+    // other waiter, attempting every 25 ms, yields to it)
+    const a = t.make({ retryStrategy: new FixedInterval({ intervalMs: 5000 }) });
+    const acquiredAt: number[] = [];
+    let tookBackAt: (at: number) => void = () => {};
+    const takenBack = new Promise<number>((resolve) => {
+      tookBackAt = resolve;
+    });
+    a.onAcquired(() => {
+      acquiredAt.push(performance.now());
+      if (acquiredAt.length === 2) tookBackAt(performance.now());
+    });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const yields: { to: unknown; at: number }[] = [];
+    const log = (fields: Record<string, unknown>, event: string): void => {
+      if (event === 'handover_yielded') yields.push({ to: fields.to, at: performance.now() });
+    };
+    const c = t.make({ logger: { debug: log, info: log, warn: log, error: log } });
+    await c.start();
+    await t.waiting(c);
+    // the named successor: a poll-mode candidate in a process of its own, frozen (SIGSTOP)
+    // once it has opened its session (LISTEN, `waiting` announced) and made an attempt; its
+    // session stays open, idle, and it never attempts again
+    const bId = `${locks.tag}-frozen`;
+    const b = track(
+      fork(
+        CANDIDATE,
+        [
+          JSON.stringify({
+            url: databaseUrl(),
+            ...t.keys,
+            id: bId,
+            acquireMode: 'poll',
+            takeoverDelayMs: 0,
+            stopMs: 0,
+            autoReacquire: false,
+          }),
+        ],
+        { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+      ),
+    );
+    const reports: { ev: string }[] = [];
+    b.on('message', (m: { ev: string }) => reports.push(m));
+    const exited = new Promise<void>((resolve) => b.once('exit', () => resolve()));
+    try {
+      const attempted = async (): Promise<boolean> =>
+        (
+          await adminQuery(
+            databaseUrl(),
+            `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'
+               AND query LIKE '/* pgleaderlock:try-lock */%'`,
+            [`pgleaderlock:${bId}`],
+          )
+        ).length === 1;
+      await eventually(attempted, { what: 'the successor’s first attempt', timeoutMs: 10_000 });
+      process.kill(b.pid as number, 'SIGSTOP');
+      expect(await attempted()).toBe(true); // still there, idle: handoverTo accepts it
+
+      const t0 = performance.now();
+      let rejectedAt = 0;
+      const outcome = await a.handoverTo(bId).then(
+        () => null,
+        (err: unknown) => {
+          rejectedAt = performance.now();
+          return err;
+        },
+      );
+      const rejectedAfter = rejectedAt - t0;
+      expect(outcome).toMatchObject({
+        code: 'ERR_PGLEADERLOCK_HANDOVER',
+        message: expect.stringContaining(`"${bId}" did not take the lock within 5000 ms`),
+      });
+      expect(rejectedAfter).toBeGreaterThanOrEqual(5000);
+      expect(rejectedAfter).toBeLessThan(5300);
+
+      // the waiters yield to the old leader for timeoutMs after the successor's deadline: it
+      // attempts at once (a yielder may hold the lock for a moment: then again 5 ms later)
+      const tookBack = (await within(takenBack, 5000, 'the old leader’s onAcquired')) - rejectedAt;
+      expect(a.isLeader).toBe(true);
+      console.log(
+        `[succession poll] handoverTo rejected ${rejectedAfter.toFixed(1)} ms after the call; the old leader led again ${tookBack.toFixed(1)} ms after the rejection; ${yields.length} yields`,
+      );
+      expect(tookBack).toBeGreaterThan(0);
+      expect(tookBack).toBeLessThan(250);
+      expect(acquiredAt).toHaveLength(2); // its first term, then the take-back: none in between
+      // the other waiter was granted the lock and gave it back, to the successor, then to the old leader
+      const toB = yields.filter((y) => y.to === bId).length;
+      expect(toB).toBeGreaterThan(0);
+      // then any yield goes to the old leader (it attempts at once, so it may also win first)
+      expect(yields.slice(toB).every((y) => y.to === a.id)).toBe(true);
+      expect(yields.every((y) => y.at < (acquiredAt[1] ?? 0))).toBe(true);
+      expect(t.terms(c)).toBe(0);
+      expect(c.isLeader).toBe(false);
+      expect(reports.some((r) => r.ev === 'acquired')).toBe(false);
+      const [as] = await sessionsLike(databaseUrl(), `pgleaderlock:${a.id}`);
+      expect(await holderPid(databaseUrl(), t.keys.key1, t.keys.key2)).toBe(as?.pid);
+      expect(t.overlaps()).toEqual([]);
+    } finally {
+      b.kill('SIGKILL'); // a stopped process still dies of it; its session closes with it
+      await exited;
+    }
   });
 });
 
