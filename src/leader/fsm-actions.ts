@@ -187,6 +187,7 @@ export class Actions {
       case 'emitStopped':
         return report.stopped();
       case 'emitError':
+        this.c.mail.uninvite(); // a failed attempt that is not a held lock: no quick retries
         return report.error(error);
       case 'resetRetry':
         return this.c.retry.reset();

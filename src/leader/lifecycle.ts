@@ -231,8 +231,10 @@ export class Lifecycle implements RequestTarget {
     return p.kind === 'leader' && p.leadership.term !== null ? p.session : null;
   }
 
-  /** Poll mode: a handover named this candidate: attempt at once. */
+  /** Poll mode: a handover named this candidate: attempt at once (unless it leads or releases already). */
   invite(): void {
+    const k = this.phase.kind;
+    if (k !== 'follower' && k !== 'acquiring') return;
     this.mail.invite(this.o.clock.now());
     this.wake();
   }

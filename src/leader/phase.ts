@@ -87,13 +87,17 @@ export class Mailbox {
    */
   invitedUntil = Number.NEGATIVE_INFINITY;
 
-  /** A handover named this candidate (or gives the lock back to it), at `now`, for `windowMs`. */
-  invite(now: number, windowMs = INVITE_WINDOW_MS): void {
+  /** A handover named this candidate (or gives the lock back to it), heard at `now`. */
+  invite(now: number): void {
     this.invited = true;
-    this.invitedUntil = Math.max(this.invitedUntil, now + windowMs);
+    this.invitedUntil = now + INVITE_WINDOW_MS;
   }
 
-  /** Leading: an invitation is over (a later step-down backs off as usual). */
+  /**
+   * An invitation is over: the lock leads (a later step-down backs off as usual), or an
+   * attempt failed for another reason than the lock being held (a connection or query
+   * error backs off as usual).
+   */
   uninvite(): void {
     this.invited = false;
     this.invitedUntil = Number.NEGATIVE_INFINITY;

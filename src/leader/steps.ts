@@ -16,7 +16,7 @@ import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf, type TakeoverD
 import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
-import { handoverError, Succession } from './succession.js';
+import { Succession } from './succession.js';
 import { Takeover } from './takeover.js';
 import type { Term } from './term.js';
 
@@ -362,21 +362,15 @@ export class Steps {
       const directive = h ? { to: h.to, back, timeoutMs: h.timeoutMs } : null;
       if (await session.release(fencing, directive)) {
         if (h) {
-          const released = this.o.clock.now();
-          h.outcome = await this.succession
-            .awaitSuccessor(session, h, () => {
-              const signal = this.ctx.arm();
-              return this.mail.stop ? null : signal;
-            })
-            .catch((err: unknown) =>
-              handoverError(`handover: could not see whether "${h.to}" took the lock`, err),
-            );
-          // the successor's time is up: the waiters now yield to this leader (`back`) for
-          // another timeoutMs. Wait mode, it is queued; poll mode, nothing else would prompt
-          // it before its back-off ends: it attempts at once, and again every few ms
-          const timedOut = h.outcome !== 'taken' && this.o.clock.now() >= released + h.timeoutMs;
-          if (timedOut && back !== null && this.o.acquireMode === 'poll')
-            this.mail.invite(this.o.clock.now(), h.timeoutMs);
+          const seen = await this.succession.awaitSuccessor(session, h, () => {
+            const signal = this.ctx.arm();
+            return this.mail.stop ? null : signal;
+          });
+          h.outcome = seen.outcome;
+          // the successor's time is up: the waiters yield to `back` (this leader) now; poll
+          // mode, nothing would prompt it before its back-off ends: invite it (phase.ts)
+          if (seen.timedOut && back !== null && this.o.acquireMode === 'poll')
+            this.mail.invite(this.o.clock.now());
         }
         // queuing again on this session: say so, with the priority (a successor with a lower
         // one hands back: docs/choosing-the-leader.md)

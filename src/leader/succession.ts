@@ -70,25 +70,42 @@ export class Succession {
   /**
    * After the unlock of a handover: ask every 2 ms whether the successor holds the lock,
    * until it does ('taken'), it has no session any more, or `timeoutMs` has passed (an
-   * error). `stopped` ends the wait early (an error: the outcome is not known).
+   * error, `timedOut`: the waiters now yield to the leader named `back`). `stopped` ends the
+   * wait early (an error: the outcome is not known); so does a failed query.
    */
   async awaitSuccessor(
     session: Session,
     h: Handover,
     stopped: () => AbortSignal | null,
-  ): Promise<'taken' | Error> {
+  ): Promise<{ outcome: 'taken' | Error; timedOut: boolean }> {
+    try {
+      return await this.watchSuccessor(session, h, stopped);
+    } catch (err) {
+      return {
+        outcome: handoverError(`handover: could not see whether "${h.to}" took the lock`, err),
+        timedOut: false,
+      };
+    }
+  }
+
+  private async watchSuccessor(
+    session: Session,
+    h: Handover,
+    stopped: () => AbortSignal | null,
+  ): Promise<{ outcome: 'taken' | Error; timedOut: boolean }> {
     const { clock } = this.o;
     const until = clock.now() + h.timeoutMs;
+    const failed = (message: string, timedOut = false) => ({ outcome: handoverError(message), timedOut });
     for (;;) {
       const s = await session.channel.successor(h.to);
-      if (s.holds) return 'taken';
-      if (!s.connected) return handoverError(`handover: candidate "${h.to}" left before it took the lock`);
+      if (s.holds) return { outcome: 'taken', timedOut: false };
+      if (!s.connected) return failed(`handover: candidate "${h.to}" left before it took the lock`);
       if (clock.now() >= until) {
-        return handoverError(`handover: candidate "${h.to}" did not take the lock within ${h.timeoutMs} ms`);
+        return failed(`handover: candidate "${h.to}" did not take the lock within ${h.timeoutMs} ms`, true);
       }
       const signal = stopped();
       if (signal === null) {
-        return handoverError(
+        return failed(
           `handover: the lock shut down before "${h.to}" was seen holding the lock (the release named it)`,
         );
       }

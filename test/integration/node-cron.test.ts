@@ -495,13 +495,13 @@ describe('pgleaderlock/node-cron, in process', () => {
     const warm = Math.floor(Date.now() / 1000) * 1000 - 1000;
     expect(await coordinator.shouldRun(fireKey('warm', new Date(warm)), 30_000)).toBe(true); // table made, pool connected
     // another transaction holds the fire's row, uncommitted: the claim's INSERT waits on it
-    const fireAt = Math.ceil((Date.now() + 500) / 1000) * 1000;
     const blocker = new pg.Client({
       connectionString: databaseUrl(),
       application_name: `pgleaderlock:${locks.tag}-blocker`,
     });
     blocker.on('error', () => {});
-    await blocker.connect();
+    await blocker.connect(); // before the fire's second is chosen: connecting can be slow under load
+    const fireAt = Math.ceil((Date.now() + 500) / 1000) * 1000;
     try {
       await blocker.query('BEGIN');
       await blocker.query(

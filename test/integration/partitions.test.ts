@@ -250,7 +250,7 @@ describe('PartitionedLeadership', () => {
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });
 
-  it('joins and leaves are clean hand-overs: each joiner owns its share within 2 s of start(), and a leaver’s share is owned by the rest within 400 ms of its shutdown() call, without waiting out the takeover delay (3 s here)', async () => {
+  it('joins and leaves are clean hand-overs: each joiner owns its share within 750 ms of start(), and a leaver’s share is owned by the rest within 400 ms of its shutdown() call, without waiting out the takeover delay (3 s here)', async () => {
     const name = uniq();
     const fenced = { takeoverDelayMs: 3000 };
     const ws = [worker(name, 64, fenced), worker(name, 64, fenced)];
@@ -266,7 +266,7 @@ describe('PartitionedLeadership', () => {
       const joiner = worker(name, 64, fenced);
       const t0 = performance.now();
       await joiner.start();
-      expect(await joiner.waitForBalance({ timeoutMs: 2000 }), `join ${i + 1}`).toBe(true);
+      expect(await joiner.waitForBalance({ timeoutMs: 750 }), `join ${i + 1}`).toBe(true); // 92–192 ms measured
       expect(joiner.owned.size).toBeGreaterThanOrEqual(Math.floor(64 / (ws.length + 1)));
       console.log(
         `[partitions] join ${i + 1}: its share owned ${(performance.now() - t0).toFixed(0)} ms after start()`,

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { CHANNELS, type LostMessage } from '../../src/core/channels.js';
 import { deferred } from '../../src/core/clock.js';
-import { LockError, LockState } from '../../src/index.js';
+import { FixedInterval, LockError, LockState } from '../../src/index.js';
 import {
   adminClient,
   databaseUrl,
@@ -341,7 +341,7 @@ describe.each(['wait', 'poll'] as const)('a long fenced transaction (%s mode)', 
 });
 
 describe('a server that applies a smaller setting than the lock asks for', () => {
-  it('a role whose tcp_user_timeout (1 s) stays in force because its session ignores the lock’s settings: every grant is refused with ERR_PGLEADERLOCK_UNSAFE naming the figures, nothing stays held and no session is left behind; the lock retries and leads once its settings apply', async () => {
+  it('a role whose tcp_user_timeout (1 s) stays in force because its session ignores the lock’s settings: every grant is refused with ERR_PGLEADERLOCK_UNSAFE naming the figures, and within 100 ms nothing is held and no session is open; the lock retries and leads once its settings apply', async () => {
     const role = `pinned_${locks.tag}`.toLowerCase().replaceAll('-', '_');
     await using admin = await adminClient(databaseUrl());
     await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
@@ -371,29 +371,35 @@ describe('a server that applies a smaller setting than the lock asks for', () =>
     const keys = randomKeys();
     // 1 s of tcp_user_timeout: the server may drop the session 1 s after the last check,
     // a lease of 900 ms, which a 100 ms health interval plus a 2 s query deadline cannot renew
-    const lock = locks.make({ ...keys, connect });
-    const refusals: LockError[] = [];
+    // retries 300 ms apart: a quiet window after each refusal, in which nothing may stay held
+    const lock = locks.make({ ...keys, connect, retryStrategy: new FixedInterval({ intervalMs: 300 }) });
+    const refusals: { error: LockError; at: number }[] = [];
     lock.onError((err) => {
-      if (err instanceof LockError && err.code === 'ERR_PGLEADERLOCK_UNSAFE') refusals.push(err);
+      if (err instanceof LockError && err.code === 'ERR_PGLEADERLOCK_UNSAFE')
+        refusals.push({ error: err, at: performance.now() });
     });
     let led = false;
     lock.onAcquired(() => {
       led = true;
     });
     await lock.start();
-    await eventually(() => refusals.length >= 3, { what: 'three refused grants' });
+    for (let n = 1; n <= 3; n++) {
+      await eventually(() => refusals.length >= n, { what: `refused grant ${n}`, intervalMs: 2 });
+      // the refused session is closed at once: within 100 ms nothing is held and no session
+      // of the role is open, well before the next attempt (300 ms after the refusal)
+      await eventually(
+        async () =>
+          (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 0 &&
+          (await admin.query('SELECT 1 FROM pg_stat_activity WHERE usename = $1', [role])).length === 0,
+        { what: `refused grant ${n}'s session closed`, timeoutMs: 100, intervalMs: 5 },
+      );
+      expect(performance.now() - (refusals[n - 1]?.at ?? 0)).toBeLessThan(300);
+    }
     expect(led).toBe(false);
     expect(lock.isLeader).toBe(false);
     expect(lock.state).not.toBe(LockState.STOPPED);
-    expect(refusals[0]?.message).toContain('tcp_user_timeout=1000ms');
-    expect(refusals[0]?.message).toContain('healthIntervalMs + queryTimeoutMs = 100 + 2000');
-    // each refused session was closed: nothing held, at most the attempt under way open
-    expect(await lockHolders(databaseUrl(), keys.key1, keys.key2)).toEqual([]);
-    const open = await admin.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1',
-      [role],
-    );
-    expect(open[0]?.n).toBeLessThanOrEqual(1);
+    expect(refusals[0]?.error.message).toContain('tcp_user_timeout=1000ms');
+    expect(refusals[0]?.error.message).toContain('healthIntervalMs + queryTimeoutMs = 100 + 2000');
     pinned = false;
     expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     expect(lock.safety?.settings.tcpUserTimeoutMs).toBe(lock.safety?.serverReleaseMs);

@@ -192,7 +192,7 @@ describe('lock table full (SQLSTATE 53200): the back-off of takes', () => {
 describe('the assignment (src/partitions/assign.ts)', () => {
   // CPU time (process.cpuUsage): what the call costs, whatever else runs on the machine's two
   // cores meanwhile (beside other test files a warm call's wall time was 1.5–40 ms)
-  it('1,024 partitions over 8 members: p50 of 21 warm calls ≤ 14 ms of CPU (docs: 3–7 ms)', () => {
+  it('1,024 partitions over 8 members: p50 of 21 warm calls ≤ 14 ms of CPU (docs: 2–7 ms)', () => {
     const ids = Array.from({ length: 8 }, (_, i) => `host-${4000 + i}-k3j9x${i}`);
     // a membership change each call, as a join or a leave gives
     const memberships = Array.from({ length: 8 }, (_, i) => [

@@ -144,3 +144,32 @@ describe('a granted waiter yields while a handover to another candidate goes on'
     expect(await s.yields(f.session, grant(null, 5_000))).toBe(false);
   });
 });
+
+describe('the leader that handed over, watching for its successor', () => {
+  const session = (successor: () => Promise<{ holds: boolean; waits: boolean; connected: boolean }>) =>
+    ({ channel: { successor } }) as unknown as Session;
+  const watch = (s: Session) =>
+    new Succession({ id: 'a', clock: systemClock, logger }).awaitSuccessor(
+      s,
+      { to: 'b', timeoutMs: 30, outcome: null },
+      () => new AbortController().signal,
+    );
+
+  it('only a successor still there but not holding after timeoutMs is a timeout (the old leader is then invited back, poll mode)', async () => {
+    const there = await watch(session(async () => ({ holds: false, waits: false, connected: true })));
+    expect(there.timedOut).toBe(true);
+    expect(String(there.outcome)).toContain('"b" did not take the lock within 30 ms');
+    const taken = await watch(session(async () => ({ holds: true, waits: false, connected: true })));
+    expect(taken).toEqual({ outcome: 'taken', timedOut: false });
+    const gone = await watch(session(async () => ({ holds: false, waits: false, connected: false })));
+    expect(gone.timedOut).toBe(false);
+    expect(String(gone.outcome)).toContain('"b" left before it took the lock');
+    const failing = await watch(
+      session(async () => {
+        throw new Error('connection lost');
+      }),
+    );
+    expect(failing.timedOut).toBe(false);
+    expect(failing.outcome).toMatchObject({ code: 'ERR_PGLEADERLOCK_HANDOVER' });
+  });
+});
