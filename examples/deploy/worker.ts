@@ -2,8 +2,8 @@
  * The worker of docs/deploy.md (Kubernetes, systemd, PM2). Every replica joins the election
  * and serves /healthz, /readyz and /metrics; the leader runs `leaderWork`. SIGTERM
  * (Kubernetes, systemd) or SIGINT (PM2) ends the term, waits for the work, releases the lock
- * and exits, within SHUTDOWN_TIMEOUT_MS whatever the work does. The same signal again exits
- * at once.
+ * and exits; whatever the work does, the session is closed by force SHUTDOWN_TIMEOUT_MS after
+ * the signal and the process exits right after. The same signal again exits at once.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
