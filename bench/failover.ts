@@ -17,6 +17,7 @@ import path from 'node:path';
 import advisoryLock from 'advisory-lock';
 import pg from 'pg';
 import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../src/index.js';
+import type { CandidateConfig, CandidateMessage, ParentCommand } from '../test/chaos/candidate.js';
 import { randomKeys } from '../test/harness/db.js';
 import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
 import { handoffBreakdown, PHASES } from './handoff-breakdown.js';
@@ -227,27 +228,28 @@ async function killed(
   const out: number[] = [];
   for (let i = 0; i < trials; i++) {
     const keys = randomKeys();
-    const child = fork(
-      path.join(root, 'test/chaos/candidate.ts'),
-      [
-        JSON.stringify({
-          url: server.url,
-          ...keys,
-          id: `bench-${i}`,
-          healthIntervalMs: 1000,
-          queryTimeoutMs: 1000,
-          pollMs: 100,
-          acquireMode: cfg.options.acquireMode,
-          workStopMs: 0,
-          takeoverDelayMs: cfg.options.takeoverDelayMs ?? 0,
-        }),
-      ],
-      { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
-    );
+    const child = fork(path.join(root, 'test/chaos/candidate.ts'), [], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
+    const cfgOfChild: CandidateConfig = {
+      url: server.url,
+      ...keys,
+      healthIntervalMs: 1000,
+      queryTimeoutMs: 1000,
+      pollMs: 100,
+      acquireMode: cfg.options.acquireMode ?? 'wait',
+      workStopMs: 0,
+      takeoverDelayMs: cfg.options.takeoverDelayMs ?? 0,
+    };
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('bench child did not lead within 15 s')), 15_000);
-      child.on('message', (m: { type: string }) => {
-        if (m.type === 'start') {
+      child.on('message', (m: CandidateMessage) => {
+        // the child boots, then takes its configuration (test/chaos/candidate.ts)
+        if (m.type === 'booted') {
+          const start: ParentCommand = { type: 'start', cfg: cfgOfChild, id: `bench-${i}`, priority: 0 };
+          child.send(start);
+        } else if (m.type === 'start') {
           clearTimeout(timer);
           resolve();
         }

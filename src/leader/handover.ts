@@ -5,7 +5,8 @@
  *  - `acquired`: committed by the statement that grants the lock, so before the new
  *    holder's term can open;
  *  - `released`: committed by a releasing leader after its `runWhileLeader` runs returned
- *    and before its `pg_advisory_unlock`, in the same round trip;
+ *    and before the unlock that frees the key, in the same round trip, only while its
+ *    backend holds the key (sql.ts `releaseSql`);
  *  - `drained`: sent by a leader that lost its session uncleanly (terminated, timed out,
  *    reset) once its runs of the lost term have returned, from its next session, before it
  *    queues again. It names the lost session (its marker token and backend pid).

@@ -46,6 +46,8 @@ interface AcquireRow {
   same: boolean;
   held_before: boolean;
   ok: boolean;
+  /** The key taken a second time with the grant (sql.ts ON_GRANT); null without a grant. */
+  twice: boolean | null;
   idle: string | null;
   waited_ms: number | null;
   server_ms: number | null;
@@ -238,6 +240,13 @@ export class Session {
       );
     }
     if (!row.ok) return null;
+    if (row.twice !== true) {
+      // a re-entrant lock on a held key cannot fail: the release's guard would be wrong
+      await this.freeStranded(row.pid);
+      throw new LockError('the grant did not take the key a second time', {
+        code: 'ERR_PGLEADERLOCK_UNSAFE',
+      });
+    }
     if (row.pid !== this.openedPid) {
       await this.freeStranded(row.pid);
       throw unsafe(

@@ -96,12 +96,16 @@ export interface ReleaseValues {
  * flush (a `released` mark lost in a crash only costs the next holder its takeover delay);
  * then unlock (again only on that backend: never someone else's hold). The event is
  * committed before the unlock, so the next holder, granted by the unlock, receives it with
- * its grant. A grant holds the key twice (ON_GRANT): the event is sent only if the first
- * unlock, which leaves the key held, returns true, which it does only if this backend still
- * holds the key (it is false after a `pg_advisory_unlock_all()` or a `DISCARD ALL` there).
- * That is the guard against a false proof, at no cost: reading `pg_locks` for it was a
- * third of the release round trip (0.5 of 1.6 ms in `npm run bench`). The fencing mark
- * still reads `pg_locks` (only with fencing on): it must not depend on the event's unlock.
+ * its grant. The guard against a false proof: a grant holds the key twice (ON_GRANT), and
+ * the event is sent only if one unlock returns true (this backend held the key: after a
+ * `pg_advisory_unlock_all()` there it is false) and a re-entrant try-lock right after it
+ * returns true (the key is still held here: after a stray single unlock by another client
+ * on this backend, the count was 1, the unlock freed the key, and a waiter already has it).
+ * Both only touch this backend's own lock table while the key is held here; reading
+ * `pg_locks` for the same answer was a third of the release round trip. The last
+ * statement frees the key whatever its count (`pg_advisory_unlock_all()`: the session
+ * holds no other advisory lock); `ok` says it was held. The fencing mark still reads
+ * `pg_locks` (only with fencing on).
  */
 export function releaseSql(v: ReleaseValues): string {
   const lit = (s: string): string => pg.escapeLiteral(s);
@@ -113,14 +117,16 @@ export function releaseSql(v: ReleaseValues): string {
     ? `UPDATE ${v.fencing.table} SET released = true WHERE key1 = (${v.key1 | 0}) AND key2 = (${v.key2 | 0})
          AND epoch = ${BigInt(v.fencing.epoch)} AND ${holding};`
     : '';
-  const first = `CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END`;
+  const unlock = keys('pg_advisory_unlock($1::int4, $2::int4)');
+  // held here before the unlock, and still held after it (the count was 2, or nobody queued)
+  const guard = `CASE WHEN ${mine} THEN CASE WHEN ${unlock} THEN ${keys('pg_try_advisory_lock($1::int4, $2::int4)')} ELSE false END ELSE false END`;
   return `/* pgleaderlock:release */ BEGIN;
   ${mark}
-  SELECT set_config('synchronous_commit', 'off', true), pg_notify(${lit(v.channel)}, ${event(v, lit)}) WHERE ${first};
+  SELECT set_config('synchronous_commit', 'off', true), pg_notify(${lit(v.channel)}, ${event(v, lit)}) WHERE ${guard};
   COMMIT;
-  SELECT ${mine} AS same, CASE WHEN ${mine} THEN ${keys('pg_advisory_unlock($1::int4, $2::int4)')} ELSE false END AS ok${
-    v.disarm ? `, set_config('idle_session_timeout', '0', false) AS disarmed` : ''
-  }`;
+  SELECT ${mine} AS same,
+    CASE WHEN ${mine} THEN CASE WHEN ${unlock} THEN (SELECT true FROM pg_advisory_unlock_all() r) ELSE false END
+      ELSE false END AS ok${v.disarm ? `, set_config('idle_session_timeout', '0', false) AS disarmed` : ''}`;
 }
 
 /** The `released` event's payload, as SQL: a literal, or a directive whose deadline the server computes. */

@@ -304,58 +304,78 @@ describe('onNewLeader: heard at once by an idle session', () => {
 });
 
 describe('the release sends `released` only while its backend holds the key', () => {
-  it('a leader whose lock was taken from it (pg_advisory_unlock_all on its backend) steps down after the next holder’s grant: it sends no released, and the holder after the next waits its delay', async () => {
-    const keys = randomKeys();
-    let aClient: pg.Client | undefined;
-    const delayMs = 250;
-    // a: it notices nothing for 10 s, so it still leads when it steps down
-    const a = locks.make({
-      ...keys,
-      healthIntervalMs: 10_000,
-      autoReacquire: false,
-      connect: async () => {
-        aClient = new pg.Client({
-          connectionString: databaseUrl(),
-          application_name: `pgleaderlock:${locks.tag}-a`,
-        });
-        aClient.on('error', () => {});
-        await aClient.connect();
-        return aClient;
-      },
-    });
-    const errors: string[] = [];
-    a.onError((e) => {
-      errors.push(e.message);
-    });
-    // one wait slice for the whole test: b stays ahead of c in the queue (a slice's end re-queues)
-    const b = locks.make({ ...keys, takeoverDelayMs: delayMs, autoReacquire: false, waitSliceMs: 30_000 });
-    const c = locks.make({ ...keys, takeoverDelayMs: delayMs, waitSliceMs: 30_000 });
-    const bFences = fencesOf(b);
-    const cFences = fencesOf(c);
-    await using observer = await listen(databaseUrl(), keys);
-    await a.start();
-    expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
-    await b.start();
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
-      what: 'b to queue',
-    });
-    await c.start();
-    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 3, {
-      what: 'c to queue',
-    });
-    await aClient?.query('SELECT pg_advisory_unlock_all()'); // b, first in the queue, is granted
-    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(a.isLeader).toBe(true); // it has not checked since
-    await a.stepDown({ timeoutMs: 2000 });
-    expect(errors.join('; ')).toMatch(/not held/);
-    // b's session ends uncleanly: c is granted, and nothing it heard proves b stopped
-    await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
-    expect(await c.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    expect(cFences).toEqual([delayMs]);
-    expect(bFences).toEqual([delayMs]); // b followed a's grant: no proof either
-    const heard = observer.events
-      .filter((e) => e.event.kind === 'acquired' || e.event.kind === 'released')
-      .map((e) => `${e.event.kind} ${'id' in e.event ? e.event.id : ''}`);
-    expect(heard).toEqual([`acquired ${a.id}`, `acquired ${b.id}`, `acquired ${c.id}`]);
-  });
+  it.each([
+    ['pg_advisory_unlock_all() on its backend: the next holder is granted at once', 'all'],
+    [
+      'one stray pg_advisory_unlock of its key on its backend: it still holds the key, and its release frees it before its commit',
+      'one',
+    ],
+  ] as const)(
+    'a leader whose lock was taken from it (%s) steps down: it sends no released, and the holder after the next waits its delay',
+    async (_label, fault) => {
+      const keys = randomKeys();
+      let aClient: pg.Client | undefined;
+      const delayMs = 250;
+      // a: it notices nothing for 10 s, so it still leads when it steps down
+      const a = locks.make({
+        ...keys,
+        healthIntervalMs: 10_000,
+        autoReacquire: false,
+        connect: async () => {
+          aClient = new pg.Client({
+            connectionString: databaseUrl(),
+            application_name: `pgleaderlock:${locks.tag}-a`,
+          });
+          aClient.on('error', () => {});
+          await aClient.connect();
+          return aClient;
+        },
+      });
+      const errors: string[] = [];
+      a.onError((e) => {
+        errors.push(e.message);
+      });
+      // one wait slice for the whole test: b stays ahead of c in the queue (a slice's end re-queues)
+      const b = locks.make({ ...keys, takeoverDelayMs: delayMs, autoReacquire: false, waitSliceMs: 30_000 });
+      const c = locks.make({ ...keys, takeoverDelayMs: delayMs, waitSliceMs: 30_000 });
+      const bFences = fencesOf(b);
+      const cFences = fencesOf(c);
+      await using observer = await listen(databaseUrl(), keys);
+      await a.start();
+      expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+      await b.start();
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
+        what: 'b to queue',
+      });
+      await c.start();
+      await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 3, {
+        what: 'c to queue',
+      });
+      if (fault === 'all') {
+        await aClient?.query('SELECT pg_advisory_unlock_all()'); // b, first in the queue, is granted
+        expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+        expect(a.isLeader).toBe(true); // it has not checked since
+        await a.stepDown({ timeoutMs: 2000 });
+      } else {
+        // a grant holds the key twice: one unlock leaves it held, and a still leads
+        await aClient?.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+        expect(
+          (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((h) => h.granted),
+        ).toHaveLength(1);
+        expect(a.isLeader).toBe(true);
+        await a.stepDown({ timeoutMs: 2000 }); // its first unlock frees the key: b is granted before a commits
+        expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      }
+      expect(errors.join('; ')).toMatch(/not held/);
+      // b's session ends uncleanly: c is granted, and nothing it heard proves b stopped
+      await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
+      expect(await c.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      expect(cFences).toEqual([delayMs]);
+      expect(bFences).toEqual([delayMs]); // b followed a's grant: no proof either
+      const heard = observer.events
+        .filter((e) => e.event.kind === 'acquired' || e.event.kind === 'released')
+        .map((e) => `${e.event.kind} ${'id' in e.event ? e.event.id : ''}`);
+      expect(heard).toEqual([`acquired ${a.id}`, `acquired ${b.id}`, `acquired ${c.id}`]);
+    },
+  );
 });

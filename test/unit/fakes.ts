@@ -134,7 +134,7 @@ export class FakeClient extends EventEmitter {
     if (tag === 'late-grant') {
       const ok = this.db.holder === this;
       if (ok) this.db.notify(values);
-      const row = { pid: this.processID, same: true, held_before: false, ok, idle: null };
+      const row = { pid: this.processID, same: true, held_before: false, ok, twice: ok || null, idle: null };
       return Promise.resolve({ rows: [row] });
     }
     if (tag === 'survey') {
@@ -179,6 +179,7 @@ export class FakeClient extends EventEmitter {
         idle: null,
         ...this.db.answer(kind, this),
       };
+      if (row.ok) row.twice = true; // a grant takes the key a second time (sql.ts ON_GRANT)
       if (kind === 'tryLock' && row.ok && typeof values[3] === 'string') {
         const applied = this.db.pinnedIdleSessionTimeout ?? values[3];
         this.settings.set('idle_session_timeout', applied);
@@ -211,7 +212,7 @@ export class FakeClient extends EventEmitter {
       const waited_ms = (this.db.clock?.now() ?? 0) - began;
       this.db.notify(values);
       if (this.db.freezeClientOnGrantMs > 0) this.db.clock?.freeze(this.db.freezeClientOnGrantMs);
-      const row = { ok: true, same: true, held_before: false, pid: this.processID, waited_ms };
+      const row = { ok: true, twice: true, same: true, held_before: false, pid: this.processID, waited_ms };
       return { rows: [{ ...row, idle: idle ? `${idle}ms` : null }] };
     };
     if (this.db.holder === null || this.db.holder === this) return Promise.resolve(grant());
