@@ -378,4 +378,45 @@ describe('the release sends `released` only while its backend holds the key', ()
       expect(heard).toEqual([`acquired ${a.id}`, `acquired ${b.id}`, `acquired ${c.id}`]);
     },
   );
+
+  it('a leader whose backend took its key once more (a count of 3) steps down: it sends released, the key is free, and the next holder leads without a delay', async () => {
+    const keys = randomKeys();
+    let aClient: pg.Client | undefined;
+    const a = locks.make({
+      ...keys,
+      healthIntervalMs: 10_000,
+      connect: async () => {
+        aClient = new pg.Client({
+          connectionString: databaseUrl(),
+          application_name: `pgleaderlock:${locks.tag}-a`,
+        });
+        aClient.on('error', () => {});
+        await aClient.connect();
+        return aClient;
+      },
+    });
+    const b = locks.make({ ...keys, takeoverDelayMs: 250, autoReacquire: false, waitSliceMs: 30_000 });
+    const bFences = fencesOf(b);
+    await using observer = await listen(databaseUrl(), keys);
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+    await b.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
+      what: 'b to queue',
+    });
+    const client = aClient as pg.Client;
+    await client.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]); // its own: re-entrant
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    await a.stepDown({ timeoutMs: 2000 });
+    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    expect(bFences).toEqual([]);
+    await eventually(() => observer.kinds().length === 3, { what: "b's grant to be heard" });
+    expect(observer.kinds()).toEqual(['acquired', 'released', 'acquired']);
+    // the step-down kept a's backend, and it holds nothing: the last statement freed every count
+    const held = await client.query('SELECT 1 FROM pg_locks WHERE locktype = $1 AND pid = $2', [
+      'advisory',
+      pid,
+    ]);
+    expect(held.rows).toHaveLength(0);
+  });
 });
