@@ -6,8 +6,9 @@
  * the next leader (`leaderWaitMs`) asks again until the withdrawal is in.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type pg from 'pg';
+import pg from 'pg';
 import { fireKey, leaderCoordinator, type Queryable } from '../../src/node-cron/index.js';
+import { DEFAULT_CLAIMS_TABLE } from '../../src/node-cron/sql.js';
 import { adminQuery, databaseUrl, eventually, randomKeys } from './db.js';
 import type { LockFactory } from './locks.js';
 
@@ -35,21 +36,31 @@ export interface Handover {
   nextEpoch: string;
 }
 
-const epochsOf = async (claims: string, scope: string): Promise<string[]> =>
+const epochsOf = async (scope: string): Promise<string[]> =>
   (
     await adminQuery<{ epoch: string }>(
       databaseUrl(),
-      `SELECT epoch::text AS epoch FROM ${claims} WHERE scope = $1 ORDER BY fire_at`,
+      `SELECT epoch::text AS epoch FROM ${DEFAULT_CLAIMS_TABLE} WHERE scope = $1 ORDER BY fire_at`,
       [scope],
     )
   ).map((r) => r.epoch);
 
-export async function handoverAtClaim(
-  locks: LockFactory,
-  pool: pg.Pool,
-  claims: string,
-  withdrawDelayMs = 300,
-): Promise<Handover> {
+/** The scenario, with a pool of its own for both coordinators' claims (tagged for the leak guard). */
+export async function handoverAtClaim(locks: LockFactory, withdrawDelayMs = 300): Promise<Handover> {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl(),
+    max: 2,
+    application_name: `pgleaderlock:${locks.tag}-claims`,
+  });
+  pool.on('error', () => {});
+  try {
+    return await scenario(locks, pool, withdrawDelayMs);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function scenario(locks: LockFactory, pool: pg.Pool, withdrawDelayMs: number): Promise<Handover> {
   const keys = randomKeys();
   const old = locks.make({ ...keys, fencing: true, autoReacquire: false });
   await old.start();
@@ -68,7 +79,8 @@ export async function handoverAtClaim(
         return r as never;
       }
       const r = await pool.query(text, values);
-      if (text.includes('/* pgleaderlock:cron-claim */') && r.rows.length === 1) await old.stepDown();
+      if (text.includes('/* pgleaderlock:cron-claim */') && r.rows[0]?.outcome === 'claimed')
+        await old.stepDown();
       return r as never;
     },
   };
@@ -92,19 +104,20 @@ export async function handoverAtClaim(
   const key = fireKey('tick', new Date(Math.floor(Date.now() / 1000) * 1000 + 60_000));
   const oldRun = oldC.shouldRun(key, 30_000);
   await eventually(() => next.isLeader, { what: 'the follower to lead' });
-  const epochsBefore = await epochsOf(claims, scope);
+  const epochsBefore = await epochsOf(scope);
   const askedAt = performance.now();
   const nextRun = await nextC.shouldRun(key, 30_000);
   const ranAt = performance.now();
+  const oldResult = await oldRun; // after its withdrawal: withdrawnAt is set
   return {
-    oldRun: await oldRun,
+    oldRun: oldResult,
     nextRun,
     withdrawnAt,
     ranAt,
     askedAt,
     asks,
     epochsBefore,
-    epochsAfter: await epochsOf(claims, scope),
+    epochsAfter: await epochsOf(scope),
     oldEpoch,
     nextEpoch: String(next.term?.epoch),
   };

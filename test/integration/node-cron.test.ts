@@ -361,9 +361,9 @@ describe('pgleaderlock/node-cron, in process', () => {
     }
   });
 
-  it('a term that ends while its claim is in flight: the next leader (leaderWaitMs) asks again every 20 ms until the withdrawal is in, and runs the fire', async () => {
+  it('a term that ends while its claim is in flight: the next leader (leaderWaitMs) asks again, never in a tight loop, until the withdrawal is in, and runs the fire', async () => {
     // how soon after the withdrawal: test/timing/node-cron-handover.test.ts (one file at a time)
-    const h = await handoverAtClaim(locks, claimsPool(), CLAIMS);
+    const h = await handoverAtClaim(locks);
     // the old claim was still there, of the old epoch, when the next leader asked
     expect(h.epochsBefore).toEqual([h.oldEpoch]);
     expect(h.oldRun).toBe(false); // never outside its term
@@ -376,11 +376,9 @@ describe('pgleaderlock/node-cron, in process', () => {
     expect(outcomes.length).toBeGreaterThan(1);
     // no more than one ask sent after the withdrawal was answered: the first one took the fire
     expect(h.asks.filter((a) => a.sentAt > h.withdrawnAt).length).toBeLessThanOrEqual(1);
-    // each ask again 20 ms after the answer before it, not in a tight loop (a timer may fire
-    // a few ms early by performance.now(): it starts from the loop's cached clock)
-    for (let i = 1; i < h.asks.length; i++) {
-      expect(h.asks[i]!.sentAt - h.asks[i - 1]!.answeredAt).toBeGreaterThanOrEqual(15);
-    }
+    // not in a tight loop: a pause of 20 ms after each answer allows at most one ask per 20 ms
+    // of waiting (load only makes them fewer); how regular: test/timing/node-cron-handover.test.ts
+    expect(h.asks.length).toBeLessThanOrEqual((h.withdrawnAt - h.askedAt) / 15 + 2);
     expect(h.epochsAfter).toEqual([h.nextEpoch]);
   });
 

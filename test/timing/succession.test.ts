@@ -3,13 +3,16 @@
  * PostgreSQL: how soon a candidate with a higher priority leads after it starts, and how
  * soon `handoverTo(id)` has the named successor leading. p50 of several trials, each from a
  * settled leader and a queued successor; the takeover delay is the default (250 ms), so a
- * handover that was not proven clean would show it.
+ * handover that was not proven clean would show it. And how soon a poll-mode follower named
+ * by a release that reached it before the unlock leads after the unlock (it attempts every
+ * 5 ms while the key is held).
  */
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import type { LeaderLock } from '../../src/index.js';
 import { databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { namedBeforeUnlock } from '../harness/named-release.js';
 
 const locks = useLocks();
 const TRIALS = 5;
@@ -102,4 +105,19 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
     );
     expect(p50(took)).toBeLessThanOrEqual(50); // 9–21 ms measured
   });
+});
+
+describe('choosing who leads, a named poll-mode follower', () => {
+  it.each([50, 800])(
+    'a release that names a poll-mode follower reaches it %i ms before the unlock: it leads within 100 ms of the unlock',
+    async (beforeMs) => {
+      const { b, unlockedAt } = await namedBeforeUnlock(locks, beforeMs);
+      expect(await b.waitForLeadership({ timeoutMs: 2000 })).toBe(true);
+      const took = performance.now() - unlockedAt;
+      console.log(
+        `[succession poll] named ${beforeMs} ms before the unlock: leading ${took.toFixed(1)} ms after it`,
+      );
+      expect(took).toBeLessThan(100); // 4–21 ms measured: it attempts every 5 ms
+    },
+  );
 });
