@@ -47,9 +47,15 @@ export class Requests {
   private readonly candidates = new Map<string, number>();
   /** Sessions that had a term opened (their later terms have heard every announcement). */
   private readonly opened = new WeakSet<Session>();
-  /** A reconsideration is running; `again`: run one more after it. */
+  /**
+   * Wait mode: the last candidate with a higher priority heard announcing itself while this
+   * lock did not lead (a follower, or pending in its takeover delay). It may not have queued
+   * yet when the next term opens: that term's queue read waits for it (QUEUE_WITHIN_MS).
+   */
+  private announcedMeanwhile: string | null = null;
+  /** A reconsideration is running; `again`: run one more after it (for this announcer, if any). */
   private busy = false;
-  private again = false;
+  private again: { announcer: string | null } | null = null;
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -60,10 +66,13 @@ export class Requests {
     switch (event.kind) {
       case 'waiting':
         this.remember(event.id, event.priority);
-        if (event.id !== this.o.id && event.priority > this.o.priority) this.reconsider(event.id);
+        if (event.id === this.o.id || event.priority <= this.o.priority) return;
+        if (this.target.leaderSession() === null) this.announcedMeanwhile = event.id;
+        else this.reconsider(event.id);
         return;
       case 'acquired':
         this.remember(event.id, event.priority);
+        if (event.id === this.announcedMeanwhile) this.announcedMeanwhile = null; // it queued: it led
         // poll mode: a follower is idle between attempts; the new leader must learn its priority
         if (this.o.acquireMode === 'poll' && event.id !== this.o.id && this.target.leaderSession() === null) {
           session.channel.announceWaiting().catch(() => {}); // a dead session is reported by the loop
@@ -90,22 +99,26 @@ export class Requests {
 
   /**
    * A term opened: a candidate with a higher priority that queued before it takes over now.
-   * Only a session's first term can have missed an announcement (one sent before its
-   * LISTEN): then the queue is read, and in wait mode read again a little later too (an
-   * announcer that had not queued yet). A later term on the same session has heard every
-   * announcement since: it reads the queue only if it knows of a higher priority.
+   * A candidate heard announcing itself before the term opened may not have queued yet: the
+   * read waits for it, as for one heard while leading. Only a session's first term can have
+   * missed an announcement (one sent before its LISTEN): then the queue is read, and in
+   * wait mode read again a little later too (an announcer that had not queued yet). A later
+   * term on the same session has heard every announcement since: it reads the queue only
+   * if it knows of a higher priority.
    */
   termOpened(): void {
     const session = this.target.leaderSession();
     if (session === null) return;
+    const announcer = this.o.acquireMode === 'wait' ? this.announcedMeanwhile : null;
+    this.announcedMeanwhile = null;
     const first = !this.opened.has(session);
     this.opened.add(session);
     if (!first) {
       if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority))
-        this.reconsider(null);
+        this.reconsider(announcer);
       return;
     }
-    this.reconsider(null);
+    this.reconsider(announcer);
     if (this.o.acquireMode !== 'wait') return;
     for (const ms of RECHECK_MS) {
       const timer = this.o.clock.setTimeout(() => {
@@ -123,7 +136,7 @@ export class Requests {
    */
   private reconsider(announcer: string | null): void {
     if (this.busy) {
-      this.again = true;
+      this.again = { announcer: announcer ?? this.again?.announcer ?? null };
       return;
     }
     this.busy = true;
@@ -136,10 +149,9 @@ export class Requests {
       .catch((err: unknown) => this.failed('handover', toError(err)))
       .finally(() => {
         this.busy = false;
-        if (this.again) {
-          this.again = false;
-          this.reconsider(null);
-        }
+        const again = this.again;
+        this.again = null;
+        if (again !== null) this.reconsider(again.announcer);
       });
   }
 

@@ -12,10 +12,13 @@ import {
   parseEvent,
   payload,
 } from '../../src/leader/handover.js';
+import { resolveOptions } from '../../src/leader/options.js';
+import { Requests } from '../../src/leader/requests.js';
 import type { Session } from '../../src/leader/session.js';
 import type { Acquired } from '../../src/leader/session-types.js';
 import { priorityOf } from '../../src/leader/sql.js';
 import { MAX_HANDOVER_TIMEOUT_MS, Succession } from '../../src/leader/succession.js';
+import { FakeClock, flush } from './fakes.js';
 
 const quiet = () => {};
 const logger = { debug: quiet, info: quiet, warn: quiet, error: quiet };
@@ -171,5 +174,74 @@ describe('the leader that handed over, watching for its successor', () => {
     );
     expect(failing.timedOut).toBe(false);
     expect(failing.outcome).toMatchObject({ code: 'ERR_PGLEADERLOCK_HANDOVER' });
+  });
+});
+
+describe('a higher-priority candidate heard before the term opened (wait mode)', () => {
+  /**
+   * A lock (priority 0) hears `high` (priority 5) announce itself while it does not lead;
+   * `high` queues `queuesAfterMs` after this lock's term opens. Returns when the lock
+   * handed over to it, in fake ms after the term opened (null: not within 2 s).
+   */
+  async function handoverAfter(opts: {
+    earlierTerm: boolean;
+    queuesAfterMs: number;
+    ledMeanwhile?: boolean;
+  }): Promise<{ at: number | null; reads: number }> {
+    const clock = new FakeClock();
+    const o = resolveOptions({ key1: 1, key2: 2, id: 'next', acquireMode: 'wait', clock, logger });
+    let queue: { id: string; priority: number }[] = [];
+    let reads = 0;
+    const queued = async () => {
+      reads++;
+      return queue;
+    };
+    const session = { channel: { queued }, onDeath: () => {} } as unknown as Session;
+    let leading: Session | null = null;
+    let handedAt: number | null = null;
+    const requests = new Requests(o, {
+      state: 'leader',
+      leaderSession: () => leading,
+      handoverTo: async (to) => {
+        if (to === 'high') handedAt ??= clock.now();
+      },
+      stepDown: async () => {},
+      invite: () => {},
+    });
+    if (opts.earlierTerm) {
+      leading = session; // a term before, on the same session, then back to waiting
+      requests.termOpened();
+      await clock.advance(1500);
+      leading = null;
+    }
+    requests.heard({ kind: 'waiting', id: 'high', session: 'sh', priority: 5 }, session);
+    if (opts.ledMeanwhile)
+      requests.heard({ kind: 'acquired', id: 'high', session: 'sh', priority: 5 }, session);
+    await flush();
+    reads = 0;
+    const openedAt = clock.now();
+    leading = session;
+    requests.termOpened();
+    await clock.advance(opts.queuesAfterMs);
+    if (!opts.ledMeanwhile) queue = [{ id: 'high', priority: 5 }];
+    await clock.advance(2000 - opts.queuesAfterMs);
+    return { at: handedAt === null ? null : handedAt - openedAt, reads };
+  }
+
+  it.each([false, true])(
+    'the term waits for it to queue and hands over within a queue poll of it, not at a later re-read (an earlier term on the session: %s)',
+    async (earlierTerm) => {
+      // 30 ms: after the term's first read, before its first re-read (100 ms)
+      const { at } = await handoverAfter({ earlierTerm, queuesAfterMs: 30 });
+      expect(at).not.toBeNull();
+      expect(at).toBeGreaterThanOrEqual(30);
+      expect(at).toBeLessThanOrEqual(40);
+    },
+  );
+
+  it('one that led since (its acquired heard) is not waited for: the term reads the queue once, plus its two re-reads', async () => {
+    const { at, reads } = await handoverAfter({ earlierTerm: false, queuesAfterMs: 30, ledMeanwhile: true });
+    expect(at).toBeNull();
+    expect(reads).toBe(3); // at the term's opening, then at 100 and 1000 ms: not every 5 ms for 1 s
   });
 });
