@@ -49,14 +49,17 @@ export function defaultId(): string {
 
 /**
  * The default `connect`: a new `pg.Client` with listeners attached before `connect()`,
- * TCP keepalive on, identified by `application_name`.
+ * TCP keepalive on, identified by `application_name`. `signal` abandons the attempt: its
+ * socket is destroyed at once (a shutdown does not leave it open until the connect
+ * timeout) and the call rejects.
  */
 export function defaultConnect(
   config: pg.ClientConfig,
   appName: string,
   timeoutMs: number,
-): (applicationName?: string) => Promise<pg.Client> {
-  return async (applicationName = appName) => {
+): (applicationName?: string, signal?: AbortSignal) => Promise<pg.Client> {
+  return async (applicationName = appName, signal) => {
+    signal?.throwIfAborted();
     const client = new pg.Client({
       ...config,
       application_name: applicationName,
@@ -65,11 +68,16 @@ export function defaultConnect(
       connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
     });
     client.on('error', () => {}); // replaced by the session's handler; never unhandled
+    const abandon = (): void => destroyClient(client);
+    signal?.addEventListener('abort', abandon, { once: true });
     try {
       await client.connect();
+      signal?.throwIfAborted(); // connected as the abort came: closed, not handed over
     } catch (err) {
       destroyClient(client);
       throw err;
+    } finally {
+      signal?.removeEventListener('abort', abandon);
     }
     client.removeAllListeners('error');
     client.on('error', () => {}); // until the session attaches

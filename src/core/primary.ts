@@ -31,8 +31,12 @@ export interface Endpoint {
   readonly connect: EndpointConnect;
 }
 
-/** An endpoint's `connect`: the `connect` option, or the default one, which can be given the session's name. */
-export type EndpointConnect = (applicationName?: string) => ReturnType<ConnectFn>;
+/**
+ * An endpoint's `connect`: the `connect` option, or the default one, which can be given the
+ * session's name, and a signal that abandons the attempt (a `connect` hook is given neither:
+ * a client it resolves after the signal is closed by the caller).
+ */
+export type EndpointConnect = (applicationName?: string, signal?: AbortSignal) => ReturnType<ConnectFn>;
 
 /**
  * One endpoint per host of a libpq-style multi-host connection (hosts.ts): the connection
@@ -124,6 +128,25 @@ export function connectFound(found: Found): () => Promise<pg.Client> {
   };
 }
 
+/**
+ * Set a session up on the primary found. `signal` (a shutdown) closes the found connection
+ * if it aborts meanwhile: the set-up's statements then fail at once instead of running on.
+ */
+export async function settingUp<T>(
+  found: Found,
+  signal: AbortSignal | undefined,
+  setUp: (found: Found) => Promise<T>,
+): Promise<T> {
+  const abandon = (): void => destroyClient(found.client);
+  signal?.addEventListener('abort', abandon, { once: true });
+  if (signal?.aborted) abandon();
+  try {
+    return await setUp(found);
+  } finally {
+    signal?.removeEventListener('abort', abandon);
+  }
+}
+
 /** No host is a primary, but standbys answered: a failover in progress (or a standby-only list). */
 export class NoPrimaryError extends LockError {
   constructor(
@@ -137,6 +160,8 @@ export class NoPrimaryError extends LockError {
 interface Options {
   clock: Clock;
   queryTimeoutMs: number;
+  /** Abandons the survey (a shutdown): every attempt fails at once, its socket closed. */
+  signal?: AbortSignal | undefined;
 }
 
 /** Survey every endpoint and connect to the primary on the newest timeline. */
@@ -242,6 +267,7 @@ async function surveyOne(
   let client: pg.Client | null = null;
   let late = false;
   let timer: unknown;
+  let abandon = (): void => {};
   const deadline = new Promise<never>((_, reject) => {
     const fail = (why: string): void => {
       late = true;
@@ -250,9 +276,12 @@ async function surveyOne(
     };
     timer = o.clock.setTimeout(() => fail(`within ${o.queryTimeoutMs} ms`), o.queryTimeoutMs);
     void cut.then(() => fail(`within ${SURVEY_GRACE_MS} ms of another host answering as the primary`));
+    abandon = () => fail('(abandoned: shutting down)');
+    if (o.signal?.aborted) abandon();
+    o.signal?.addEventListener('abort', abandon, { once: true });
   });
   const work = (async () => {
-    const c: unknown = await endpoint.connect();
+    const c: unknown = await endpoint.connect(undefined, o.signal);
     if (!isClient(c))
       throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(c)}`);
     if (late) {
@@ -283,6 +312,7 @@ async function surveyOne(
     return { endpoint, state: { kind: isRefused(err) ? 'refused' : 'unreachable', error }, client: null };
   } finally {
     o.clock.clearTimeout(timer);
+    o.signal?.removeEventListener('abort', abandon);
   }
 }
 

@@ -160,8 +160,8 @@ function hookConnect(hook: ConnectFn): Endpoint['connect'] {
 }
 
 function unrefConnect(connect: Endpoint['connect']): Endpoint['connect'] {
-  return async (applicationName) => {
-    const client = await connect(applicationName);
+  return async (applicationName, signal) => {
+    const client = await connect(applicationName, signal);
     if (isClient(client)) unrefClient(client);
     return client;
   };

@@ -2,7 +2,7 @@ import { deferred } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
-import { connectFound, findPrimary } from '../core/primary.js';
+import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
 import { Vitals } from '../core/vitals.js';
@@ -94,7 +94,7 @@ export class Lifecycle implements RequestTarget {
     });
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.arm(),
-      open: () => this.open(),
+      open: (signal) => this.open(signal),
       delayed: (delay) => this.report.takeoverDelayed(delay.delayMs, delay.until - delay.delayMs),
     });
   }
@@ -305,8 +305,14 @@ export class Lifecycle implements RequestTarget {
   }
 
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
-  private async open(): Promise<Session> {
-    const found = await findPrimary(this.o.endpoints, this.o);
+  private async open(signal: AbortSignal): Promise<Session> {
+    const { clock, queryTimeoutMs } = this.o;
+    const found = await findPrimary(this.o.endpoints, { clock, queryTimeoutMs, signal });
+    return settingUp(found, signal, (f) => this.openOn(f));
+  }
+
+  /** The session on the primary found, announcing the proof of drain there if it is due. */
+  private async openOn(found: Found): Promise<Session> {
     const lost = this.actions.lost;
     const host = found.endpoint.label;
     // on the same server only: a drain announced on another host proves nothing there

@@ -24,8 +24,8 @@ import type { Term } from './term.js';
 export interface StepContext {
   /** A signal aborted by the loop's next wake-up. */
   arm(): AbortSignal;
-  /** Open a session (wired to wake the loop when it dies). */
-  open(): Promise<Session>;
+  /** Open a session (wired to wake the loop when it dies); `signal` abandons the attempt (a shutdown). */
+  open(signal: AbortSignal): Promise<Session>;
   /** A takeover delay began (the phase carries it). */
   delayed(delay: TakeoverDelay): void;
 }
@@ -136,12 +136,16 @@ export class Steps {
     if (phase.session && !phase.session.dead) return null;
     await phase.session?.close();
     phase.session = null;
-    const opening = this.ctx.open();
+    const abandon = new AbortController();
+    const opening = this.ctx.open(abandon.signal);
     for (;;) {
       const wake = untilWoken(this.ctx.arm());
       if (this.mail.stop) {
         wake.dispose();
-        // opened after the stop: close it (and the standbys a survey kept open)
+        // a connection under way is closed now, not at its connect timeout; one that
+        // opened anyway (a `connect` hook cannot be abandoned) is closed when it does (and
+        // the standbys a survey kept open)
+        abandon.abort();
         opening.then(
           (late) => late.close(),
           (err: unknown) => {

@@ -33,6 +33,8 @@ interface Run {
   joining: Deferred<void> | null;
   /** `shutdown()` was called: leave at the next step, then end. */
   stopping: boolean;
+  /** Aborted with `stopping`: a connection under way is abandoned at once. */
+  readonly stopped: AbortController;
 }
 
 type Phase =
@@ -102,7 +104,13 @@ export class WorkerLifecycle {
     if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
     if (current) return current.joined;
     const joining = deferred<void>();
-    const run: Run = { done: Promise.resolve(), joined: joining.promise, joining, stopping: false };
+    const run: Run = {
+      done: Promise.resolve(),
+      joined: joining.promise,
+      joining,
+      stopping: false,
+      stopped: new AbortController(),
+    };
     this.run = run;
     this.started = true;
     this.lastFailure = null;
@@ -117,6 +125,7 @@ export class WorkerLifecycle {
     const run = this.run;
     if (!run) return;
     run.stopping = true;
+    run.stopped.abort();
     this.wake();
     const timer = new AbortController(); // no timer left behind once the run is over
     const finished = await Promise.race([
@@ -168,7 +177,7 @@ export class WorkerLifecycle {
       let session: Sessions | null = null;
       const served = { reconciled: false };
       try {
-        session = await this.open();
+        session = await this.open(run.stopped.signal);
         delay = 100;
         await this.serve(session, run, served);
       } catch (err) {
@@ -208,8 +217,9 @@ export class WorkerLifecycle {
     if (this.run === run) this.run = null;
   }
 
-  private open(): Promise<Sessions> {
+  private open(signal: AbortSignal): Promise<Sessions> {
     return openSessions(this.w.o, this.w.keys, {
+      signal,
       ownership: this.w.ownership,
       terms: this.w.terms,
       wake: () => this.wake(),

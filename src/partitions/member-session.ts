@@ -18,7 +18,14 @@ import type { PgpoolFront } from '../core/pgpool.js';
 import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
-import { connectFound, type Endpoint, findPrimaryOnly, type Surveyed } from '../core/primary.js';
+import {
+  connectFound,
+  type Endpoint,
+  type Found,
+  findPrimaryOnly,
+  type Surveyed,
+  settingUp,
+} from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
 
@@ -45,6 +52,8 @@ export interface MemberSessionOptions {
   drained?: (host: string) => readonly string[];
   /** `shutdown()` was called: do not join (checked before the member lock is taken). */
   stopping?: () => boolean;
+  /** Aborted by `shutdown()`: a connection under way is abandoned at once. */
+  signal?: AbortSignal;
   /** Told of a pgpool-II front (prepare.ts). */
   onPgpool?: (front: PgpoolFront) => void;
 }
@@ -67,9 +76,22 @@ export class MemberSession {
     readonly others: readonly Surveyed[],
   ) {}
 
-  /** Connect to the primary, prepare the session, listen, take the member lock. */
+  /**
+   * Connect to the primary, prepare the session, listen, take the member lock. A shutdown
+   * meanwhile (`signal`) abandons it at once: a ShutdownError.
+   */
   static async open(o: MemberSessionOptions): Promise<MemberSession> {
-    const found = await findPrimaryOnly(o.endpoints, { clock: o.clock, queryTimeoutMs: o.queryTimeoutMs });
+    const { clock, queryTimeoutMs, signal } = o;
+    try {
+      const found = await findPrimaryOnly(o.endpoints, { clock, queryTimeoutMs, signal });
+      return await settingUp(found, signal, (f) => MemberSession.openOn(o, f));
+    } catch (err) {
+      if (!signal?.aborted || err instanceof ShutdownError) throw err;
+      throw new ShutdownError('shutdown() was called before the worker joined', { cause: err });
+    }
+  }
+
+  private static async openOn(o: MemberSessionOptions, found: Found): Promise<MemberSession> {
     const conn = await Connection.open(connectFound(found), o);
     let pooler: PoolerGuard | null = null;
     try {

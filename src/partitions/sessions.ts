@@ -30,6 +30,8 @@ export interface SessionHooks {
   report(error: Error): void;
   /** `shutdown()` was called: a session's end is then no loss to log. */
   stopping(): boolean;
+  /** Aborted by `shutdown()`: a connection under way is abandoned at once. */
+  readonly signal: AbortSignal;
   countStatement(): void;
   /** The sessions are open (before the `joined` notice is sent). */
   opened(sessions: Sessions): void;
@@ -70,6 +72,7 @@ export async function openSessions(
     onStatement: h.countStatement,
     drained: h.drained,
     stopping: h.stopping,
+    signal: h.signal,
     onPgpool: h.pgpool,
   });
   const watchName = `pgleaderlock:${o.id}#watch`;

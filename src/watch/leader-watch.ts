@@ -257,9 +257,13 @@ export class LeaderWatch implements AsyncDisposable {
 
   /** A connection with LISTEN in place, or null if the watch was stopped meanwhile (then nothing is left open). */
   private async open(run: Run): Promise<WatchSession | null> {
-    const opening = openWatchSession(this.o, (event) => {
-      if (this.run === run && !run.stop.signal.aborted) this.heard(event);
-    });
+    const opening = openWatchSession(
+      this.o,
+      (event) => {
+        if (this.run === run && !run.stop.signal.aborted) this.heard(event);
+      },
+      run.stop.signal,
+    );
     let onStop = (): void => {};
     const stopped = new Promise<null>((resolve) => {
       onStop = () => resolve(null);

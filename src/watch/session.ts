@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { Connection } from '../core/connection.js';
 import { ConnectionError } from '../core/errors.js';
-import { connectFound, findPrimaryOnly } from '../core/primary.js';
+import { connectFound, type Found, findPrimaryOnly, settingUp } from '../core/primary.js';
 import { inline, KEY_LOCKS } from '../core/statements.js';
 import { type HandoverEvent, parseEvent } from '../leader/handover.js';
 import { idFromApplicationName } from '../leader/session-types.js';
@@ -38,13 +38,27 @@ export interface WatchSession {
 
 /**
  * Connect to the primary, name the session, and LISTEN on the key's channel; `onEvent` is
- * called with each event sent there from then on (unknown kinds are dropped).
+ * called with each event sent there from then on (unknown kinds are dropped). `signal` (a
+ * close) abandons a connection under way at once.
  */
 export async function openWatchSession(
   o: ResolvedWatchOptions,
   onEvent: (event: HandoverEvent) => void,
+  signal?: AbortSignal,
 ): Promise<WatchSession> {
-  const found = await findPrimaryOnly(o.endpoints, o);
+  const found = await findPrimaryOnly(o.endpoints, {
+    clock: o.clock,
+    queryTimeoutMs: o.queryTimeoutMs,
+    signal,
+  });
+  return settingUp(found, signal, (f) => listenOn(f, o, onEvent));
+}
+
+async function listenOn(
+  found: Found,
+  o: ResolvedWatchOptions,
+  onEvent: (event: HandoverEvent) => void,
+): Promise<WatchSession> {
   const conn = await Connection.open(connectFound(found), o);
   const channel = channelFor(o.key1, o.key2);
   conn.onNotification(channel, (text) => {

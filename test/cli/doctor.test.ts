@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { cli, startCli } from '../harness/cli.js';
@@ -14,6 +15,7 @@ import { startCluster } from '../harness/cluster.js';
 import { databaseUrl, ownServer, randomKeys } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { freePort, TEST_PASSWORD } from '../harness/pg-server.js';
+import { silentServer } from '../harness/silent-server.js';
 
 interface Report {
   ok: boolean;
@@ -224,6 +226,34 @@ describe('pgleaderlock doctor', () => {
     expect(took).toBeGreaterThanOrEqual(900);
     expect(took).toBeLessThan(1500);
     expect(done.stdout + done.stderr).not.toContain(TEST_PASSWORD);
+  });
+
+  it('the scratch lock has its own deadline, 2 × --timeout + 5 s (7 s with --timeout 1s): on a path that answers the doctor’s connection but no new one, its check (settings) fails by then, and the exclusion check after it fails and is the last; the doctor exits within 500 ms of its last line (nothing of the scratch lock’s is left connecting)', async () => {
+    // the doctor's first connection reaches the server; every later one (the scratch lock's,
+    // the exclusion check's) is accepted and never answered
+    const silent = await silentServer({ forwardFirstTo: databaseUrl() });
+    onTestFinished(() => silent.close());
+    const url = silent.url(databaseUrl());
+    const r = startCli(['doctor', '--dsn', url, '--timeout', '1s']);
+    await r.line(/^ok +version/);
+    const t0 = performance.now();
+    const settings = await r.line(/^(ok|warn|FAIL) +settings/);
+    const took = performance.now() - t0;
+    await r.line(/^FAIL +exclusion/);
+    const exclusion = performance.now() - t0;
+    const done = await r.exited;
+    const total = performance.now() - t0;
+    console.log(
+      `[doctor] new connections unanswered: the settings check (scratch lock) ended ${took.toFixed(0)} ms after the version line, the exclusion check ${exclusion.toFixed(0)} ms, the doctor ${total.toFixed(0)} ms`,
+    );
+    expect(settings).toMatch(/^FAIL +settings +a lock on a scratch key did not lead/);
+    expect(took).toBeLessThan(7000 + 500);
+    expect(done.code).toBe(1);
+    const checks = done.stdout.split('\n').filter((l) => /^(ok|warn|FAIL) /.test(l));
+    expect(checks.at(-1)).toMatch(/^FAIL {2}exclusion +could not connect/);
+    expect(done.stdout).toContain('the checks after this one were not run');
+    expect(exclusion - took).toBeLessThan(3000 + 500); // the exclusion check's own deadline: 3 × --timeout
+    expect(total - exclusion).toBeLessThan(500);
   });
 
   it('latency: a round trip over a quarter of queryTimeoutMs (5 s; 650 ms added each way before the check) warns at once; the direct path is ok over 20', async () => {

@@ -22,6 +22,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { silentServer } from '../harness/silent-server.js';
 import { ADAPTERS, isSessionOf, LOCK_ROWS, type Subject, type SubjectOptions } from './subjects.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/contract-subject.fixture.ts');
@@ -323,6 +324,37 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
         }
       },
     );
+  });
+
+  it('shutdown() while its first connection is under way (a server that accepts and never answers; queryTimeoutMs 5000): resolves within 100 ms, the connection is closed within 100 ms of the call, and no error is reported', async () => {
+    const silent = await silentServer();
+    try {
+      const s = make({ name: uniqueName(), queryTimeoutMs: 5000 }, silent.url('postgres://nobody@x/none'));
+      const errors: Error[] = [];
+      s.onError((e) => {
+        errors.push(e);
+      });
+      const started = s.start(); // a worker's start() resolves once a member: here, at the shutdown
+      await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
+      await quietFor(100); // well into the attempt
+      const t0 = performance.now();
+      await within(s.shutdown(), 5000, 'shutdown() while connecting');
+      const took = performance.now() - t0;
+      await within(started, 1000, 'start() after the shutdown');
+      await eventually(() => silent.closedAt.length === 1, {
+        timeoutMs: 1000,
+        what: 'the connection to close',
+      });
+      const closedAfter = (silent.closedAt[0] as number) - t0;
+      console.log(
+        `[contract] ${adapter.kind}: shutdown while connecting took ${took.toFixed(1)} ms; the connection closed ${closedAfter.toFixed(1)} ms after the call`,
+      );
+      expect(took).toBeLessThan(100);
+      expect(closedAfter).toBeLessThan(100);
+      expect(errors).toEqual([]);
+    } finally {
+      await silent.close();
+    }
   });
 
   it(`pg_terminate_backend of the session holding its locks: ${adapter.lost} fires within 100 ms of the terminate (p50 of 3 rounds; each under 1 s, with healthIntervalMs 5000)`, async () => {

@@ -30,9 +30,11 @@ import {
   randomKeys,
   sessionsLike,
   testTag,
+  within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
+import { silentServer } from '../harness/silent-server.js';
 
 const locks = useLocks();
 const candidates = useCandidates(() => locks.tag);
@@ -312,6 +314,41 @@ describe("the watch's own connection", () => {
       expect(watch.connected).toBe(false);
     } finally {
       await proxy.close();
+    }
+  });
+
+  it('close() while its first connection is under way (a server that accepts and never answers; queryTimeoutMs 5000): resolves within 100 ms, start() resolves, the connection is closed within 100 ms of the call, and no error is reported', async () => {
+    const silent = await silentServer();
+    try {
+      const watch = watches({
+        ...randomKeys(),
+        connectionString: silent.url(databaseUrl()),
+        queryTimeoutMs: 5000,
+      });
+      const errors: Error[] = [];
+      watch.onError((e) => {
+        errors.push(e);
+      });
+      const started = watch.start();
+      await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
+      await new Promise((r) => setTimeout(r, 100)); // well into the attempt
+      const t0 = performance.now();
+      await within(watch.close(), 5000, 'close() while connecting');
+      const took = performance.now() - t0;
+      await within(started, 1000, 'start() after the close');
+      await eventually(() => silent.closedAt.length === 1, {
+        timeoutMs: 1000,
+        what: 'the connection to close',
+      });
+      const closedAfter = (silent.closedAt[0] as number) - t0;
+      console.log(
+        `[watch] close() while connecting took ${took.toFixed(1)} ms; the connection closed ${closedAfter.toFixed(1)} ms after the call`,
+      );
+      expect(took).toBeLessThan(100);
+      expect(closedAfter).toBeLessThan(100);
+      expect(errors).toEqual([]);
+    } finally {
+      await silent.close();
     }
   });
 

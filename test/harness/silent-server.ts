@@ -1,0 +1,63 @@
+/**
+ * A TCP server that accepts connections and never answers: a path where connecting hangs
+ * (a host behind a blackhole after the SYN/ACK, a proxy whose upstream is gone). It reads
+ * what the client sends, so that a client's close is seen at once. `forwardFirstTo`: the
+ * first connection is relayed to that PostgreSQL instead (a path that answers a process's
+ * first connection but no later one).
+ */
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+
+export interface SilentServer {
+  /** `url` with its host and port replaced by this server's. */
+  url(url: string): string;
+  /** Connections open now (relayed or not). */
+  readonly open: number;
+  /** When each connection that was not relayed closed (performance.now()). */
+  readonly closedAt: readonly number[];
+  close(): Promise<void>;
+}
+
+export async function silentServer(options: { forwardFirstTo?: string } = {}): Promise<SilentServer> {
+  const sockets = new Set<net.Socket>();
+  const closedAt: number[] = [];
+  let relay = options.forwardFirstTo ? new URL(options.forwardFirstTo) : null;
+  const track = (socket: net.Socket, onClose?: () => void): void => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      sockets.delete(socket);
+      onClose?.();
+    });
+  };
+  const server = net.createServer((socket) => {
+    if (relay) {
+      const upstream = net.connect(Number(relay.port), relay.hostname);
+      relay = null;
+      track(socket, () => upstream.destroy());
+      track(upstream, () => socket.destroy());
+      socket.pipe(upstream).pipe(socket);
+      return;
+    }
+    track(socket, () => closedAt.push(performance.now()));
+    socket.resume(); // read what the client sends, so that its FIN is seen
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url(url: string): string {
+      const u = new URL(url);
+      u.hostname = '127.0.0.1';
+      u.port = String(port);
+      return u.toString();
+    },
+    get open() {
+      return sockets.size;
+    },
+    closedAt,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
