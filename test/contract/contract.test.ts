@@ -22,7 +22,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
-import { silentServer } from '../harness/silent-server.js';
+import { silentServer, stopWhileConnecting } from '../harness/silent-server.js';
 import { ADAPTERS, isSessionOf, LOCK_ROWS, type Subject, type SubjectOptions } from './subjects.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/contract-subject.fixture.ts');
@@ -330,22 +330,16 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
     const silent = await silentServer();
     try {
       const s = make({ name: uniqueName(), queryTimeoutMs: 5000 }, silent.url('postgres://nobody@x/none'));
-      const errors: Error[] = [];
-      s.onError((e) => {
-        errors.push(e);
+      // a worker's start() resolves once a member: here, at the shutdown
+      const {
+        tookMs: took,
+        closedAfterMs: closedAfter,
+        errors,
+      } = await stopWhileConnecting(silent, {
+        start: () => s.start(),
+        stop: () => s.shutdown(),
+        onError: (fn) => s.onError(fn),
       });
-      const started = s.start(); // a worker's start() resolves once a member: here, at the shutdown
-      await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
-      await quietFor(100); // well into the attempt
-      const t0 = performance.now();
-      await within(s.shutdown(), 5000, 'shutdown() while connecting');
-      const took = performance.now() - t0;
-      await within(started, 1000, 'start() after the shutdown');
-      await eventually(() => silent.closedAt.length === 1, {
-        timeoutMs: 1000,
-        what: 'the connection to close',
-      });
-      const closedAfter = (silent.closedAt[0] as number) - t0;
       console.log(
         `[contract] ${adapter.kind}: shutdown while connecting took ${took.toFixed(1)} ms; the connection closed ${closedAfter.toFixed(1)} ms after the call`,
       );

@@ -7,6 +7,7 @@
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { eventually, within } from './db.js';
 
 export interface SilentServer {
   /** `url` with its host and port replaced by this server's. */
@@ -60,4 +61,35 @@ export async function silentServer(options: { forwardFirstTo?: string } = {}): P
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** What a stop while connecting showed: how long the stop took, when the connection closed (both from the call), what onError got. */
+export interface StopWhileConnecting {
+  tookMs: number;
+  closedAfterMs: number;
+  errors: Error[];
+}
+
+/**
+ * Start `subject` (pointed at `silent`), wait until its first connection attempt has been
+ * pending 100 ms, then stop it: how long the stop took and when the server saw the
+ * connection close. `start()` must settle within 1 s of the stop.
+ */
+export async function stopWhileConnecting(
+  silent: SilentServer,
+  subject: { start(): Promise<void>; stop(): Promise<void>; onError(fn: (e: Error) => void): void },
+): Promise<StopWhileConnecting> {
+  const errors: Error[] = [];
+  subject.onError((e) => {
+    errors.push(e);
+  });
+  const started = subject.start();
+  await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
+  await new Promise((r) => setTimeout(r, 100)); // well into the attempt
+  const t0 = performance.now();
+  await within(subject.stop(), 5000, 'the stop while connecting');
+  const tookMs = performance.now() - t0;
+  await within(started, 1000, 'start() after the stop');
+  await eventually(() => silent.closedAt.length === 1, { timeoutMs: 1000, what: 'the connection to close' });
+  return { tookMs, closedAfterMs: (silent.closedAt[0] as number) - t0, errors };
 }

@@ -30,11 +30,10 @@ import {
   randomKeys,
   sessionsLike,
   testTag,
-  within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
-import { silentServer } from '../harness/silent-server.js';
+import { silentServer, stopWhileConnecting } from '../harness/silent-server.js';
 
 const locks = useLocks();
 const candidates = useCandidates(() => locks.tag);
@@ -325,22 +324,15 @@ describe("the watch's own connection", () => {
         connectionString: silent.url(databaseUrl()),
         queryTimeoutMs: 5000,
       });
-      const errors: Error[] = [];
-      watch.onError((e) => {
-        errors.push(e);
+      const {
+        tookMs: took,
+        closedAfterMs: closedAfter,
+        errors,
+      } = await stopWhileConnecting(silent, {
+        start: () => watch.start(),
+        stop: () => watch.close(),
+        onError: (fn) => watch.onError(fn),
       });
-      const started = watch.start();
-      await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
-      await new Promise((r) => setTimeout(r, 100)); // well into the attempt
-      const t0 = performance.now();
-      await within(watch.close(), 5000, 'close() while connecting');
-      const took = performance.now() - t0;
-      await within(started, 1000, 'start() after the close');
-      await eventually(() => silent.closedAt.length === 1, {
-        timeoutMs: 1000,
-        what: 'the connection to close',
-      });
-      const closedAfter = (silent.closedAt[0] as number) - t0;
       console.log(
         `[watch] close() while connecting took ${took.toFixed(1)} ms; the connection closed ${closedAfter.toFixed(1)} ms after the call`,
       );
