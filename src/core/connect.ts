@@ -68,7 +68,9 @@ export function defaultConnect(
       connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
     });
     client.on('error', () => {}); // replaced by the session's handler; never unhandled
-    const abandon = (): void => destroyClient(client);
+    // the socket alone: connect() then rejects ("Connection terminated unexpectedly"), where
+    // destroyClient's end() would leave it pending for ever
+    const abandon = (): void => (client as unknown as PgInternals).connection?.stream?.destroy();
     signal?.addEventListener('abort', abandon, { once: true });
     try {
       await client.connect();

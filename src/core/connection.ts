@@ -57,13 +57,15 @@ export class Connection {
   ) {}
 
   /**
-   * Open with `connect`, bounded by `queryTimeoutMs`. A client that connects after the
-   * deadline is closed, never leaked. A `connect` hook that throws, or resolves to
-   * something that is not a client, gives a `ConnectionError`.
+   * Open with `connect`, bounded by `queryTimeoutMs` and by `signal` (a shutdown: the
+   * attempt is given up at once). A client that connects after the deadline or the abort
+   * is closed, never leaked. A `connect` hook that throws, or resolves to something that is
+   * not a client, gives a `ConnectionError`.
    */
-  static async open(connect: ConnectFn, o: ConnectionOptions): Promise<Connection> {
+  static async open(connect: ConnectFn, o: ConnectionOptions, signal?: AbortSignal): Promise<Connection> {
     let timer: unknown;
-    let timedOut = false;
+    let givenUp = false;
+    let abandon = (): void => {};
     let attempt: Promise<pg.Client>;
     try {
       attempt = Promise.resolve(connect());
@@ -72,15 +74,21 @@ export class Connection {
     }
     const timeout = new Promise<never>((_, reject) => {
       timer = o.clock.setTimeout(() => {
-        timedOut = true;
+        givenUp = true;
         reject(new ConnectionError(`connecting did not complete within ${o.queryTimeoutMs} ms`));
       }, o.queryTimeoutMs);
+      abandon = () => {
+        givenUp = true;
+        reject(new ConnectionError('connecting was abandoned: shutting down'));
+      };
+      if (signal?.aborted) abandon();
+      signal?.addEventListener('abort', abandon, { once: true });
     });
     let client: unknown;
     try {
       client = await Promise.race([attempt, timeout]);
     } catch (err) {
-      if (timedOut) {
+      if (givenUp) {
         attempt.then(
           (late) => {
             if (isClient(late)) destroyClient(late);
@@ -92,6 +100,7 @@ export class Connection {
       throw new ConnectionError(`could not connect: ${describe(err)}`, { cause: err });
     } finally {
       o.clock.clearTimeout(timer);
+      signal?.removeEventListener('abort', abandon);
     }
     if (!isClient(client)) {
       throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(client)}`);
@@ -258,14 +267,14 @@ export class Connection {
       this.die(new ConnectionError('connection closed'));
       const { clock, closeTimeoutMs } = this.o;
       let timer: unknown;
-      const timedOut = new Promise<boolean>((resolve) => {
+      const givenUp = new Promise<boolean>((resolve) => {
         timer = clock.setTimeout(() => resolve(true), closeTimeoutMs);
       });
       const ended = this.client.end().then(
         () => false,
         () => false,
       );
-      const late = await Promise.race([ended, timedOut]);
+      const late = await Promise.race([ended, givenUp]);
       clock.clearTimeout(timer);
       if (late) destroyClient(this.client);
     })();

@@ -39,6 +39,12 @@ const QUEUE_POLL_MS = 5;
 const QUEUE_WITHIN_MS = 1000;
 /** Wait mode: after a term opens, the queue is read again after these delays (a candidate that announced itself before the term opened, unheard). */
 const RECHECK_MS = [100, 1000];
+/** A candidate that said it joined (wait mode), worth waiting for to queue until `until` (clock time). */
+interface Announcer {
+  readonly id: string;
+  readonly until: number;
+}
+
 /** Candidates remembered (their last announced priority), newest last. */
 const REMEMBERED = 256;
 
@@ -50,12 +56,14 @@ export class Requests {
   /**
    * Wait mode: the last candidate with a higher priority heard announcing itself while this
    * lock did not lead (a follower, or pending in its takeover delay). It may not have queued
-   * yet when the next term opens: that term's queue read waits for it (QUEUE_WITHIN_MS).
+   * yet when the next term opens: that term's queue read waits for it, until
+   * QUEUE_WITHIN_MS after it was heard (a candidate that left before it queued is not
+   * waited for long after).
    */
-  private announcedMeanwhile: string | null = null;
+  private announcedMeanwhile: Announcer | null = null;
   /** A reconsideration is running; `again`: run one more after it (for this announcer, if any). */
   private busy = false;
-  private again: { announcer: string | null } | null = null;
+  private again: { announcer: Announcer | null } | null = null;
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -67,12 +75,16 @@ export class Requests {
       case 'waiting':
         this.remember(event.id, event.priority);
         if (event.id === this.o.id || event.priority <= this.o.priority) return;
-        if (this.target.leaderSession() === null) this.announcedMeanwhile = event.id;
-        else this.reconsider(event.id);
+        if (this.o.acquireMode !== 'wait') this.reconsider(null);
+        else {
+          const announcer = { id: event.id, until: this.o.clock.now() + QUEUE_WITHIN_MS };
+          if (this.target.leaderSession() === null) this.announcedMeanwhile = announcer;
+          else this.reconsider(announcer);
+        }
         return;
       case 'acquired':
         this.remember(event.id, event.priority);
-        if (event.id === this.announcedMeanwhile) this.announcedMeanwhile = null; // it queued: it led
+        if (event.id === this.announcedMeanwhile?.id) this.announcedMeanwhile = null; // it queued: it led
         // poll mode: a follower is idle between attempts; the new leader must learn its priority
         if (this.o.acquireMode === 'poll' && event.id !== this.o.id && this.target.leaderSession() === null) {
           session.channel.announceWaiting().catch(() => {}); // a dead session is reported by the loop
@@ -109,7 +121,7 @@ export class Requests {
   termOpened(): void {
     const session = this.target.leaderSession();
     if (session === null) return;
-    const announcer = this.o.acquireMode === 'wait' ? this.announcedMeanwhile : null;
+    const announcer = this.announcedMeanwhile;
     this.announcedMeanwhile = null;
     const first = !this.opened.has(session);
     this.opened.add(session);
@@ -134,7 +146,7 @@ export class Requests {
    * from the announcements, each checked to still have a session). `announcer`: a
    * candidate that just said it joined (wait mode: it is given a moment to queue).
    */
-  private reconsider(announcer: string | null): void {
+  private reconsider(announcer: Announcer | null): void {
     if (this.busy) {
       this.again = { announcer: announcer ?? this.again?.announcer ?? null };
       return;
@@ -155,19 +167,19 @@ export class Requests {
       });
   }
 
-  private async pick(announcer: string | null): Promise<{ id: string; priority: number } | null> {
+  private async pick(announcer: Announcer | null): Promise<{ id: string; priority: number } | null> {
     const { clock } = this.o;
     const above = (c: { id: string; priority: number }): boolean =>
       c.id !== this.o.id && c.priority > this.o.priority;
     if (this.o.acquireMode === 'wait') {
-      const until = clock.now() + (announcer === null ? 0 : QUEUE_WITHIN_MS);
+      const until = announcer?.until ?? 0;
       for (;;) {
         const session = this.target.leaderSession();
         if (session === null) return null;
         const queued = await session.channel.queued();
         const best = queued.filter(above).sort((a, b) => b.priority - a.priority)[0] ?? null;
         // the announcer is worth waiting for only while it has not queued yet
-        if (best !== null || announcer === null || queued.some((c) => c.id === announcer)) return best;
+        if (best !== null || announcer === null || queued.some((c) => c.id === announcer.id)) return best;
         if (clock.now() >= until) return null;
         await sleep(clock, QUEUE_POLL_MS);
       }

@@ -24,3 +24,13 @@ export function lockTableFull(
     { code: 'ERR_PGLEADERLOCK_LOCK_TABLE_FULL', cause },
   );
 }
+
+/**
+ * Errors that end a join instead of being retried: another partition count, or a refusal
+ * (a pooler that shares backends, a hot standby): `start()` rejects with them.
+ */
+export function refusesToJoin(err: unknown): boolean {
+  return (
+    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
+  );
+}

@@ -12,7 +12,7 @@ import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { Vitals } from '../core/vitals.js';
 import type { Balance } from './balance.js';
-import { PartitionMismatchError } from './errors.js';
+import { refusesToJoin } from './errors.js';
 import { drainedNotices } from './handovers.js';
 import type { WorkerPhase } from './health.js';
 import type { MemberSession } from './member-session.js';
@@ -285,14 +285,4 @@ export class WorkerLifecycle {
       await sleep(o.clock, o.healthIntervalMs, woken);
     }
   }
-}
-
-/**
- * Errors that end a join instead of being retried: another partition count, or a refusal
- * (a pooler that shares backends, a hot standby): `start()` rejects with them.
- */
-function refusesToJoin(err: unknown): boolean {
-  return (
-    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
-  );
 }

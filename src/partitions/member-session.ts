@@ -27,6 +27,7 @@ import {
   settingUp,
 } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
+import { refusesToJoin } from './errors.js';
 import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
 
 export interface MemberSessionOptions {
@@ -86,7 +87,8 @@ export class MemberSession {
       const found = await findPrimaryOnly(o.endpoints, { clock, queryTimeoutMs, signal });
       return await settingUp(found, signal, (f) => MemberSession.openOn(o, f));
     } catch (err) {
-      if (!signal?.aborted || err instanceof ShutdownError) throw err;
+      // a refusal stays one (start() rejects with it), even with a shutdown under way
+      if (!signal?.aborted || err instanceof ShutdownError || refusesToJoin(err)) throw err;
       throw new ShutdownError('shutdown() was called before the worker joined', { cause: err });
     }
   }

@@ -79,7 +79,7 @@ export async function openSessions(
   const watch = new RingWatch({
     // the watch session goes to the same server as the member session, opened under its
     // own name: no backend shows the member's name but the member session
-    connect: () => member.endpoint.connect(watchName),
+    connect: (signal) => member.endpoint.connect(watchName, signal),
     appName: watchName,
     membersKey: keys.members,
     sliceMs: o.watchSliceMs,

@@ -18,7 +18,8 @@ import { prepareSession } from '../core/prepare.js';
 import { inline } from '../core/statements.js';
 
 export interface WatchOptions {
-  connect: ConnectFn;
+  /** Opens the watch's session; `signal` (the watch's close) abandons an attempt under way. */
+  connect: (signal: AbortSignal) => ReturnType<ConnectFn>;
   /** Key1 of the member locks. */
   membersKey: number;
   appName: string;
@@ -44,6 +45,8 @@ export class RingWatch {
   /** The slot the running wait statement queues for (null: no wait running). */
   private waiting: number | null = null;
   private stopped = false;
+  /** Aborted by close(): a connection under way is abandoned at once. */
+  private readonly closing = new AbortController();
   private readonly wakeUp = new AbortController();
   private changed: (() => void) | null = null;
   private recancel: unknown = null;
@@ -96,6 +99,7 @@ export class RingWatch {
    */
   async close(): Promise<void> {
     this.stopped = true;
+    this.closing.abort();
     this.wakeUp.abort();
     if (this.recancel !== null) this.o.clock.clearTimeout(this.recancel);
     this.recancel = null;
@@ -206,7 +210,8 @@ export class RingWatch {
 
   private async session(): Promise<Connection> {
     if (this.conn && !this.conn.dead) return this.conn;
-    const conn = await Connection.open(this.o.connect, this.o);
+    const { signal } = this.closing;
+    const conn = await Connection.open(() => this.o.connect(signal), this.o, signal);
     try {
       await prepareSession(conn, {
         token: randomBytes(8).toString('hex'),

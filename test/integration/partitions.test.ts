@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { CHANNELS, PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, ownServer } from '../harness/db.js';
+import { silentServer } from '../harness/silent-server.js';
 import { partitionWorker } from '../harness/workers.js';
 
 /** The harness's worker (its defaults: health interval and query timeout 1 s, takeover delay 250 ms). */
@@ -69,6 +70,39 @@ describe('PartitionedLeadership', () => {
       timeoutMs: 5000,
     });
     expect(rest.map((w) => w.owned.size)).toEqual([32, 32]);
+  });
+
+  it('shutdown() while its ring watch is still connecting (a path that answers the member session but no later connection; queryTimeoutMs 5000): resolves within 500 ms, and the watch connection is closed within 500 ms of the call', async () => {
+    const name = uniq();
+    const a = worker(name, 8, { takeoverDelayMs: 0 });
+    await a.start();
+    expect(await a.waitForBalance({ timeoutMs: 5000 })).toBe(true);
+    const silent = await silentServer({ forwardFirstTo: databaseUrl() });
+    try {
+      const b = worker(name, 8, {
+        takeoverDelayMs: 0,
+        queryTimeoutMs: 5000,
+        connectionString: silent.url(databaseUrl()),
+      });
+      await b.start(); // a member: its member session reached the server
+      await eventually(() => silent.open === 1, { what: 'its ring watch to connect (unanswered)' });
+      await new Promise((r) => setTimeout(r, 100)); // well into the attempt
+      const t0 = performance.now();
+      await b.shutdown();
+      const took = performance.now() - t0;
+      await eventually(() => silent.closedAt.length === 1, {
+        timeoutMs: 5000,
+        what: 'the watch connection to close',
+      });
+      const closedAfter = (silent.closedAt[0] as number) - t0;
+      console.log(
+        `[partitions] shutdown while the ring watch connects took ${took.toFixed(1)} ms; its connection closed ${closedAfter.toFixed(1)} ms after the call`,
+      );
+      expect(took).toBeLessThan(500);
+      expect(closedAfter).toBeLessThan(500);
+    } finally {
+      await silent.close();
+    }
   });
 
   it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', async () => {

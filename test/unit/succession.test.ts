@@ -18,7 +18,7 @@ import type { Session } from '../../src/leader/session.js';
 import type { Acquired } from '../../src/leader/session-types.js';
 import { priorityOf } from '../../src/leader/sql.js';
 import { MAX_HANDOVER_TIMEOUT_MS, Succession } from '../../src/leader/succession.js';
-import { FakeClock, flush } from './fakes.js';
+import { FakeClock } from './fakes.js';
 
 const quiet = () => {};
 const logger = { debug: quiet, info: quiet, warn: quiet, error: quiet };
@@ -186,7 +186,12 @@ describe('a higher-priority candidate heard before the term opened (wait mode)',
   async function handoverAfter(opts: {
     earlierTerm: boolean;
     queuesAfterMs: number;
+    /** Its acquired is heard before the term opens: it led meanwhile. */
     ledMeanwhile?: boolean;
+    /** It never queues (it left). */
+    gone?: boolean;
+    /** Time between its announcement and the term's opening. */
+    openAfterMs?: number;
   }): Promise<{ at: number | null; reads: number }> {
     const clock = new FakeClock();
     const o = resolveOptions({ key1: 1, key2: 2, id: 'next', acquireMode: 'wait', clock, logger });
@@ -217,13 +222,13 @@ describe('a higher-priority candidate heard before the term opened (wait mode)',
     requests.heard({ kind: 'waiting', id: 'high', session: 'sh', priority: 5 }, session);
     if (opts.ledMeanwhile)
       requests.heard({ kind: 'acquired', id: 'high', session: 'sh', priority: 5 }, session);
-    await flush();
+    await clock.advance(opts.openAfterMs ?? 0);
     reads = 0;
     const openedAt = clock.now();
     leading = session;
     requests.termOpened();
     await clock.advance(opts.queuesAfterMs);
-    if (!opts.ledMeanwhile) queue = [{ id: 'high', priority: 5 }];
+    if (!opts.ledMeanwhile && !opts.gone) queue = [{ id: 'high', priority: 5 }];
     await clock.advance(2000 - opts.queuesAfterMs);
     return { at: handedAt === null ? null : handedAt - openedAt, reads };
   }
@@ -243,5 +248,25 @@ describe('a higher-priority candidate heard before the term opened (wait mode)',
     const { at, reads } = await handoverAfter({ earlierTerm: false, queuesAfterMs: 30, ledMeanwhile: true });
     expect(at).toBeNull();
     expect(reads).toBe(3); // at the term's opening, then at 100 and 1000 ms: not every 5 ms for 1 s
+  });
+
+  it('one that left without queuing is waited for only until 1 s after it was heard: heard 1.5 s before the term, not at all; 0.5 s before, for the 0.5 s left', async () => {
+    const late = await handoverAfter({
+      earlierTerm: false,
+      queuesAfterMs: 30,
+      gone: true,
+      openAfterMs: 1500,
+    });
+    expect(late).toEqual({ at: null, reads: 3 });
+    const recent = await handoverAfter({
+      earlierTerm: false,
+      queuesAfterMs: 30,
+      gone: true,
+      openAfterMs: 500,
+    });
+    expect(recent.at).toBeNull();
+    // every 5 ms for the 500 ms left, then the 1000 ms re-read (the 100 ms one joins the poll under way)
+    expect(recent.reads).toBeGreaterThanOrEqual(95);
+    expect(recent.reads).toBeLessThanOrEqual(105);
   });
 });
