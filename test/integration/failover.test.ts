@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LeaderLock } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
-import { eventually, ownServer, randomKeys } from '../harness/db.js';
+import { adminClient, eventually, ownServer, randomKeys } from '../harness/db.js';
 import { hostOf, leaderOn, overlaps, promotionRounds, spread, useCandidates } from '../harness/failover.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
 
@@ -98,7 +98,10 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     expect(c.errors[0]?.message).toContain(`${hostOf(standby)}: standby (in recovery)`);
     expect(lock.state).toBe('follower');
 
-    // watch its backends on the standby for a second
+    // watch its backends on the standby for 2 s, on one connection opened beforehand: a new
+    // connection per sample (a backend forked each time) took over 100 ms on a loaded CI
+    // machine, and the samples missed statements (9 seen)
+    await using watcher = await adminClient(standby.url);
     const app = `pgleaderlock:${c.tag}`;
     const pids = new Set<number>();
     const statements = new Set<string>();
@@ -106,7 +109,7 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     const until = performance.now() + 2000;
     while (performance.now() < until) {
       // query_start is null on a backend that has connected but not yet run a statement
-      const rows = await standby.query<{ pid: number; query_start: Date | null }>(
+      const rows = await watcher.query<{ pid: number; query_start: Date | null }>(
         'SELECT pid, query_start FROM pg_stat_activity WHERE application_name LIKE $1',
         [`${app}%`],
       );

@@ -63,7 +63,11 @@ describe.each(['wait', 'poll'] as const)('lock.health() (%s mode)', (acquireMode
       ...randomKeys(),
       acquireMode,
       healthIntervalMs: 200,
-      queryTimeoutMs: 200, // serverReleaseMs 800: idle_session_timeout 800 ms once leader
+      // idle_session_timeout 800 ms once leader; each connect and query may take 500 ms (a
+      // 200 ms deadline missed on a loaded CI machine cost the session, and the reconnects
+      // failed too: six errors)
+      serverReleaseMs: 800,
+      queryTimeoutMs: 500,
       takeoverDelayMs: 0,
       callbackTimeoutMs: 10_000,
     });
