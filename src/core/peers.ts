@@ -57,8 +57,9 @@ export async function probePeers(peers: readonly Endpoint[], clock: Clock): Prom
       let client: pg.Client | null = null;
       let late = false;
       let timer: unknown;
+      const attempt = new AbortController(); // past the deadline: its socket closed at once
       const work = (async (): Promise<PeerState> => {
-        const c = await peer.connect();
+        const c = await peer.connect(undefined, attempt.signal);
         c.on('error', () => {});
         if (late) {
           destroyClient(c);
@@ -75,6 +76,7 @@ export async function probePeers(peers: readonly Endpoint[], clock: Clock): Prom
           new Promise<PeerState>((resolve) => {
             timer = clock.setTimeout(() => {
               late = true;
+              attempt.abort();
               resolve({ kind: 'unreachable' });
             }, PEER_TIMEOUT_MS);
           }),
@@ -109,6 +111,8 @@ export class PeerWatch {
   private readonly connecting = new Set<Endpoint>();
   private timer: unknown = null;
   private stopped = false;
+  /** Aborted by stop(): a connection attempt still under way is abandoned. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly peers: readonly Endpoint[],
@@ -129,6 +133,7 @@ export class PeerWatch {
 
   stop(): void {
     this.stopped = true;
+    this.stopping.abort();
     if (this.timer !== null) this.clock.clearTimeout(this.timer);
     this.timer = null;
     for (const c of this.clients.values()) destroyClient(c);
@@ -158,7 +163,7 @@ export class PeerWatch {
         if (!client) {
           this.connecting.add(peer);
           try {
-            client = await peer.connect();
+            client = await peer.connect(undefined, this.stopping.signal);
           } finally {
             this.connecting.delete(peer);
           }

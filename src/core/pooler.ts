@@ -27,9 +27,9 @@
  */
 import type pg from 'pg';
 import type { Clock } from './clock.js';
-import type { ConnectFn } from './connect.js';
 import { destroyClient } from './connect.js';
-import { describe, LockError } from './errors.js';
+import { ConnectionError, describe, LockError } from './errors.js';
+import type { EndpointConnect } from './primary.js';
 import { PINNED, PROBE } from './statements.js';
 
 const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
@@ -43,8 +43,8 @@ export interface GuardOptions {
   key2: number;
   /** The lock session's marker token (sql.ts). */
   token: string;
-  /** Opens another connection through the same path. */
-  connect: ConnectFn;
+  /** Opens another connection through the same path (given a signal that abandons it). */
+  connect: EndpointConnect;
   /** Runs a statement on the lock session itself. */
   session: (text: string, values: unknown[]) => Promise<PinnedRow[]>;
   clock: Clock;
@@ -75,6 +75,8 @@ function unsafe(why: string, cause?: unknown): LockError {
 export class PoolerGuard {
   /** The probe connection kept while the lock is held. */
   private held: pg.Client | null = null;
+  /** Aborted by close(): a probe connection still being opened is abandoned, never kept. */
+  private readonly closing = new AbortController();
 
   private constructor(
     private readonly o: GuardOptions,
@@ -84,20 +86,30 @@ export class PoolerGuard {
 
   /**
    * At connect: null when the connection is direct; otherwise probe once on a fresh
-   * connection and refuse (throw) if backends are shared.
+   * connection and refuse (throw) if backends are shared. A shutdown (`signal`) abandons
+   * the probe: a `ConnectionError`, not a refusal.
    */
   static async open(
     o: GuardOptions,
     backendPid: number,
     announcedPid: number | null,
+    /** A shutdown: abandons this first probe at once. */
+    signal?: AbortSignal,
   ): Promise<PoolerGuard | null> {
     if (announcedPid === backendPid) return null;
     const guard = new PoolerGuard(o, backendPid);
-    const client = await guard.connectProbe();
+    const abandon = (): void => guard.close();
+    signal?.addEventListener('abort', abandon, { once: true });
+    if (signal?.aborted) abandon();
     try {
-      await guard.verify(client);
+      const client = await guard.connectProbe();
+      try {
+        await guard.verify(client);
+      } finally {
+        destroyClient(client);
+      }
     } finally {
-      destroyClient(client);
+      signal?.removeEventListener('abort', abandon);
     }
     return guard;
   }
@@ -124,8 +136,9 @@ export class PoolerGuard {
     }
   }
 
-  /** Close the probe connection kept while leading, if any. */
+  /** Close the probe connection kept while leading, if any, and abandon one being opened. */
   close(): void {
+    this.closing.abort();
     if (this.held) destroyClient(this.held);
     this.held = null;
   }
@@ -163,9 +176,17 @@ export class PoolerGuard {
   }
 
   private async connectProbe(): Promise<pg.Client> {
-    const attempt = this.o.connect();
+    const { signal } = this.closing;
+    let attempt: Promise<pg.Client>;
+    try {
+      attempt = Promise.resolve(this.o.connect(undefined, signal));
+    } catch (err) {
+      attempt = Promise.reject(err);
+    }
     try {
       const client = await this.bounded('connecting the probe', () => attempt);
+      // closed meanwhile (the session ended while it connected): never kept
+      if (signal.aborted) throw closedWhileProbing();
       // kept between checks while holding: a network error there must never be unhandled
       if (client.listenerCount('error') === 0) client.on('error', () => {});
       return client;
@@ -178,16 +199,22 @@ export class PoolerGuard {
   /** Run `work` within the probe deadline; a miss (or any failure) is a refusal. */
   private async bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
     const { clock, timeoutMs } = this.o;
+    const { signal } = this.closing;
     let timer: unknown;
+    let onClose = (): void => {};
     const deadline = new Promise<never>((_, reject) => {
       timer = clock.setTimeout(
         () => reject(new Error(`no answer within ${timeoutMs} ms (is the pool full?)`)),
         timeoutMs,
       );
+      onClose = () => reject(closedWhileProbing());
+      if (signal.aborted) onClose();
+      signal.addEventListener('abort', onClose, { once: true });
     });
     try {
       return await Promise.race([work(), deadline]);
     } catch (err) {
+      if (signal.aborted) throw closedWhileProbing(err);
       throw new LockError(
         'a connection pooler is in the path (the backend pid differs from the pid its connection announced) ' +
           `and whether it shares backends could not be checked: ${what} failed: ${describe(err)}; ${ADVICE}`,
@@ -195,6 +222,15 @@ export class PoolerGuard {
       );
     } finally {
       clock.clearTimeout(timer);
+      signal.removeEventListener('abort', onClose);
     }
   }
+}
+
+/** The guard was closed (its session ended) while a probe ran: not a refusal. */
+function closedWhileProbing(cause?: unknown): ConnectionError {
+  return new ConnectionError(
+    'the lock session was closed while the pooler probe ran',
+    cause ? { cause } : {},
+  );
 }

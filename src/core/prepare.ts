@@ -5,11 +5,12 @@
  * locks (safety.ts) and read back what the server applied.
  */
 import type { Clock } from './clock.js';
-import { type ConnectFn, parseSettingMs } from './connect.js';
+import { parseSettingMs } from './connect.js';
 import type { Connection } from './connection.js';
 import { ConnectionError, LockError } from './errors.js';
 import { detectPgpool, type PgpoolFront } from './pgpool.js';
 import { PoolerGuard } from './pooler.js';
+import type { EndpointConnect } from './primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK } from './safety.js';
 import { PREPARE, READ_SETTINGS } from './statements.js';
 
@@ -26,7 +27,9 @@ export interface PrepareOptions {
    * not held by the backend that serves it. Null: no probe (a second session of a worker
    * whose first session already passed it).
    */
-  probe: { connect: ConnectFn; key1: number; key2: number } | null;
+  probe: { connect: EndpointConnect; key1: number; key2: number } | null;
+  /** A shutdown: abandons the pooler probe under way (its connection is closed at once). */
+  signal?: AbortSignal | undefined;
   /**
    * Told of a pgpool-II front when something stands in the path (the server's address,
    * port or backend pid is not the one this connection reached or was announced) and
@@ -90,6 +93,7 @@ export async function prepareSession(conn: Connection, o: PrepareOptions): Promi
         },
         info.pid,
         conn.announcedPid,
+        o.signal,
       )
     : null;
   try {

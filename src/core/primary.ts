@@ -268,9 +268,13 @@ async function surveyOne(
   let late = false;
   let timer: unknown;
   let abandon = (): void => {};
+  // a deadline missed, a cut or a shutdown abandons the attempt: its socket is closed at
+  // once, not left connecting until pg's own connect timeout
+  const attempt = new AbortController();
   const deadline = new Promise<never>((_, reject) => {
     const fail = (why: string): void => {
       late = true;
+      attempt.abort();
       const what = client ? 'the survey got no answer' : 'connecting did not complete';
       reject(new ConnectionError(`${what} ${why}`));
     };
@@ -281,7 +285,7 @@ async function surveyOne(
     o.signal?.addEventListener('abort', abandon, { once: true });
   });
   const work = (async () => {
-    const c: unknown = await endpoint.connect(undefined, o.signal);
+    const c: unknown = await endpoint.connect(undefined, attempt.signal);
     if (!isClient(c))
       throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(c)}`);
     if (late) {

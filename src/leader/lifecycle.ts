@@ -308,11 +308,11 @@ export class Lifecycle implements RequestTarget {
   private async open(signal: AbortSignal): Promise<Session> {
     const { clock, queryTimeoutMs } = this.o;
     const found = await findPrimary(this.o.endpoints, { clock, queryTimeoutMs, signal });
-    return settingUp(found, signal, (f) => this.openOn(f));
+    return settingUp(found, signal, (f) => this.openOn(f, signal));
   }
 
   /** The session on the primary found, announcing the proof of drain there if it is due. */
-  private async openOn(found: Found): Promise<Session> {
+  private async openOn(found: Found, signal: AbortSignal | undefined): Promise<Session> {
     const lost = this.actions.lost;
     const host = found.endpoint.label;
     // on the same server only: a drain announced on another host proves nothing there
@@ -323,6 +323,7 @@ export class Lifecycle implements RequestTarget {
       this.o,
       { host, timeline: found.timeline, others: found.others },
       drained,
+      signal,
     );
     this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
     if (session.pgpool && !this.pgpoolSeen) {

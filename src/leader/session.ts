@@ -13,6 +13,7 @@ import { bumpSql, createTableSql } from '../core/fencing.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
+import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
@@ -89,7 +90,7 @@ export class Session {
    */
   static async open(
     first: ConnectFn,
-    connect: ConnectFn,
+    connect: EndpointConnect,
     o: SessionOptions,
     where: SessionPlace = { host: 'connect()', timeline: 1, others: [] },
     /**
@@ -98,12 +99,14 @@ export class Session {
      * holder's takeover delay ends a few round trips sooner.
      */
     drained: SessionIdentity | null = null,
+    /** A shutdown: abandons the set-up's pooler probe. */
+    signal?: AbortSignal,
   ): Promise<Session> {
     const conn = await Connection.open(first, o);
     const session = new Session(conn, o, where);
     try {
       if (drained) await session.channel.announceDrained(drained);
-      await session.prepare(connect);
+      await session.prepare(connect, signal);
     } catch (err) {
       session.destroy();
       throw err;
@@ -143,7 +146,7 @@ export class Session {
     return this.conn.onDeath(fn);
   }
 
-  private async prepare(connect: ConnectFn): Promise<void> {
+  private async prepare(connect: EndpointConnect, signal: AbortSignal | undefined): Promise<void> {
     const slice = this.slice;
     const prepared = await prepareSession(this.conn, {
       token: this.token,
@@ -152,6 +155,7 @@ export class Session {
       queryTimeoutMs: this.o.queryTimeoutMs,
       serverReleaseMs: this.o.serverReleaseMs,
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
+      signal,
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.openedPid = prepared.pid;

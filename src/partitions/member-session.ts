@@ -109,6 +109,7 @@ export class MemberSession {
         queryTimeoutMs: o.queryTimeoutMs,
         serverReleaseMs: o.serverReleaseMs,
         probe: { connect: found.endpoint.connect, key1: o.membersKey, key2: o.slot },
+        signal: o.signal,
         extra: (version) =>
           version >= 140000 ? [['idle_session_timeout', String(Math.ceil(o.serverReleaseMs))]] : [],
         ...(o.onPgpool ? { onPgpool: o.onPgpool } : {}),

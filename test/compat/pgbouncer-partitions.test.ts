@@ -11,7 +11,7 @@ import type { PartitionedLeadership } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, eventually, ownServer, testTag, within } from '../harness/db.js';
 import type { PgServer } from '../harness/pg-server.js';
-import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+import { openToPort, type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
 import { partitionWorker } from '../harness/workers.js';
 
 const PARTITIONS = 16;
@@ -223,6 +223,45 @@ describe('PgBouncer in session mode', () => {
         { timeoutMs: 2000, what: 'no pg_locks row for the name' },
       ).catch(() => {});
       expect(rows, 'advisory locks of the name left after shutdown').toEqual([]);
+    });
+  });
+
+  it('shutdown() while the probe waits for a backend (pool size 1, a reset query that takes 1 s): the probe connection is closed within 100 ms of the call, start() resolves, no error is reported', async () => {
+    // as for the lock (pgbouncer.test.ts): a probe not abandoned would wait over 1 s
+    const slowReset = { serverResetQuery: 'SELECT pg_sleep(1)' };
+    await withBouncer({ poolMode: 'session', defaultPoolSize: 1, ...slowReset }, async (bouncer, make) => {
+      const w = make(uniqueName());
+      const errors: Error[] = [];
+      w.onError((err) => {
+        errors.push(err);
+      });
+      const starting = w.start();
+      let probe: Record<string, unknown> | undefined;
+      await eventually(
+        async () => {
+          const ours = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
+          probe = ours.find((c) => c.state === 'waiting');
+          return ours.length === 2 && probe !== undefined;
+        },
+        { what: 'the probe waiting in the pool' },
+      );
+      const port = Number(probe?.port);
+      expect(openToPort(port, bouncer.port)).toBe(true);
+      const t0 = performance.now();
+      await w.shutdown();
+      await eventually(() => !openToPort(port, bouncer.port), {
+        timeoutMs: 2000,
+        intervalMs: 2,
+        what: "the probe's connection to be closed",
+      });
+      const closed = performance.now() - t0;
+      await within(starting, 1000, 'start() to resolve');
+      console.log(
+        `[pgbouncer partitions] shutdown during the pooler probe: its connection closed ${closed.toFixed(1)} ms after the call`,
+      );
+      expect(closed).toBeLessThan(100);
+      expect(errors).toEqual([]);
+      expect(w.owned.size).toBe(0);
     });
   });
 });

@@ -12,7 +12,7 @@ import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../..
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
-import { type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+import { openToPort, type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
 
 let server: PgServer;
 beforeAll(async () => {
@@ -361,6 +361,46 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       const err = seen.errors[0] as LockError;
       expect(err.code).toBe('ERR_PGLEADERLOCK_UNSAFE');
       expect(err.message).toMatch(/could not be checked.*no answer within 500 ms/);
+      expect(seen.everLeader).toBe(false);
+    });
+  });
+
+  it('shutdown() while the probe waits for a backend (session mode, pool size 1, a reset query that takes 1 s): the probe connection is closed within 100 ms of the call, no error is reported', async () => {
+    // the backend the session frees goes back to the pool only after the reset query: a
+    // probe not abandoned would wait for it (and then run), over 1 s. PgBouncer itself lists
+    // a waiting client until it would serve it, so the probe's socket is read on this side
+    const slowReset = { serverResetQuery: 'SELECT pg_sleep(1)' };
+    await withBouncer({ poolMode: 'session', defaultPoolSize: 1, ...slowReset }, async (bouncer, make) => {
+      const lock = make({ ...randomKeys(), acquireMode, queryTimeoutMs: 5000 });
+      const seen = watch(lock);
+      const starting = lock.start();
+      // the session holds the one backend (once PgBouncer's own start-up check has freed it);
+      // its probe, the lock's second client, waits for one
+      let probe: Record<string, unknown> | undefined;
+      await eventually(
+        async () => {
+          const ours = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
+          probe = ours.find((c) => c.state === 'waiting');
+          return ours.length === 2 && probe !== undefined;
+        },
+        { what: 'the probe waiting in the pool' },
+      );
+      const port = Number(probe?.port);
+      expect(openToPort(port, bouncer.port)).toBe(true);
+      const t0 = performance.now();
+      await lock.shutdown();
+      await eventually(() => !openToPort(port, bouncer.port), {
+        timeoutMs: 2000,
+        intervalMs: 2,
+        what: "the probe's connection to be closed",
+      });
+      const closed = performance.now() - t0;
+      await starting;
+      console.log(
+        `[pgbouncer] shutdown during the pooler probe: its connection closed ${closed.toFixed(1)} ms after the call`,
+      );
+      expect(closed).toBeLessThan(100);
+      expect(seen.errors).toEqual([]);
       expect(seen.everLeader).toBe(false);
     });
   });

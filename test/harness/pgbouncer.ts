@@ -252,3 +252,16 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
   };
   return bouncer;
 }
+
+/** Whether this machine has an established TCP connection from local port `from` to port `to` (/proc/net/tcp). */
+export function openToPort(from: number, to: number): boolean {
+  const hex = (p: number) => p.toString(16).toUpperCase().padStart(4, '0');
+  return fs
+    .readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .some((line) => {
+      const [, local, remote, state] = line.trim().split(/\s+/);
+      return local?.endsWith(`:${hex(from)}`) && remote?.endsWith(`:${hex(to)}`) && state === '01';
+    });
+}
