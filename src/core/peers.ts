@@ -50,14 +50,22 @@ export type PeerState =
   | { readonly kind: 'refused' }
   | { readonly kind: 'unreachable' };
 
-/** One probe round on fresh connections (closed after), each bounded by PEER_TIMEOUT_MS. */
-export async function probePeers(peers: readonly Endpoint[], clock: Clock): Promise<PeerState[]> {
+/**
+ * One probe round on fresh connections (closed after), each bounded by PEER_TIMEOUT_MS.
+ * `signal` (a shutdown) ends it at once: every peer not answered yet is unreachable.
+ */
+export async function probePeers(
+  peers: readonly Endpoint[],
+  clock: Clock,
+  signal?: AbortSignal,
+): Promise<PeerState[]> {
   return Promise.all(
     peers.map(async (peer) => {
       let client: pg.Client | null = null;
       let late = false;
       let timer: unknown;
-      const attempt = new AbortController(); // past the deadline: its socket closed at once
+      const attempt = new AbortController(); // past the deadline or at a stop: its socket closed at once
+      let giveUp = (): void => {};
       const work = (async (): Promise<PeerState> => {
         const c = await peer.connect(undefined, attempt.signal);
         c.on('error', () => {});
@@ -74,17 +82,21 @@ export async function probePeers(peers: readonly Endpoint[], clock: Clock): Prom
         return await Promise.race([
           work,
           new Promise<PeerState>((resolve) => {
-            timer = clock.setTimeout(() => {
+            giveUp = () => {
               late = true;
               attempt.abort();
               resolve({ kind: 'unreachable' });
-            }, PEER_TIMEOUT_MS);
+            };
+            timer = clock.setTimeout(giveUp, PEER_TIMEOUT_MS);
+            if (signal?.aborted) giveUp();
+            signal?.addEventListener('abort', giveUp, { once: true });
           }),
         ]);
       } catch (err) {
         return { kind: refused(err) ? 'refused' : 'unreachable' };
       } finally {
         clock.clearTimeout(timer);
+        signal?.removeEventListener('abort', giveUp);
         work.catch(() => {});
         if (client) destroyClient(client);
       }

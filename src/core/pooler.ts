@@ -131,14 +131,18 @@ export class PoolerGuard {
       this.held ??= await this.connectProbe();
       await this.verify(this.held);
     } catch (err) {
-      this.close();
+      this.dropHeld(); // the guard itself stays usable: close() is its owner's, and final
       throw err;
     }
   }
 
-  /** Close the probe connection kept while leading, if any, and abandon one being opened. */
+  /** Close the probe connection kept while leading, if any, and abandon one being opened. Final. */
   close(): void {
     this.closing.abort();
+    this.dropHeld();
+  }
+
+  private dropHeld(): void {
     if (this.held) destroyClient(this.held);
     this.held = null;
   }
@@ -179,6 +183,7 @@ export class PoolerGuard {
     const { signal } = this.closing;
     let attempt: Promise<pg.Client>;
     try {
+      signal.throwIfAborted(); // closed already: no connection opened just to be closed
       attempt = Promise.resolve(this.o.connect(undefined, signal));
     } catch (err) {
       attempt = Promise.reject(err);

@@ -274,7 +274,7 @@ async function surveyOne(
   const deadline = new Promise<never>((_, reject) => {
     const fail = (why: string): void => {
       late = true;
-      attempt.abort();
+      if (!client) attempt.abort(); // still connecting (a connected client is destroyed below)
       const what = client ? 'the survey got no answer' : 'connecting did not complete';
       reject(new ConnectionError(`${what} ${why}`));
     };

@@ -155,7 +155,7 @@ export function resolveShared(options: SharedOptions, appName: string): Resolved
 }
 
 /** The `connect` hook, called as the user wrote it: with no argument. */
-function hookConnect(hook: ConnectFn): Endpoint['connect'] {
+export function hookConnect(hook: ConnectFn): Endpoint['connect'] {
   return () => hook();
 }
 

@@ -10,6 +10,7 @@ import { destroyClient } from '../core/connect.js';
 import { ConnectionError, describe } from '../core/errors.js';
 import { keysFromName } from '../core/keys.js';
 import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
+import { hookConnect } from '../core/shared-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
 import { priorityOf } from './sql.js';
@@ -107,7 +108,7 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
   const timeoutMs =
     options.timeoutMs === undefined ? 5000 : checkPositiveDuration('timeoutMs', options.timeoutMs);
   const endpoints: Endpoint[] = options.connect
-    ? [{ label: 'connect()', connect: options.connect }]
+    ? [{ label: 'connect()', connect: hookConnect(options.connect) }]
     : endpointsOf(
         options.connectionString === undefined ? {} : { connectionString: options.connectionString },
         'pgleaderlock-inspect',

@@ -166,6 +166,7 @@ export class Lifecycle implements RequestTarget {
    */
   stop(deadline: number | null): void {
     this.mail.stop = { deadline: earlier(this.mail.stop?.deadline ?? null, deadline) };
+    this.mail.stopped.abort();
     const p = this.phase;
     // leader work stops now, not at the loop's next step; nothing can reopen the term
     if (p.kind === 'leader') p.leadership.end('shutdown');

@@ -76,6 +76,8 @@ export type PhaseOf<K extends Phase['kind']> = Extract<Phase, { kind: K }>;
 export class Mailbox {
   /** A stop was asked for, with the earliest deadline given (null: none). */
   stop: { deadline: number | null } | null = null;
+  /** Aborted with the first stop (never again): abandons a peer probe under way. */
+  readonly stopped = new AbortController();
   /** A step-down was asked for while leader; the releasing phase takes it. */
   stepDown: Release | null = null;
   /** Poll mode: a handover named this candidate while it was backing off: attempt at once. */

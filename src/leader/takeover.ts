@@ -46,6 +46,7 @@ export class Takeover {
     const peers = await probePeers(
       session.place.others.map((o) => o.endpoint),
       this.o.clock,
+      this.mail.stopped.signal,
     );
     if (this.mail.stop) return STOP;
     const { timeline, host } = session.place;

@@ -7,6 +7,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
+import { hookConnect } from '../core/shared-options.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
 /** Options of `PartitionedLeadership.inspect()`: where, and which group. */
@@ -49,7 +50,7 @@ export interface PartitionInspection {
 export async function inspectPartitions(o: PartitionInspectOptions): Promise<PartitionInspection> {
   const timeoutMs = o.timeoutMs ?? 5000;
   const endpoints: Endpoint[] = o.connect
-    ? [{ label: 'connect()', connect: o.connect }]
+    ? [{ label: 'connect()', connect: hookConnect(o.connect) }]
     : endpointsOf(o, 'pgleaderlock-inspect', timeoutMs);
   const clock = o.clock ?? systemClock;
   const found = await findPrimaryOnly(endpoints, { clock, queryTimeoutMs: timeoutMs });

@@ -65,7 +65,8 @@ describe.each(['wait', 'poll'] as const)('lock.health() (%s mode)', (acquireMode
       healthIntervalMs: 200,
       // idle_session_timeout 800 ms once leader; each connect and query may take 500 ms (a
       // 200 ms deadline missed on a loaded CI machine cost the session, and the reconnects
-      // failed too: six errors)
+      // failed too: six errors). The lease (800 - 80 ms margin) stays above
+      // healthIntervalMs + queryTimeoutMs (700 ms), as the options require
       serverReleaseMs: 800,
       queryTimeoutMs: 500,
       takeoverDelayMs: 0,

@@ -71,7 +71,7 @@ describe('PoolerGuard: the session closes while the probe kept for leading is co
     expect(late.ended).toBe(true);
   });
 
-  it('the default connect is given a signal that aborts when the guard closes', async () => {
+  it('the probe’s connect is given a signal that aborts when the guard closes (the default connect then destroys its socket)', async () => {
     const { guard, signals } = await guardWith(
       (signal) =>
         new Promise<pg.Client>((_, reject) =>
@@ -86,7 +86,7 @@ describe('PoolerGuard: the session closes while the probe kept for leading is co
     expect(await checking).toMatchObject({ code: 'ERR_PGLEADERLOCK_CONNECTION' });
   });
 
-  it('a probe client that connected before the close is closed by it', async () => {
+  it('(regression guard) a probe client that connected before the close is closed by it', async () => {
     const kept = new ProbeClient();
     const { guard } = await guardWith(() => Promise.resolve(kept as unknown as pg.Client));
     await guard.verifyHolding();
