@@ -11,7 +11,12 @@ import type { PartitionedLeadership } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, eventually, ownServer, testTag, within } from '../harness/db.js';
 import type { PgServer } from '../harness/pg-server.js';
-import { openToPort, type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+import {
+  type PgBouncer,
+  type PgBouncerOptions,
+  startPgBouncer,
+  stopWhileProbeWaits,
+} from '../harness/pgbouncer.js';
 import { partitionWorker } from '../harness/workers.js';
 
 const PARTITIONS = 16;
@@ -236,25 +241,7 @@ describe('PgBouncer in session mode', () => {
         errors.push(err);
       });
       const starting = w.start();
-      let probe: Record<string, unknown> | undefined;
-      await eventually(
-        async () => {
-          const ours = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
-          probe = ours.find((c) => c.state === 'waiting');
-          return ours.length === 2 && probe !== undefined;
-        },
-        { what: 'the probe waiting in the pool' },
-      );
-      const port = Number(probe?.port);
-      expect(openToPort(port, bouncer.port)).toBe(true);
-      const t0 = performance.now();
-      await w.shutdown();
-      await eventually(() => !openToPort(port, bouncer.port), {
-        timeoutMs: 2000,
-        intervalMs: 2,
-        what: "the probe's connection to be closed",
-      });
-      const closed = performance.now() - t0;
+      const closed = await stopWhileProbeWaits(bouncer, () => w.shutdown());
       await within(starting, 1000, 'start() to resolve');
       console.log(
         `[pgbouncer partitions] shutdown during the pooler probe: its connection closed ${closed.toFixed(1)} ms after the call`,

@@ -12,7 +12,12 @@ import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../..
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
-import { openToPort, type PgBouncer, type PgBouncerOptions, startPgBouncer } from '../harness/pgbouncer.js';
+import {
+  type PgBouncer,
+  type PgBouncerOptions,
+  startPgBouncer,
+  stopWhileProbeWaits,
+} from '../harness/pgbouncer.js';
 
 let server: PgServer;
 beforeAll(async () => {
@@ -376,25 +381,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       const starting = lock.start();
       // the session holds the one backend (once PgBouncer's own start-up check has freed it);
       // its probe, the lock's second client, waits for one
-      let probe: Record<string, unknown> | undefined;
-      await eventually(
-        async () => {
-          const ours = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
-          probe = ours.find((c) => c.state === 'waiting');
-          return ours.length === 2 && probe !== undefined;
-        },
-        { what: 'the probe waiting in the pool' },
-      );
-      const port = Number(probe?.port);
-      expect(openToPort(port, bouncer.port)).toBe(true);
-      const t0 = performance.now();
-      await lock.shutdown();
-      await eventually(() => !openToPort(port, bouncer.port), {
-        timeoutMs: 2000,
-        intervalMs: 2,
-        what: "the probe's connection to be closed",
-      });
-      const closed = performance.now() - t0;
+      const closed = await stopWhileProbeWaits(bouncer, () => lock.shutdown());
       await starting;
       console.log(
         `[pgbouncer] shutdown during the pooler probe: its connection closed ${closed.toFixed(1)} ms after the call`,

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { eventually } from './db.js';
 import { findPgBouncer, PGBOUNCER, pgBouncerVersion, runAsIds, untilAnswers } from './debian-binary.js';
 import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
@@ -254,7 +255,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
 }
 
 /** Whether this machine has an established TCP connection from local port `from` to port `to` (/proc/net/tcp). */
-export function openToPort(from: number, to: number): boolean {
+function openToPort(from: number, to: number): boolean {
   const hex = (p: number) => p.toString(16).toUpperCase().padStart(4, '0');
   return fs
     .readFileSync('/proc/net/tcp', 'utf8')
@@ -264,4 +265,33 @@ export function openToPort(from: number, to: number): boolean {
       const [, local, remote, state] = line.trim().split(/\s+/);
       return local?.endsWith(`:${hex(from)}`) && remote?.endsWith(`:${hex(to)}`) && state === '01';
     });
+}
+
+/**
+ * Stop a subject while its pooler probe waits in a full pool (pool size 1: its session
+ * holds the one backend; PgBouncer lists the probe as waiting until it would serve it, so
+ * the probe's socket is read on this side). Returns the milliseconds from the stop call
+ * until that socket is no longer established.
+ */
+export async function stopWhileProbeWaits(bouncer: PgBouncer, stop: () => Promise<void>): Promise<number> {
+  let probe: Record<string, unknown> | undefined;
+  await eventually(
+    async () => {
+      const ours = (await bouncer.show('CLIENTS')).filter((c) => c.database !== 'pgbouncer');
+      probe = ours.find((c) => c.state === 'waiting');
+      return ours.length === 2 && probe !== undefined;
+    },
+    { what: 'the probe waiting in the pool' },
+  );
+  const port = Number(probe?.port);
+  if (!openToPort(port, bouncer.port))
+    throw new Error(`the waiting probe's socket (port ${port}) is not established`);
+  const t0 = performance.now();
+  await stop();
+  await eventually(() => !openToPort(port, bouncer.port), {
+    timeoutMs: 2000,
+    intervalMs: 2,
+    what: "the probe's connection to be closed",
+  });
+  return performance.now() - t0;
 }
