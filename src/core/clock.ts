@@ -17,7 +17,8 @@ export interface Clock {
 export const systemClock: Clock = {
   now: () => performance.now(),
   setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
+    // a deadline computed as `until - now()` can come out a hair below 0: Node warns on those
+    const t = setTimeout(fn, Math.max(0, ms));
     t.unref?.();
     return t;
   },

@@ -115,6 +115,15 @@ export function sqlStateOf(err: unknown): string | undefined {
   return undefined;
 }
 
+/** Whether a cause chain holds a refused connection (`ECONNREFUSED`: no server listens there). */
+export function isRefused(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
+    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /** A short one-line description of anything thrown. */
 export function describe(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;

@@ -15,7 +15,7 @@
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
-import { LockError, sqlStateOf } from './errors.js';
+import { isRefused, LockError, sqlStateOf } from './errors.js';
 import type { Endpoint } from './primary.js';
 
 export const PEER_INTERVAL_MS = 100;
@@ -93,7 +93,7 @@ export async function probePeers(
           }),
         ]);
       } catch (err) {
-        return { kind: refused(err) ? 'refused' : 'unreachable' };
+        return { kind: isRefused(err) ? 'refused' : 'unreachable' };
       } finally {
         clock.clearTimeout(timer);
         signal?.removeEventListener('abort', giveUp);
@@ -104,20 +104,18 @@ export async function probePeers(
   );
 }
 
-function refused(err: unknown): boolean {
-  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
-    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
-}
+/** What one round learnt of a peer: a primary (not newer), not one, or nothing (no answer). */
+type Word = 'primary' | 'not primary' | 'no answer';
 
 export class PeerWatch {
   /**
-   * Whether a peer answered as a primary on the same or an older timeline in the last
-   * round (an old primary still up beside this one), starting from the survey's word.
+   * Each peer's last word: whether it answered as a primary on the same or an older
+   * timeline (an old primary still up beside this one), starting from the survey's word. A
+   * round without an answer from a peer (its deadline missed under load, a connection
+   * still being opened) keeps the last word: an old primary that was slow once is still
+   * up. A peer that refuses connections, or answers as a standby, is no longer one.
    */
-  otherPrimary: boolean;
+  private readonly primaries: Set<Endpoint>;
   private readonly clients = new Map<Endpoint, pg.Client>();
   /** Peers whose connection attempt (bounded by the connect timeout) outlived a round. */
   private readonly connecting = new Set<Endpoint>();
@@ -134,9 +132,15 @@ export class PeerWatch {
     private readonly onPromotion: (error: LockError) => void,
     /** Between rounds: PEER_INTERVAL_MS for a leader; a partition worker's health interval. */
     private readonly intervalMs: number = PEER_INTERVAL_MS,
-    otherPrimary = false,
+    /** The peers the survey found a primary (older timelines: this one is the newest). */
+    primaries: readonly Endpoint[] = [],
   ) {
-    this.otherPrimary = otherPrimary;
+    this.primaries = new Set(primaries);
+  }
+
+  /** Whether a peer's last word was that it is a primary: an old primary still up beside this one. */
+  get otherPrimary(): boolean {
+    return this.primaries.size > 0;
   }
 
   start(): void {
@@ -162,13 +166,17 @@ export class PeerWatch {
 
   private async round(): Promise<void> {
     const said = await Promise.all(this.peers.map((p) => this.probe(p)));
-    this.otherPrimary = said.some((kind) => kind === 'primary');
+    if (this.stopped) return;
+    this.peers.forEach((peer, i) => {
+      if (said[i] === 'primary') this.primaries.add(peer);
+      else if (said[i] === 'not primary') this.primaries.delete(peer);
+    });
     this.schedule(this.intervalMs);
   }
 
-  /** One peer: 'primary' when it answered as one (not newer), else null. */
-  private async probe(peer: Endpoint): Promise<'primary' | null> {
-    if (this.connecting.has(peer)) return null; // still connecting since an earlier round
+  /** One peer's word this round. */
+  private async probe(peer: Endpoint): Promise<Word> {
+    if (this.connecting.has(peer)) return 'no answer'; // still connecting since an earlier round
     try {
       const row = await this.bounded(async () => {
         let client = this.clients.get(peer);
@@ -188,7 +196,9 @@ export class PeerWatch {
         }
         return ask(client);
       });
-      if (this.stopped || !row || row.recovery || row.timeline === null) return null;
+      if (this.stopped || !row) return 'no answer';
+      if (row.recovery) return 'not primary';
+      if (row.timeline === null) return 'no answer';
       if (row.timeline > this.own.timeline) {
         this.stopped = true;
         this.onPromotion(
@@ -198,15 +208,16 @@ export class PeerWatch {
             { code: 'ERR_PGLEADERLOCK_UNSAFE' },
           ),
         );
-        return null;
+        return 'no answer';
       }
       return 'primary';
-    } catch {
-      // an unreachable peer proves nothing; reconnect next round
+    } catch (err) {
+      // an unreachable peer proves nothing (a refused connection: no server listens there);
+      // reconnect next round
       const client = this.clients.get(peer);
       if (client) destroyClient(client);
       this.clients.delete(peer);
-      return null;
+      return isRefused(err) ? 'not primary' : 'no answer';
     }
   }
 

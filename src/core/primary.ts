@@ -15,7 +15,7 @@ import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { type ConnectFn, defaultConnect, destroyClient } from './connect.js';
 import { isClient } from './connection.js';
-import { ConnectionError, describe, LockError, sqlStateOf } from './errors.js';
+import { ConnectionError, describe, isRefused, LockError, sqlStateOf } from './errors.js';
 import { configFor, describeHosts, parseTargets, type TargetsInput } from './hosts.js';
 import { show } from './validate.js';
 
@@ -249,14 +249,6 @@ function stateText(s: HostState): string {
   if (s.kind === 'primary') return s.timeline > 0 ? `primary, timeline ${s.timeline}` : 'primary';
   if (s.kind === 'standby') return 'standby (in recovery)';
   return `${s.kind === 'refused' ? 'connection refused: ' : ''}${describe(s.error)}`;
-}
-
-function isRefused(err: unknown): boolean {
-  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
-    if ((e as { code?: unknown }).code === 'ECONNREFUSED') return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
 }
 
 async function surveyOne(

@@ -168,7 +168,7 @@ export class MemberSession {
       this.o.clock,
       (error) => this.destroy(error),
       intervalMs,
-      this.others.some((o) => o.state.kind === 'primary'),
+      this.others.filter((o) => o.state.kind === 'primary').map((o) => o.endpoint),
     );
   }
 

@@ -114,9 +114,9 @@ export class RingWatch {
       void this.done.then(() => {
         ended = true;
       });
-      while (!ended && clock.now() < until) {
+      for (let left = until - clock.now(); !ended && left > 0; left = until - clock.now()) {
         void sendCancel(conn.client, clock, this.o.closeTimeoutMs);
-        await Promise.race([this.done, sleep(clock, Math.min(RECANCEL_MS, until - clock.now()))]);
+        await Promise.race([this.done, sleep(clock, Math.min(RECANCEL_MS, left))]);
       }
       if (!ended) conn.destroy();
     }
