@@ -168,7 +168,10 @@ export class MemberSession {
       this.o.clock,
       (error) => this.destroy(error),
       intervalMs,
-      this.others.filter((o) => o.state.kind === 'primary').map((o) => o.endpoint),
+      {
+        primaries: this.others.filter((o) => o.state.kind === 'primary').map((o) => o.endpoint),
+        unheard: this.others.filter((o) => o.state.kind === 'unreachable').map((o) => o.endpoint),
+      },
     );
   }
 

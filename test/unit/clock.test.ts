@@ -8,7 +8,7 @@
 import { expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 
-it('systemClock.setTimeout with a slightly negative delay fires at once and Node prints no TimeoutNegativeWarning', async () => {
+it('systemClock.setTimeout with a slightly negative delay fires, and Node prints no TimeoutNegativeWarning', async () => {
   const warnings: string[] = [];
   const onWarning = (w: Error) => warnings.push(w.name);
   process.on('warning', onWarning);

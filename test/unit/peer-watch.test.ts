@@ -3,12 +3,13 @@
  * add their split-brain fence for (docs/partitions.md, "Primary failover"). A peer that
  * answered as a primary keeps that word through rounds it does not answer in (a probe past
  * its 250 ms deadline on a loaded machine): an old primary that was slow once is still up.
- * It loses it when it refuses connections or answers as a standby.
+ * It loses it when it refuses connections or answers as a standby. A peer the survey got no
+ * answer from counts for its first UNHEARD_ROUNDS rounds, unless it answers first.
  */
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { PeerWatch } from '../../src/core/peers.js';
+import { PeerWatch, UNHEARD_ROUNDS } from '../../src/core/peers.js';
 import type { Endpoint } from '../../src/core/primary.js';
 import { FakeClock, flush } from './fakes.js';
 
@@ -92,39 +93,85 @@ describe('PeerWatch: the word on another primary', () => {
     expect(clock.pending).toBe(0);
   });
 
-  it('starts from the survey’s word: a peer it found a primary counts until a round says otherwise; one never heard from does not count', async () => {
+  it('starts from the survey’s word: a peer it found a primary keeps counting through missed rounds', async () => {
     const clock = new FakeClock();
     const old = peer('old:5432');
     old.state.mode = 'silent';
-    const surveyed = new PeerWatch(
+    const watch = new PeerWatch(
       [old.endpoint],
       { label: 'new:5432', timeline: 2 },
       clock,
       () => {},
       INTERVAL,
-      [old.endpoint],
+      {
+        primaries: [old.endpoint],
+        unheard: [],
+      },
     );
-    expect(surveyed.otherPrimary).toBe(true);
-    surveyed.start();
-    await clock.advance(0);
-    await clock.advance(250);
-    await flush();
-    expect(surveyed.otherPrimary).toBe(true);
-    surveyed.stop();
+    expect(watch.otherPrimary).toBe(true);
+    watch.start();
+    for (let i = 0; i < 2 * UNHEARD_ROUNDS; i++) {
+      await clock.advance(i === 0 ? 0 : INTERVAL);
+      await clock.advance(250);
+      await flush();
+      expect(watch.otherPrimary, `missed round ${i}`).toBe(true);
+    }
+    watch.stop();
+    expect(clock.pending).toBe(0);
+  });
 
-    const unheard = new PeerWatch(
-      [old.endpoint],
+  it(`a peer the survey got no answer from counts for its first ${UNHEARD_ROUNDS} rounds unless it answers: then it stops counting (silent), keeps the word (a primary) or loses it (a standby)`, async () => {
+    const clock = new FakeClock();
+    const watchOf = (p: ReturnType<typeof peer>) =>
+      new PeerWatch([p.endpoint], { label: 'new:5432', timeline: 2 }, clock, () => {}, INTERVAL, {
+        primaries: [],
+        unheard: [p.endpoint],
+      });
+    const silent = peer('silent:5432');
+    silent.state.mode = 'silent';
+    const quiet = watchOf(silent);
+    expect(quiet.otherPrimary).toBe(true);
+    quiet.start();
+    const seen: boolean[] = [];
+    for (let i = 0; i < UNHEARD_ROUNDS + 1; i++) {
+      await clock.advance(i === 0 ? 0 : INTERVAL);
+      await clock.advance(250);
+      await flush();
+      seen.push(quiet.otherPrimary);
+    }
+    // counted through its first UNHEARD_ROUNDS - 1 misses, not after the last
+    expect(seen).toEqual([...Array(UNHEARD_ROUNDS - 1).fill(true), false, false]);
+    quiet.stop();
+
+    const slow = peer('old:5432'); // an old primary that answers in its first round
+    const fenced = watchOf(slow);
+    fenced.start();
+    await clock.advance(0);
+    await flush();
+    slow.state.mode = 'silent';
+    for (let i = 0; i < 2 * UNHEARD_ROUNDS; i++) await round(clock);
+    await clock.advance(250);
+    await flush();
+    expect(fenced.otherPrimary).toBe(true);
+    fenced.stop();
+
+    const standby = peer('standby:5432');
+    standby.state.mode = 'standby';
+    const clear = watchOf(standby);
+    clear.start();
+    await clock.advance(0);
+    await flush();
+    expect(clear.otherPrimary).toBe(false);
+    clear.stop();
+
+    const unlisted = new PeerWatch(
+      [silent.endpoint],
       { label: 'new:5432', timeline: 2 },
       clock,
       () => {},
       INTERVAL,
     );
-    unheard.start();
-    await clock.advance(0);
-    await clock.advance(250);
-    await flush();
-    expect(unheard.otherPrimary).toBe(false);
-    unheard.stop();
+    expect(unlisted.otherPrimary).toBe(false); // not in the survey's word at all
     expect(clock.pending).toBe(0);
   });
 });
