@@ -23,11 +23,6 @@ export const PEER_INTERVAL_MS = 100;
 export const PEER_TIMEOUT_MS = 250;
 /** Longest time for a leader to see a promotion of a host it can reach. */
 export const PEER_BOUND_MS = PEER_INTERVAL_MS + PEER_TIMEOUT_MS;
-/**
- * Rounds a peer the survey got no answer from counts as a primary beside this one (a
- * partition worker's split-brain fence), unless it answers or refuses first.
- */
-export const UNHEARD_ROUNDS = 3;
 
 const PROBE = `/* pgleaderlock:peer */ SELECT pg_is_in_recovery() AS recovery,
   CASE WHEN NOT pg_is_in_recovery()
@@ -121,13 +116,6 @@ export class PeerWatch {
    * up. A peer that refuses connections, or answers as a standby, is no longer one.
    */
   private readonly primaries: Set<Endpoint>;
-  /**
-   * Peers the survey got no word from (no answer, not a refusal), with the rounds each has
-   * missed since: each counts as a primary until it answers, refuses, or has missed
-   * UNHEARD_ROUNDS rounds (an old primary slow to answer on a loaded machine is fenced; a
-   * host that never answers stops counting).
-   */
-  private readonly unheard: Map<Endpoint, number>;
   private readonly clients = new Map<Endpoint, pg.Client>();
   /** Peers whose connection attempt (bounded by the connect timeout) outlived a round. */
   private readonly connecting = new Set<Endpoint>();
@@ -144,25 +132,15 @@ export class PeerWatch {
     private readonly onPromotion: (error: LockError) => void,
     /** Between rounds: PEER_INTERVAL_MS for a leader; a partition worker's health interval. */
     private readonly intervalMs: number = PEER_INTERVAL_MS,
-    /**
-     * The survey's word: the peers it found a primary (older timelines: this one is the
-     * newest), and those it got no answer from.
-     */
-    survey: { readonly primaries: readonly Endpoint[]; readonly unheard: readonly Endpoint[] } = {
-      primaries: [],
-      unheard: [],
-    },
+    /** The peers the survey found a primary (older timelines: this one is the newest). */
+    primaries: readonly Endpoint[] = [],
   ) {
-    this.primaries = new Set(survey.primaries);
-    this.unheard = new Map(survey.unheard.map((p) => [p, 0]));
+    this.primaries = new Set(primaries);
   }
 
-  /**
-   * Whether an old primary may still be up beside this one: a peer whose last word was that
-   * it is a primary, or one not heard from yet (for its first UNHEARD_ROUNDS rounds).
-   */
+  /** Whether a peer's last word was that it is a primary: an old primary still up beside this one. */
   get otherPrimary(): boolean {
-    return this.primaries.size > 0 || [...this.unheard.values()].some((missed) => missed < UNHEARD_ROUNDS);
+    return this.primaries.size > 0;
   }
 
   start(): void {
@@ -190,14 +168,8 @@ export class PeerWatch {
     const said = await Promise.all(this.peers.map((p) => this.probe(p)));
     if (this.stopped) return;
     this.peers.forEach((peer, i) => {
-      const missed = this.unheard.get(peer);
-      if (said[i] === 'no answer') {
-        if (missed !== undefined) this.unheard.set(peer, missed + 1);
-        return;
-      }
-      this.unheard.delete(peer);
       if (said[i] === 'primary') this.primaries.add(peer);
-      else this.primaries.delete(peer);
+      else if (said[i] === 'not primary') this.primaries.delete(peer);
     });
     this.schedule(this.intervalMs);
   }

@@ -168,10 +168,7 @@ export class MemberSession {
       this.o.clock,
       (error) => this.destroy(error),
       intervalMs,
-      {
-        primaries: this.others.filter((o) => o.state.kind === 'primary').map((o) => o.endpoint),
-        unheard: this.others.filter((o) => o.state.kind === 'unreachable').map((o) => o.endpoint),
-      },
+      this.others.filter((o) => o.state.kind === 'primary').map((o) => o.endpoint),
     );
   }
 

@@ -1,12 +1,13 @@
 /**
- * A partition worker whose connection string lists a host that never answers (docs/partitions.md,
- * "Primary failover"): the survey got no word from it, so it may be an old primary slow to
- * answer beside this one. The worker's takes carry the split-brain fence
- * (`healthIntervalMs + 250 ms`, on top of the takeover delay for a take that proves no
- * hand-over) until that host has missed UNHEARD_ROUNDS peer-watch rounds, then no longer.
+ * A partition worker whose connection string lists a host that never answers (a machine
+ * gone without a reset: docs/partitions.md, "Primary failover"). A host never heard from
+ * as a primary proves nothing either way, and adds no split-brain fence: the worker's first
+ * takes wait the takeover delay alone, and a clean hand-over to a second worker listing it
+ * too opens at once. (Counting such a host as a primary for a few rounds was tried: at the
+ * default healthIntervalMs it added 5.25 s to the first takes of every new session, the
+ * rejoin after a hard failover included.)
  */
 import { expect, it } from 'vitest';
-import { UNHEARD_ROUNDS } from '../../src/core/peers.js';
 import type { LogFields } from '../../src/index.js';
 import { databaseUrl, eventually, testTag } from '../harness/db.js';
 import { silentServer } from '../harness/silent-server.js';
@@ -15,10 +16,8 @@ import { partitionWorker } from '../harness/workers.js';
 const P = 4;
 const HEALTH_MS = 500;
 const TAKEOVER_MS = 200;
-/** The split-brain fence: on top of the takeover delay (a first take proves no hand-over). */
-const FENCE_MS = HEALTH_MS + 250;
 
-it(`a listed host that never answers: the first takes open ${TAKEOVER_MS + FENCE_MS} ms after the take (takeoverDelayMs ${TAKEOVER_MS} + healthIntervalMs ${HEALTH_MS} + 250), never earlier; after ${UNHEARD_ROUNDS} peer-watch rounds a clean hand-over opens at once (under 50 ms)`, async () => {
+it(`a listed host that never answers adds no fence: the first takes open ${TAKEOVER_MS} ms after the take (the takeover delay alone; the test fails at ${TAKEOVER_MS + 250} or more, where a fence would give ${TAKEOVER_MS + HEALTH_MS + 250}), a clean hand-over to a second worker listing it opens at once (under 50 ms)`, async () => {
   const silent = await silentServer();
   try {
     const url = databaseUrl();
@@ -68,28 +67,27 @@ it(`a listed host that never answers: the first takes open ${TAKEOVER_MS + FENCE
     });
     const first = takes.filter((t) => t.worker === 'a');
     const firstOpened = first.flatMap(opened);
-    // the silent host's rounds: the first waits for its 250 ms deadline, the next find its
-    // attempt still connecting; give them a second more on a loaded machine
-    await new Promise((r) => setTimeout(r, UNHEARD_ROUNDS * (HEALTH_MS + 250) + 1000));
-    // b lists only the server (no peer watch): a hands it half, then takes that back when b leaves
-    const b = worker('b', url);
+    const b = worker('b', listed);
     await b.start();
     await eventually(() => a.owned.size === P / 2 && b.owned.size === P / 2, { what: 'a 2/2 split' });
-    const leftAt = performance.now();
-    await b.shutdown();
-    await eventually(() => a.owned.size === P, { what: 'a to take back b’s share' });
-    const back = takes.filter((t) => t.worker === 'a' && t.at >= leftAt);
-    const backOpened = back.flatMap(opened);
-    await a.shutdown();
+    await eventually(() => runs.filter((r) => r.worker === 'b').length === P / 2, {
+      what: 'b to run its share',
+    });
+    const handed = takes.filter((t) => t.worker === 'b');
+    const handedOpened = handed.flatMap(opened);
+    await Promise.all([a.shutdown(), b.shutdown()]);
     console.log(
-      `[partitions, a host that never answers] first takes: ${first.map((t) => `${t.delayMs} ms logged`).join(', ')}, opened ${firstOpened.map((x) => x?.toFixed(1)).join(', ')} ms after; after the rounds: ${back.map((t) => `${t.delayMs} ms logged`).join(', ')}, opened ${backOpened.map((x) => x?.toFixed(1)).join(', ')} ms after`,
+      `[partitions, a host that never answers] first takes: ${first.map((t) => `${t.delayMs} ms logged`).join(', ')}, opened ${firstOpened.map((x) => x?.toFixed(1)).join(', ')} ms after; handed to b: ${handed.map((t) => `${t.delayMs} ms logged`).join(', ')}, opened ${handedOpened.map((x) => x?.toFixed(1)).join(', ')} ms after`,
     );
     expect(first.length).toBeGreaterThanOrEqual(1);
-    for (const t of first) expect(t.delayMs).toBe(TAKEOVER_MS + FENCE_MS);
-    for (const ms of firstOpened) expect(ms).toBeGreaterThanOrEqual(TAKEOVER_MS + FENCE_MS - 1);
-    expect(back.flatMap((t) => t.partitions)).toHaveLength(P / 2);
-    for (const t of back) expect(t.delayMs).toBe(0);
-    for (const ms of backOpened) expect(ms).toBeLessThan(50);
+    for (const t of first) expect(t.delayMs).toBe(TAKEOVER_MS);
+    for (const ms of firstOpened) {
+      expect(ms).toBeGreaterThanOrEqual(TAKEOVER_MS - 1);
+      expect(ms).toBeLessThan(TAKEOVER_MS + 250);
+    }
+    expect(handed.flatMap((t) => t.partitions)).toHaveLength(P / 2);
+    for (const t of handed) expect(t.delayMs).toBe(0);
+    for (const ms of handedOpened) expect(ms).toBeLessThan(50);
   } finally {
     await silent.close();
   }
