@@ -28,6 +28,7 @@ import {
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
+import { TIMER_EARLY_MS } from '../harness/timers.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/node-cron-replica.fixture.ts');
 const CLAIMS = 'pgleaderlock_cron_claims';
@@ -416,7 +417,7 @@ describe('pgleaderlock/node-cron, in process', () => {
       );
       expect(ran).toEqual([]);
       expect(skip?.reason).toBe('coordinator-error');
-      expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeGreaterThanOrEqual(timeoutMs);
+      expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeGreaterThanOrEqual(timeoutMs - TIMER_EARLY_MS);
       expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeLessThan(2 * timeoutMs);
     } finally {
       await proxy.close();
@@ -517,7 +518,7 @@ describe('pgleaderlock/node-cron, in process', () => {
       );
       expect(skip.fireAt).toBe(fireAt);
       expect(skip.reason).toBe('coordinator-error');
-      expect(skip.at - fireAt).toBeGreaterThanOrEqual(5000);
+      expect(skip.at - fireAt).toBeGreaterThanOrEqual(5000 - TIMER_EARLY_MS);
       expect(skip.at - fireAt).toBeLessThan(5600);
       expect(logged).toEqual(['Run coordinator failed; skipping execution (fail-closed)']);
       expect(claims).toHaveLength(2); // the warm-up's, and the fire's, still waiting

@@ -12,6 +12,7 @@ import type { PartitionedLeadership } from '../../src/index.js';
 import { keysOf, memberAppName } from '../../src/partitions/sql.js';
 import { type AdminClient, adminClient, databaseUrl, eventually, randomKeys } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { TIMER_EARLY_MS } from '../harness/timers.js';
 import { useWorkers } from '../harness/workers.js';
 
 const TIMEOUT_MS = 300;
@@ -148,7 +149,7 @@ describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
     // same length fired in that trial (at most one more margin: the worker shares that timer's
     // event loop, and must not buy itself slack by blocking it)
     for (const [i, t] of took.entries()) {
-      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - TIMER_EARLY_MS);
       expect(t).toBeLessThanOrEqual(TIMEOUT_MS + 2 * MARGIN_MS + Math.min(MARGIN_MS, lateness[i] as number));
     }
     expect(p50(took)).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
@@ -208,9 +209,9 @@ describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
     console.log(
       `[partitions-claims] shutdown({ timeoutMs: ${TIMEOUT_MS} }) beside another worker: ${took.map((t) => t.toFixed(1)).join(', ')} ms; a bare client's cancel and close ${ms(bare)} ms; over both ${ms(over)} ms; the other opened them ${ms(fence)} ms after the timeout`,
     );
-    for (const t of took) expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+    for (const t of took) expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - TIMER_EARLY_MS);
     expect(p50(over)).toBeLessThanOrEqual(MARGIN_MS);
-    for (const f of fence) expect(f).toBeGreaterThanOrEqual(TAKEOVER_DELAY_MS - 1);
+    for (const f of fence) expect(f).toBeGreaterThanOrEqual(TAKEOVER_DELAY_MS - TIMER_EARLY_MS);
   }, 60_000);
 
   it(`behind a proxy that drops cancels (its ring watch waiting): returns within ${TIMEOUT_MS} ms + closeTimeoutMs (300) + ${MARGIN_MS} ms (median of 3; each within twice the margin), the watch's backend gone from the queue`, async () => {
@@ -261,7 +262,7 @@ describe('shutdown({ timeoutMs }) while runs are slow to stop', () => {
     // same length fired in that trial, at most one more margin (650.05 ms was seen once in a loaded compat run,
     // PostgreSQL 17, three files at a time: the follow-up timer itself late)
     for (const [i, t] of took.entries()) {
-      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - 1);
+      expect(t).toBeGreaterThanOrEqual(TIMEOUT_MS - TIMER_EARLY_MS);
       expect(t).toBeLessThanOrEqual(
         TIMEOUT_MS + CLOSE_MS + 2 * MARGIN_MS + Math.min(MARGIN_MS, lateness[i] as number),
       );
