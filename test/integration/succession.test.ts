@@ -67,7 +67,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     const x = t.make({ autoReacquire: false });
     await x.start();
     expect(await x.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    const next = t.make({ takeoverDelayMs: 400 });
+    // the delay must outlast the set-up below (the candidate's start, and its session seen by
+    // polling on fresh connections): 400 ms did not once, under load in CI (Node 24 run)
+    const next = t.make({ takeoverDelayMs: 1500 });
     await next.start();
     await t.waiting(next);
     const [xs] = await sessionsLike(databaseUrl(), `pgleaderlock:${x.id}`);
