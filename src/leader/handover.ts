@@ -146,6 +146,8 @@ export class HandoverLog {
   private previous: { session: string } | { pid: number } | null = null;
   /** The lost sessions announced drained lately (a few; the newest last). */
   private readonly drained: SessionIdentity[] = [];
+  /** The ids heard taking the lock (`acquired`) since this session's own last `released`. */
+  private takenSinceRelease: Set<string> | null = null;
 
   constructor(
     private readonly session: string,
@@ -160,6 +162,8 @@ export class HandoverLog {
       return;
     }
     if (event.kind !== 'acquired' && event.kind !== 'released') return; // changes no holder
+    if (event.kind === 'released' && event.session === this.session) this.takenSinceRelease = new Set();
+    else if (event.kind === 'acquired') this.takenSinceRelease?.add(event.id);
     if (event.kind === 'acquired' && event.session === this.session) {
       const last = this.last;
       this.proof =
@@ -176,6 +180,15 @@ export class HandoverLog {
             : null;
     }
     this.last = event;
+  }
+
+  /**
+   * Whether `id` was heard taking the lock after this session's own last release: a
+   * handover's successor took it, even if it has already given it up again (to a candidate
+   * of a higher priority, this one included) before a look at `pg_locks` could see it hold.
+   */
+  tookOver(id: string): boolean {
+    return this.takenSinceRelease?.has(id) === true;
   }
 
   /**

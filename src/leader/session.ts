@@ -124,6 +124,11 @@ export class Session {
     return this.handover.previousDrained();
   }
 
+  /** After a handover's release: `id` was heard taking the lock since (handover.ts `tookOver`). */
+  successorTook(id: string): boolean {
+    return this.handover.tookOver(id);
+  }
+
   /** Backend pid of this session (`pg_backend_pid()` at connect). */
   get pid(): number {
     return this.openedPid;

@@ -69,7 +69,8 @@ export class Succession {
 
   /**
    * After the unlock of a handover: ask every 2 ms whether the successor holds the lock,
-   * until it does ('taken'), it has no session any more, or `timeoutMs` has passed (an
+   * until it does, or its `acquired` was heard since the release ('taken'), it has no
+   * session any more, or `timeoutMs` has passed (an
    * error, `timedOut`: the waiters now yield to the leader named `back`). `stopped` ends the
    * wait early (an error: the outcome is not known); so does a failed query.
    */
@@ -98,7 +99,9 @@ export class Succession {
     const failed = (message: string, timedOut = false) => ({ outcome: handoverError(message), timedOut });
     for (;;) {
       const s = await session.channel.successor(h.to);
-      if (s.holds) return { outcome: 'taken', timedOut: false };
+      // holding now, or heard taking it since the release (it may have handed the lock on
+      // already, between two looks: to a candidate of a higher priority, this one included)
+      if (s.holds || session.successorTook(h.to)) return { outcome: 'taken', timedOut: false };
       if (!s.connected) return failed(`handover: candidate "${h.to}" left before it took the lock`);
       if (clock.now() >= until) {
         return failed(`handover: candidate "${h.to}" did not take the lock within ${h.timeoutMs} ms`, true);

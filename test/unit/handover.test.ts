@@ -112,3 +112,22 @@ describe('proof of drain', () => {
     expect(l.takeProof().clean).toBe(true);
   });
 });
+
+describe('a handover’s successor heard taking the lock (tookOver)', () => {
+  it('true only for an `acquired` heard after this session’s own last `released`; another session’s release does not count as ours', () => {
+    const l = new HandoverLog('me', () => null);
+    l.see(acquired('b', 'sb')); // before any release of ours
+    expect(l.tookOver('b')).toBe(false);
+    l.see(released('x', 'sx')); // another session's release
+    l.see(acquired('b', 'sb'));
+    expect(l.tookOver('b')).toBe(false);
+    l.see(released('me', 'me'));
+    expect(l.tookOver('b')).toBe(false);
+    l.see(acquired('b', 'sb'));
+    l.see(released('b', 'sb')); // it handed on already
+    expect(l.tookOver('b')).toBe(true);
+    expect(l.tookOver('c')).toBe(false);
+    l.see(released('me', 'me')); // a later release of ours starts afresh
+    expect(l.tookOver('b')).toBe(false);
+  });
+});

@@ -149,8 +149,10 @@ describe('a granted waiter yields while a handover to another candidate goes on'
 });
 
 describe('the leader that handed over, watching for its successor', () => {
-  const session = (successor: () => Promise<{ holds: boolean; waits: boolean; connected: boolean }>) =>
-    ({ channel: { successor } }) as unknown as Session;
+  const session = (
+    successor: () => Promise<{ holds: boolean; waits: boolean; connected: boolean }>,
+    heard: readonly string[] = [],
+  ) => ({ channel: { successor }, successorTook: (id: string) => heard.includes(id) }) as unknown as Session;
   const watch = (s: Session) =>
     new Succession({ id: 'a', clock: systemClock, logger }).awaitSuccessor(
       s,
@@ -167,6 +169,14 @@ describe('the leader that handed over, watching for its successor', () => {
     const gone = await watch(session(async () => ({ holds: false, waits: false, connected: false })));
     expect(gone.timedOut).toBe(false);
     expect(String(gone.outcome)).toContain('"b" left before it took the lock');
+    // it took the lock and handed it on between two looks (seen in CI: to the old leader, of
+    // a higher priority, which then waited 5 s for it): its `acquired`, heard since, says taken
+    const handedOn = await watch(
+      session(async () => ({ holds: false, waits: false, connected: true }), ['b']),
+    );
+    expect(handedOn).toEqual({ outcome: 'taken', timedOut: false });
+    const other = await watch(session(async () => ({ holds: false, waits: false, connected: true }), ['c']));
+    expect(other.timedOut).toBe(true);
     const failing = await watch(
       session(async () => {
         throw new Error('connection lost');
