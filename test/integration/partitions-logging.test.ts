@@ -54,7 +54,21 @@ it('logs membership changes, takes (with their fence), revocations (with their r
   expect(rebalance).toMatchObject({ level: 'info', reason: 'rebalance' });
   expect(rebalance?.partitions).toHaveLength(4);
 
-  // b's session is terminated: a sees it die and takes b's share under the fence
+  // b's session is terminated: a sees it die and takes b's share under the fence. a's ring
+  // watch must be queued on b's member lock first: b, back at once after its terminate,
+  // rejoins before a's next reconcile, so only the watch sees the death (once in CI, the
+  // terminate came before the watch had queued, and no death was ever logged)
+  await eventually(
+    async () =>
+      (
+        await adminQuery(
+          databaseUrl(),
+          `SELECT 1 FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+            WHERE s.application_name = 'pgleaderlock:la#watch' AND l.locktype = 'advisory' AND NOT l.granted`,
+        )
+      ).length === 1,
+    { what: 'a’s ring watch to wait on b' },
+  );
   lines.length = 0;
   await terminateWorker('lb');
   await eventually(() => lines.some((l) => l.event === 'member_died'), { what: 'a to log the death' });
