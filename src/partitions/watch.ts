@@ -50,6 +50,8 @@ export class RingWatch {
   private readonly wakeUp = new AbortController();
   private changed: (() => void) | null = null;
   private recancel: unknown = null;
+  /** A session closed on purpose: its wait outlived `closeTimeoutMs` of cancels (retarget). */
+  private retired: Connection | null = null;
   private readonly done: Promise<void>;
   /** Why the watch's session failed, until a statement on a new one succeeds (`health()`). */
   down: Error | null = null;
@@ -82,6 +84,7 @@ export class RingWatch {
       // a path that drops cancel requests (some proxies): past closeTimeoutMs, close the
       // session instead; the loop opens a new one for the new target
       if (clock.now() >= until) {
+        this.retired = conn;
         conn.destroy();
         return;
       }
@@ -172,6 +175,13 @@ export class RingWatch {
       } catch (err) {
         const state = sqlStateOf(err);
         if (this.stopped) break;
+        if (this.conn !== null && this.conn === this.retired) {
+          // closed here for a retarget: no failure to report, and no back-off before the
+          // new session
+          this.conn = null;
+          this.retired = null;
+          continue;
+        }
         if ((state === '55P03' || state === '57014') && !this.conn?.dead) {
           // slice over, or cancelled to retarget; but a grant that raced the timeout or the
           // cancel leaves the slot held here: that is a death too (and the slot is freed)

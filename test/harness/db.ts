@@ -68,6 +68,20 @@ export async function sessionsLike(url: string, prefix: string): Promise<{ pid: 
   );
 }
 
+/**
+ * The backends of worker `id`'s ring watch that wait in the lock queue (its session is
+ * named before it is set up, so a named session alone does not mean it waits yet).
+ */
+export async function waitingWatches(url: string, id: string): Promise<number[]> {
+  const rows = await adminQuery<{ pid: number }>(
+    url,
+    `SELECT s.pid FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+      WHERE s.application_name = $1 AND l.locktype = 'advisory' AND NOT l.granted`,
+    [`pgleaderlock:${id}#watch`],
+  );
+  return rows.map((r) => r.pid);
+}
+
 /** Backends holding or waiting for the advisory lock `(key1, key2)`. */
 export async function lockHolders(
   url: string,

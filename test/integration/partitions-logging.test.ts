@@ -1,7 +1,7 @@
 /** What PartitionedLeadership logs, against PostgreSQL: membership, takes, revocations, a lost session, errors. */
 import { expect, it } from 'vitest';
 import type { LogFields, Logger } from '../../src/index.js';
-import { adminQuery, databaseUrl, eventually } from '../harness/db.js';
+import { adminQuery, databaseUrl, eventually, waitingWatches } from '../harness/db.js';
 import { partitionWorker } from '../harness/workers.js';
 
 const uniq = () => `plog-${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
@@ -58,17 +58,9 @@ it('logs membership changes, takes (with their fence), revocations (with their r
   // watch must be queued on b's member lock first: b, back at once after its terminate,
   // rejoins before a's next reconcile, so only the watch sees the death (once in CI, the
   // terminate came before the watch had queued, and no death was ever logged)
-  await eventually(
-    async () =>
-      (
-        await adminQuery(
-          databaseUrl(),
-          `SELECT 1 FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
-            WHERE s.application_name = 'pgleaderlock:la#watch' AND l.locktype = 'advisory' AND NOT l.granted`,
-        )
-      ).length === 1,
-    { what: 'a’s ring watch to wait on b' },
-  );
+  await eventually(async () => (await waitingWatches(databaseUrl(), 'la')).length === 1, {
+    what: 'a’s ring watch to wait on b',
+  });
   lines.length = 0;
   await terminateWorker('lb');
   await eventually(() => lines.some((l) => l.event === 'member_died'), { what: 'a to log the death' });
