@@ -232,10 +232,15 @@ export class Lifecycle implements RequestTarget {
     return p.kind === 'leader' && p.leadership.term !== null ? p.session : null;
   }
 
-  /** Poll mode: a handover named this candidate: attempt at once (unless it leads or releases already). */
+  /**
+   * Poll mode: a handover named this candidate: attempt at once (unless it leads). While
+   * releasing too: a successor that hands the lock straight back names this lock before
+   * its own release has ended (it still watches for that successor), and it attempts once
+   * it follows, not at the end of its back-off.
+   */
   invite(): void {
     const k = this.phase.kind;
-    if (k !== 'follower' && k !== 'acquiring') return;
+    if (k !== 'follower' && k !== 'acquiring' && k !== 'releasing') return;
     this.mail.invite(this.o.clock.now());
     this.wake();
   }

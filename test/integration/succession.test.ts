@@ -8,7 +8,10 @@ import { fork } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
+import { applicationName } from '../../src/core/connect.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
+import { forwardPayload, payload } from '../../src/leader/handover.js';
+import { channelFor } from '../../src/leader/sql.js';
 import { useChildren } from '../harness/children.js';
 import {
   adminClient,
@@ -522,3 +525,89 @@ async function eventuallyLeader(locks: LeaderLock[], timeoutMs?: number): Promis
   );
   return found as LeaderLock;
 }
+
+describe('handoverTo to a successor that hands the lock on at once', () => {
+  it('wait mode: resolves once the successor is heard taking the lock (its acquired event), though it held it for one statement only and was never seen holding it; it waited out its timeoutMs (3 s) and rejected before', async () => {
+    const keys = randomKeys();
+    const a = locks.make({ ...keys });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    // the successor: a raw client named as a candidate, queued in pg_advisory_lock. Granted,
+    // the same statement sends the `acquired` event a grant sends and unlocks at once (as a
+    // successor handing on to a higher priority does, only faster: the event is committed
+    // after the unlock, so no look at pg_locks can find it holding)
+    const bId = `${locks.tag}-hands-on`;
+    await using b = await adminClient(databaseUrl());
+    await b.query('SELECT set_config($1, $2, false)', ['application_name', applicationName(bId)]);
+    const granted = b.query<{ sent: number; freed: boolean }>(
+      `SELECT (SELECT count(*) FROM pg_notify($1, $2))::int AS sent, pg_advisory_unlock($3::int4, $4::int4) AS freed
+         FROM (SELECT pg_advisory_lock($3::int4, $4::int4) OFFSET 0) g`,
+      [channelFor(keys.key1, keys.key2), payload('acquired', bId, 'raw-session'), keys.key1, keys.key2],
+    );
+    await eventually(
+      async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).some((h) => !h.granted),
+      { what: 'the successor to queue', intervalMs: 2 },
+    );
+    const t0 = performance.now();
+    const outcome = await a.handoverTo(bId, { timeoutMs: 3000 }).then(
+      () => 'resolved',
+      (err: Error) => err.message,
+    );
+    const took = performance.now() - t0;
+    console.log(
+      `[succession] handoverTo a successor that handed on at once: ${outcome} after ${took.toFixed(1)} ms`,
+    );
+    expect(outcome).toBe('resolved');
+    expect(took).toBeLessThan(1000);
+    expect(await granted).toEqual([{ sent: 1, freed: true }]);
+    expect(a.isLeader).toBe(false);
+  });
+
+  it('poll mode: the old leader, named by the successor’s release while it was still releasing (watching for that successor), attempts at once, not after its 10 s back-off: it leads again within 500 ms of handoverTo resolving', async () => {
+    const keys = randomKeys();
+    const a = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    // the successor: a raw client named as a candidate (poll mode: a session is enough to be
+    // named), queued in pg_advisory_lock. Granted, one statement sends the `acquired` event
+    // and a `released` event handing the lock back to `a` (as a successor of a lower priority
+    // does), and unlocks: both events reach `a` together, while it still watches for `b`
+    const bId = `${locks.tag}-hands-back`;
+    await using b = await adminClient(databaseUrl());
+    await b.query('SELECT set_config($1, $2, false)', ['application_name', applicationName(bId)]);
+    const [now] = await b.query<{ ms: string }>(
+      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
+    );
+    const at = Number(now?.ms);
+    const back = forwardPayload(bId, 'raw-session', {
+      to: a.id,
+      back: null,
+      until: at + 10_000,
+      backUntil: at + 20_000,
+    });
+    const channel = channelFor(keys.key1, keys.key2);
+    const granted = b.query<{ sent: number; freed: boolean }>(
+      `SELECT (SELECT count(*) FROM pg_notify($1, $2))::int + (SELECT count(*) FROM pg_notify($1, $3))::int AS sent,
+         pg_advisory_unlock($4::int4, $5::int4) AS freed
+         FROM (SELECT pg_advisory_lock($4::int4, $5::int4) OFFSET 0) g`,
+      [channel, payload('acquired', bId, 'raw-session'), back, keys.key1, keys.key2],
+    );
+    await eventually(
+      async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).some((h) => !h.granted),
+      { what: 'the successor to queue', intervalMs: 2 },
+    );
+    await a.handoverTo(bId, { timeoutMs: 3000 });
+    const handedAt = performance.now();
+    expect(await granted).toEqual([{ sent: 2, freed: true }]);
+    expect(await a.waitForLeadership({ timeoutMs: 2000 })).toBe(true);
+    const back_ = performance.now() - handedAt;
+    console.log(
+      `[succession poll] handed back while releasing: led again ${back_.toFixed(1)} ms after handoverTo resolved`,
+    );
+    expect(back_).toBeLessThan(500);
+  });
+});
