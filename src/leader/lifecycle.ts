@@ -233,14 +233,22 @@ export class Lifecycle implements RequestTarget {
   }
 
   /**
-   * Poll mode: a handover named this candidate: attempt at once (unless it leads). While
-   * releasing too: a successor that hands the lock straight back names this lock before
-   * its own release has ended (it still watches for that successor), and it attempts once
-   * it follows, not at the end of its back-off.
+   * Poll mode: a handover by `from` named this candidate: attempt at once, as a follower or
+   * while acquiring. While releasing only in one case: this lock's own handover, watching for
+   * its successor, when that successor (`from`) hands the lock straight back (a lower
+   * priority) and this lock queues again; it then attempts as soon as it follows, not at the
+   * end of its back-off. Any other `released` naming it while it leads or releases (forged, or
+   * stale: it still holds the lock) invites nothing.
    */
-  invite(): void {
-    const k = this.phase.kind;
-    if (k !== 'follower' && k !== 'acquiring' && k !== 'releasing') return;
+  invite(from: string): void {
+    const p = this.phase;
+    const handedBack =
+      p.kind === 'releasing' &&
+      p.step === 'unlocking' &&
+      p.after === 'follow' &&
+      this.o.autoReacquire &&
+      p.release.handover?.to === from;
+    if (p.kind !== 'follower' && p.kind !== 'acquiring' && !handedBack) return;
     this.mail.invite(this.o.clock.now());
     this.wake();
   }

@@ -27,7 +27,7 @@ export interface RequestTarget {
   handoverTo(to: string, timeoutMs: number, queueWithinMs?: number): Promise<void>;
   stepDown(deadline: number | null): Promise<void>;
   /** Poll mode: attempt at once (a handover named this candidate). */
-  invite(): void;
+  invite(from: string): void;
 }
 
 /**
@@ -92,7 +92,7 @@ export class Requests {
         return;
       case 'released':
         // poll mode: a handover names this candidate: attempt now, not at the end of a back-off
-        if (this.o.acquireMode === 'poll' && event.directive?.to === this.o.id) this.target.invite();
+        if (this.o.acquireMode === 'poll' && event.directive?.to === this.o.id) this.target.invite(event.id);
         return;
       case 'resign':
         if (this.target.leaderSession() === null) return;

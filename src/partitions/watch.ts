@@ -80,7 +80,8 @@ export class RingWatch {
     const until = clock.now() + this.o.closeTimeoutMs;
     const again = (): void => {
       this.recancel = null;
-      if (this.conn !== conn || this.waiting === null || this.waiting === this.target) return;
+      // ended, or failed on its own (its error reaches the loop as a failure)
+      if (this.conn !== conn || conn.dead || this.waiting === null || this.waiting === this.target) return;
       // a path that drops cancel requests (some proxies): past closeTimeoutMs, close the
       // session instead; the loop opens a new one for the new target
       if (clock.now() >= until) {

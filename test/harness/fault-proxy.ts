@@ -22,6 +22,8 @@ export interface FaultProxy {
   readonly connections: number;
   /** CancelRequests dropped (`dropCancels`). */
   readonly cancelsDropped: number;
+  /** When each dropped CancelRequest arrived (`performance.now()`, this process). */
+  readonly cancelsDroppedAt: readonly number[];
   /** Connection string through the proxy, built from `targetUrl`. */
   url(targetUrl: string): string;
   /** Stop forwarding bytes in both directions on current and future connections. */
@@ -82,12 +84,14 @@ export async function startFaultProxy(
   };
 
   let cancelsDropped = 0;
+  const cancelsDroppedAt: number[] = [];
   const server = net.createServer({ allowHalfOpen: halfOpen }, (client) => {
     if (options.dropCancels) {
       client.pause();
       client.once('data', (first: Buffer) => {
         if (isCancelRequest(first)) {
           cancelsDropped += 1;
+          cancelsDroppedAt.push(performance.now());
           client.on('error', () => {});
           client.end();
           return;
@@ -144,6 +148,7 @@ export async function startFaultProxy(
     get cancelsDropped() {
       return cancelsDropped;
     },
+    cancelsDroppedAt,
     get connections() {
       return [...pairs].filter((p) => !p.client.destroyed || !p.upstream.destroyed).length;
     },

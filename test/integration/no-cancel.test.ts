@@ -21,7 +21,7 @@ async function droppingProxy(): Promise<FaultProxy> {
 }
 
 describe('a path that drops cancel requests', () => {
-  it('LeaderLock: a waiting follower’s shutdown() ends within closeTimeoutMs + 500 ms (was a whole wait slice), and its backend leaves the lock queue', async () => {
+  it('LeaderLock: a waiting follower’s shutdown() ends within closeTimeoutMs + 500 ms (was a whole wait slice), and its backend leaves the lock queue within the client_connection_check_interval the lock sets (at most 1 s), plus 300 ms for the polling', async () => {
     const proxy = await droppingProxy();
     const keys = randomKeys();
     const tag = testTag();
@@ -48,8 +48,8 @@ describe('a path that drops cancel requests', () => {
     );
     expect(proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
     expect(took).toBeLessThan(500 + 500);
-    // the server notices the closed socket within client_connection_check_interval, which the
-    // lock sets to at most 1 s (a quarter of the server release target)
+    // a backend waiting for a lock does not read its socket: the server notices the close at
+    // its next client_connection_check_interval, which the lock sets (at most 1 s)
     const closed = performance.now();
     await eventually(async () => (await seen()).length === 0, {
       timeoutMs: 3000,
@@ -60,7 +60,7 @@ describe('a path that drops cancel requests', () => {
     console.log(
       `[no cancel] LeaderLock follower's backend left the queue ${left.toFixed(0)} ms after shutdown()`,
     );
-    expect(left).toBeLessThan(1000 + 150);
+    expect(left).toBeLessThan(1000 + 300);
   });
 
   it('PartitionedLeadership: shutdown() ends within closeTimeoutMs + 500 ms; a new ring-watch target costs at most closeTimeoutMs of re-sent cancels, then a new session at once, with no error reported', async () => {
@@ -98,8 +98,7 @@ describe('a path that drops cancel requests', () => {
     // a member sorted between the two: `behind` retargets its watch to it (a cancel)
     const joiner = make('m-joiner', databaseUrl());
     await joiner.start();
-    await eventually(() => behind.memberIds.length === 3, { what: 'the join seen', intervalMs: 1 });
-    const seen = performance.now();
+    await eventually(() => behind.memberIds.length === 3, { what: 'the join seen' });
     // then a new session: the old watch backend is gone, and another one queues on the server
     // for the new target's member lock
     let newWatch: number | undefined;
@@ -112,21 +111,25 @@ describe('a path that drops cancel requests', () => {
       },
       { timeoutMs: 3000, intervalMs: 5, what: 'a new watch session, waiting' },
     );
-    const retargeted = performance.now() - seen;
+    // from the first cancel (the retarget) to the new session waiting: closeTimeoutMs of
+    // re-sent cancels, then a connection through the proxy, with no back-off (it was 500 ms)
+    const retargeted = performance.now() - (proxy.cancelsDroppedAt[0] ?? Number.NaN);
     const dropped = proxy.cancelsDropped;
     console.log(
-      `[no cancel] partitions: ${dropped} cancels dropped for one retarget (closeTimeoutMs 500, one every 50 ms); new watch waiting after ${retargeted.toFixed(0)} ms`,
+      `[no cancel] partitions: ${dropped} cancels dropped for one retarget (closeTimeoutMs 500, one every 50 ms); new watch waiting ${retargeted.toFixed(0)} ms after the first`,
     );
     expect(dropped).toBeGreaterThanOrEqual(1);
     expect(dropped).toBeLessThanOrEqual(500 / 50 + 3);
-    // closeTimeoutMs of cancels, then a session through the proxy: no back-off (it was 500 ms)
     expect(retargeted).toBeGreaterThanOrEqual(500 - TIMER_EARLY_MS);
     expect(retargeted).toBeLessThan(500 + 400);
+    // the old backend notices its closed socket at its next client_connection_check_interval
+    // (at most 1 s) and leaves
+    await eventually(
+      async () =>
+        (await sessionsLike(databaseUrl(), 'pgleaderlock:m-behind#watch')).every((w) => w.pid === newWatch),
+      { timeoutMs: 1000 + 500, what: 'the old watch backend to leave' },
+    );
     await new Promise((r) => setTimeout(r, 500));
-    // the old backend noticed its closed socket (client_connection_check_interval) and left
-    expect((await sessionsLike(databaseUrl(), 'pgleaderlock:m-behind#watch')).map((s) => s.pid)).toEqual([
-      newWatch,
-    ]);
     expect(proxy.cancelsDropped).toBe(dropped); // and none since
     expect(errors).toEqual([]); // was 'connection lost', and health() not ready for 500 ms
     expect([...notReady]).toEqual([]);

@@ -610,4 +610,48 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     );
     expect(back_).toBeLessThan(500);
   });
+
+  it('poll mode: a `released` naming a lock heard while it drains its own step-down (forged or stale: it still holds the lock) invites nothing: it backs off its 10 s, and does not lead again within 500 ms', async () => {
+    const keys = randomKeys();
+    const a = locks.make({
+      ...keys,
+      acquireMode: 'poll',
+      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+    });
+    let terms = 0;
+    let draining: () => void = () => {};
+    const drainStarted = new Promise<void>((resolve) => {
+      draining = resolve;
+    });
+    a.runWhileLeader(async (term) => {
+      terms += 1;
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+      draining();
+      await new Promise((r) => setTimeout(r, 300)); // its work takes 300 ms to stop
+    });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const stepped = a.stepDown();
+    await drainStarted;
+    await using x = await adminClient(databaseUrl());
+    const [now] = await x.query<{ ms: string }>(
+      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
+    );
+    const at = Number(now?.ms);
+    await x.query('SELECT pg_notify($1, $2)', [
+      channelFor(keys.key1, keys.key2),
+      forwardPayload('someone-else', 'raw-session', {
+        to: a.id,
+        back: null,
+        until: at + 10_000,
+        backUntil: at + 20_000,
+      }),
+    ]);
+    await new Promise((r) => setTimeout(r, 50)); // heard while still draining
+    expect(a.state).toBe('releasing');
+    await stepped;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(a.isLeader).toBe(false);
+    expect(terms).toBe(1);
+  });
 });
