@@ -59,6 +59,14 @@ export async function adminClient(url: string): Promise<AdminClient> {
   };
 }
 
+/** The server's clock, in whole milliseconds since the epoch (a handover directive's deadlines count on it). */
+export async function serverNowMs(client: AdminClient): Promise<number> {
+  const [now] = await client.query<{ ms: string }>(
+    'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
+  );
+  return Number(now?.ms);
+}
+
 /** Backends whose application_name starts with `prefix`. */
 export async function sessionsLike(url: string, prefix: string): Promise<{ pid: number; state: string }[]> {
   return adminQuery(

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
 import { forwardPayload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
-import { adminClient, databaseUrl, eventually, randomKeys } from './db.js';
+import { adminClient, databaseUrl, eventually, randomKeys, serverNowMs } from './db.js';
 import type { LockFactory } from './locks.js';
 
 /**
@@ -29,10 +29,7 @@ export async function namedBeforeUnlock(
   });
   await b.start();
   await eventually(() => b.state === 'follower', { what: 'b to back off (the key held)' });
-  const [now] = await holder.query<{ ms: string }>(
-    'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
-  );
-  const at = Number(now?.ms);
+  const at = await serverNowMs(holder);
   const directive = { to: b.id, back: null, until: at + 5000, backUntil: at + 10_000 };
   await holder.query('SELECT pg_notify($1, $2)', [
     channelFor(keys.key1, keys.key2),

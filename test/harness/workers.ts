@@ -67,3 +67,51 @@ export function forkWorker(config: ChildWorkerConfig): ChildProcess {
   proc.on('error', () => {}); // a send to a process that has just exited (EPIPE) is no failure
   return proc;
 }
+
+/** A `partitions_taken` log line: the partitions, the delay the worker logged, when. */
+export interface Take {
+  readonly worker: string;
+  readonly partitions: number[];
+  readonly delayMs: number;
+  readonly at: number;
+}
+
+/**
+ * Workers (`partitionWorker`) that record each take they log and the start of each run (a
+ * run lasts until its term ends), for tests that time a take to its run. `options` go to
+ * every worker; `opened(take)` gives, per partition of the take, how long after it the
+ * worker's run started (null: none yet).
+ */
+export function takeRecorder(options: Omit<PartitionedLeadershipOptions, 'id' | 'logger'>) {
+  const takes: Take[] = [];
+  const runs: { worker: string; p: number; start: number }[] = [];
+  const worker = (id: string, extra: Partial<PartitionedLeadershipOptions> = {}): PartitionedLeadership => {
+    const quiet = () => {};
+    const w = partitionWorker({
+      ...options,
+      ...extra,
+      id,
+      logger: {
+        debug: quiet,
+        warn: quiet,
+        error: quiet,
+        info: (fields) => {
+          if (fields.event !== 'partitions_taken') return;
+          const { partitions, delayMs } = fields as unknown as { partitions: number[]; delayMs: number };
+          takes.push({ worker: id, partitions, delayMs, at: performance.now() });
+        },
+      },
+    });
+    w.runForEach(async (p, term) => {
+      runs.push({ worker: id, p, start: performance.now() });
+      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
+    });
+    return w;
+  };
+  const opened = (t: Take): (number | null)[] =>
+    t.partitions.map((p) => {
+      const run = runs.find((r) => r.worker === t.worker && r.p === p && r.start >= t.at);
+      return run ? run.start - t.at : null;
+    });
+  return { takes, runs, worker, opened };
+}

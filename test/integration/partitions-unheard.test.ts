@@ -8,11 +8,10 @@
  * rejoin after a hard failover included.)
  */
 import { expect, it } from 'vitest';
-import type { LogFields } from '../../src/index.js';
 import { databaseUrl, eventually, testTag } from '../harness/db.js';
 import { silentServer } from '../harness/silent-server.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
-import { partitionWorker } from '../harness/workers.js';
+import { takeRecorder } from '../harness/workers.js';
 
 const P = 4;
 const HEALTH_MS = 500;
@@ -26,55 +25,29 @@ it(`a listed host that never answers adds no fence: the first takes open ${TAKEO
     const listed = url.replace(`${host}/`, `${host},127.0.0.1:${new URL(silent.url(url)).port}/`);
     expect(listed).not.toBe(url);
     const tag = testTag();
-    const takes: { worker: string; partitions: number[]; delayMs: number; at: number }[] = [];
-    const runs: { worker: string; p: number; start: number }[] = [];
-    const worker = (id: string, connectionString: string) => {
-      const quiet = () => {};
-      const w = partitionWorker({
-        name: `unheard-${tag}`,
-        id: `${tag}-${id}`,
-        partitions: P,
-        connectionString,
-        healthIntervalMs: HEALTH_MS,
-        takeoverDelayMs: TAKEOVER_MS,
-        logger: {
-          debug: quiet,
-          warn: quiet,
-          error: quiet,
-          info: (fields: LogFields) => {
-            if (fields.event !== 'partitions_taken') return;
-            const { partitions, delayMs } = fields as unknown as { partitions: number[]; delayMs: number };
-            takes.push({ worker: id, partitions, delayMs, at: performance.now() });
-          },
-        },
-      });
-      w.runForEach(async (p, term) => {
-        runs.push({ worker: id, p, start: performance.now() });
-        await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
-      });
-      return w;
-    };
-    const opened = (t: (typeof takes)[number]) =>
-      t.partitions.map((p) => {
-        const run = runs.find((r) => r.worker === t.worker && r.p === p && r.start >= t.at);
-        return run ? run.start - t.at : null;
-      });
+    const { takes, runs, worker, opened } = takeRecorder({
+      name: `unheard-${tag}`,
+      partitions: P,
+      connectionString: listed,
+      healthIntervalMs: HEALTH_MS,
+      takeoverDelayMs: TAKEOVER_MS,
+    });
 
-    const a = worker('a', listed);
+    const a = worker(`${tag}-a`);
     await a.start();
-    await eventually(() => runs.filter((r) => r.worker === 'a').length === P, {
+    await eventually(() => runs.filter((r) => r.worker === `${tag}-a`).length === P, {
       what: 'a to run every partition',
       timeoutMs: 5000,
     });
-    const first = takes.filter((t) => t.worker === 'a');
+    const first = takes.filter((t) => t.worker === `${tag}-a`);
     const firstOpened = first.flatMap(opened);
-    const b = worker('b', listed);
+    const b = worker(`${tag}-b`);
     await b.start();
     await eventually(() => a.owned.size === P / 2 && b.owned.size === P / 2, { what: 'a 2/2 split' });
-    await eventually(() => runs.filter((r) => r.worker === 'b').length === P / 2, {
+    await eventually(() => runs.filter((r) => r.worker === `${tag}-b`).length === P / 2, {
       what: 'b to run its share',
     });
-    const handed = takes.filter((t) => t.worker === 'b');
+    const handed = takes.filter((t) => t.worker === `${tag}-b`);
     const handedOpened = handed.flatMap(opened);
     await Promise.all([a.shutdown(), b.shutdown()]);
     console.log(

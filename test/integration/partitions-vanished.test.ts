@@ -8,12 +8,11 @@
  * fence, and a clean hand-over opened at once while the old primary was up.
  */
 import { expect, it } from 'vitest';
-import type { LogFields } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
-import { partitionWorker } from '../harness/workers.js';
+import { takeRecorder } from '../harness/workers.js';
 
 const P = 4;
 const HEALTH_MS = 500;
@@ -32,34 +31,18 @@ it(`an old primary that answered, then went silent without a reset, keeps the fe
     .url([s])
     .replace(`${s.host}:${s.port}/`, `${s.host}:${s.port},127.0.0.1:${proxy.port}/`);
   expect(listed).toContain(`,127.0.0.1:${proxy.port}/`);
-  const takes: { worker: string; partitions: number[]; delayMs: number; at: number }[] = [];
-  const runs: { worker: string; p: number; start: number }[] = [];
-  const worker = (id: string) => {
-    const quiet = () => {};
-    const w = partitionWorker({
-      name: 'vanished',
-      id,
-      partitions: P,
-      connectionString: listed,
-      healthIntervalMs: HEALTH_MS,
-      takeoverDelayMs: TAKEOVER_MS,
-      logger: {
-        debug: quiet,
-        warn: quiet,
-        error: quiet,
-        info: (fields: LogFields) => {
-          if (fields.event !== 'partitions_taken') return;
-          const { partitions, delayMs } = fields as unknown as { partitions: number[]; delayMs: number };
-          takes.push({ worker: id, partitions, delayMs, at: performance.now() });
-        },
-      },
-    });
-    w.runForEach(async (q, term) => {
-      runs.push({ worker: id, p: q, start: performance.now() });
-      await new Promise((r) => term.signal.addEventListener('abort', r, { once: true }));
-    });
-    return w;
-  };
+  const {
+    takes,
+    runs,
+    worker,
+    opened: openedAfter,
+  } = takeRecorder({
+    name: 'vanished',
+    partitions: P,
+    connectionString: listed,
+    healthIntervalMs: HEALTH_MS,
+    takeoverDelayMs: TAKEOVER_MS,
+  });
   const a = worker('a');
   await a.start();
   await eventually(() => runs.filter((r) => r.worker === 'a').length === P, {
@@ -87,12 +70,7 @@ it(`an old primary that answered, then went silent without a reset, keeps the fe
   });
   await b.shutdown();
   const handed = takes.filter((t) => t.worker === 'b' && t.at >= leftAt);
-  const opened = handed.flatMap((t) =>
-    t.partitions.map((q) => {
-      const run = runs.find((r) => r.worker === 'b' && r.p === q && r.start >= t.at);
-      return { logged: t.delayMs, ms: run ? run.start - t.at : null };
-    }),
-  );
+  const opened = handed.flatMap((t) => openedAfter(t).map((ms) => ({ logged: t.delayMs, ms })));
   console.log(
     `[partitions vanished old primary] ${SILENT_ROUNDS * HEALTH_MS} ms silent: a's share handed to b with ${opened.map((x) => `${x.logged} ms logged, ${x.ms?.toFixed(1)} measured`).join('; ')}`,
   );

@@ -14,6 +14,7 @@ import { forwardPayload, payload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
 import { useChildren } from '../harness/children.js';
 import {
+  type AdminClient,
   adminClient,
   adminQuery,
   databaseUrl,
@@ -21,6 +22,7 @@ import {
   holderPid,
   lockHolders,
   randomKeys,
+  serverNowMs,
   sessionsLike,
   within,
 } from '../harness/db.js';
@@ -526,6 +528,28 @@ async function eventuallyLeader(locks: LeaderLock[], timeoutMs?: number): Promis
   return found as LeaderLock;
 }
 
+/** A poll-mode lock backing off 10 s between attempts. */
+function pollLeader(keys: { key1: number; key2: number }): LeaderLock {
+  return locks.make({
+    ...keys,
+    acquireMode: 'poll',
+    retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
+  });
+}
+
+/** A raw client whose session is named as candidate `id` would name its own. */
+async function rawCandidate(id: string): Promise<AdminClient> {
+  const c = await adminClient(databaseUrl());
+  await c.query('SELECT set_config($1, $2, false)', ['application_name', applicationName(id)]);
+  return c;
+}
+
+/** A `released` event from `from` handing the lock to `to`, its deadlines from the server's clock. */
+async function handingTo(client: AdminClient, from: string, to: string): Promise<string> {
+  const at = await serverNowMs(client);
+  return forwardPayload(from, 'raw-session', { to, back: null, until: at + 10_000, backUntil: at + 20_000 });
+}
+
 describe('handoverTo to a successor that hands the lock on at once', () => {
   it('wait mode: resolves once the successor is heard taking the lock (its acquired event), though it held it for one statement only and was never seen holding it; it waited out its timeoutMs (3 s) and rejected before', async () => {
     const keys = randomKeys();
@@ -537,8 +561,7 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     // successor handing on to a higher priority does, only faster: the event is committed
     // after the unlock, so no look at pg_locks can find it holding)
     const bId = `${locks.tag}-hands-on`;
-    await using b = await adminClient(databaseUrl());
-    await b.query('SELECT set_config($1, $2, false)', ['application_name', applicationName(bId)]);
+    await using b = await rawCandidate(bId);
     const granted = b.query<{ sent: number; freed: boolean }>(
       `SELECT (SELECT count(*) FROM pg_notify($1, $2))::int AS sent, pg_advisory_unlock($3::int4, $4::int4) AS freed
          FROM (SELECT pg_advisory_lock($3::int4, $4::int4) OFFSET 0) g`,
@@ -565,11 +588,7 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
 
   it('poll mode: the old leader, named by the successor’s release while it was still releasing (watching for that successor), attempts at once, not after its 10 s back-off: it leads again within 500 ms of handoverTo resolving', async () => {
     const keys = randomKeys();
-    const a = locks.make({
-      ...keys,
-      acquireMode: 'poll',
-      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
-    });
+    const a = pollLeader(keys);
     await a.start();
     expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     // the successor: a raw client named as a candidate (poll mode: a session is enough to be
@@ -577,18 +596,8 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     // and a `released` event handing the lock back to `a` (as a successor of a lower priority
     // does), and unlocks: both events reach `a` together, while it still watches for `b`
     const bId = `${locks.tag}-hands-back`;
-    await using b = await adminClient(databaseUrl());
-    await b.query('SELECT set_config($1, $2, false)', ['application_name', applicationName(bId)]);
-    const [now] = await b.query<{ ms: string }>(
-      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
-    );
-    const at = Number(now?.ms);
-    const back = forwardPayload(bId, 'raw-session', {
-      to: a.id,
-      back: null,
-      until: at + 10_000,
-      backUntil: at + 20_000,
-    });
+    await using b = await rawCandidate(bId);
+    const back = await handingTo(b, bId, a.id);
     const channel = channelFor(keys.key1, keys.key2);
     const granted = b.query<{ sent: number; freed: boolean }>(
       `SELECT (SELECT count(*) FROM pg_notify($1, $2))::int + (SELECT count(*) FROM pg_notify($1, $3))::int AS sent,
@@ -613,11 +622,7 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
 
   it('poll mode: a `released` naming a lock heard while it drains its own step-down (forged or stale: it still holds the lock) invites nothing: it backs off its 10 s, and does not lead again within 500 ms', async () => {
     const keys = randomKeys();
-    const a = locks.make({
-      ...keys,
-      acquireMode: 'poll',
-      retryStrategy: new FixedInterval({ intervalMs: 10_000 }),
-    });
+    const a = pollLeader(keys);
     let terms = 0;
     let draining: () => void = () => {};
     const drainStarted = new Promise<void>((resolve) => {
@@ -634,18 +639,9 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     const stepped = a.stepDown();
     await drainStarted;
     await using x = await adminClient(databaseUrl());
-    const [now] = await x.query<{ ms: string }>(
-      'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::int8::text AS ms',
-    );
-    const at = Number(now?.ms);
     await x.query('SELECT pg_notify($1, $2)', [
       channelFor(keys.key1, keys.key2),
-      forwardPayload('someone-else', 'raw-session', {
-        to: a.id,
-        back: null,
-        until: at + 10_000,
-        backUntil: at + 20_000,
-      }),
+      await handingTo(x, 'someone-else', a.id),
     ]);
     await new Promise((r) => setTimeout(r, 50)); // heard while still draining
     expect(a.state).toBe('releasing');
