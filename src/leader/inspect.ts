@@ -45,9 +45,9 @@ export interface Candidate {
    */
   since: Date | null;
   /**
-   * Its `priority` (docs/choosing-the-leader.md), read from the statement it runs: a waiter's
-   * wait, a leader's last check. Null when that statement does not show it (a poll-mode
-   * leader before its first check, another client, a version before priorities).
+   * Its `priority` (docs/choosing-the-leader.md), read from the statement it runs or ran
+   * last: every statement of a candidate's lock session carries it. Null when that statement
+   * does not show it (another client, a version before priorities).
    */
   priority: number | null;
 }

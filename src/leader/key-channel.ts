@@ -18,7 +18,7 @@ import {
   waitingPayload,
 } from './handover.js';
 import { idFromApplicationName, type SessionOptions } from './session-types.js';
-import { channelFor, priorityOf, QUEUED, SUCCESSOR } from './sql.js';
+import { channelFor, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
 
 /** A handover's successor as the server sees it (sql.ts `SUCCESSOR`). */
 export interface SuccessorState {
@@ -81,11 +81,10 @@ export class KeyChannel {
 
   /** A handover's successor `id`: does it hold the lock, wait for it, have a session at all? */
   async successor(id: string): Promise<SuccessorState> {
-    const [row] = await this.conn.query<{ holds: boolean; waits: boolean; sessions: number }>(SUCCESSOR, [
-      this.o.key1,
-      this.o.key2,
-      applicationName(id),
-    ]);
+    const [row] = await this.conn.query<{ holds: boolean; waits: boolean; sessions: number }>(
+      this.tag(SUCCESSOR),
+      [this.o.key1, this.o.key2, applicationName(id)],
+    );
     return { holds: row?.holds === true, waits: row?.waits === true, connected: (row?.sessions ?? 0) > 0 };
   }
 
@@ -94,10 +93,10 @@ export class KeyChannel {
    * waiting statement carries (its `acquired` payload, sql.ts `QUEUED`).
    */
   async queued(): Promise<{ id: string; priority: number }[]> {
-    const rows = await this.conn.query<{ application_name: string | null; query: string | null }>(QUEUED, [
-      this.o.key1,
-      this.o.key2,
-    ]);
+    const rows = await this.conn.query<{ application_name: string | null; query: string | null }>(
+      this.tag(QUEUED),
+      [this.o.key1, this.o.key2],
+    );
     return rows.flatMap((r) => {
       const id = idFromApplicationName(r.application_name);
       return id === null ? [] : [{ id, priority: priorityOf(r.query) ?? 0 }];
@@ -105,6 +104,11 @@ export class KeyChannel {
   }
 
   private async notify(what: string, text: string): Promise<void> {
-    await this.conn.query(`/* pgleaderlock:${what} */ SELECT pg_notify($1, $2)`, [this.name, text]);
+    await this.conn.query(this.tag(`/* pgleaderlock:${what} */ SELECT pg_notify($1, $2)`), [this.name, text]);
+  }
+
+  /** Every statement shows this candidate's priority, a leader's too (sql.ts `tagged`). */
+  private tag(sql: string): string {
+    return tagged(sql, this.o.priority);
   }
 }

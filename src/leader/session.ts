@@ -38,6 +38,7 @@ import {
   LATE_GRANT,
   releaseSql,
   TRY_LOCK,
+  tagged,
   WAIT_LOCK,
 } from './sql.js';
 
@@ -177,6 +178,15 @@ export class Session {
     this.holderPidAtConnect = holder?.pid ?? null;
   }
 
+  /**
+   * Every statement of the lock session carries the candidate's priority, so it shows in
+   * `pg_stat_activity.query` whatever the session ran last (`inspect` and `status` read it
+   * there): a poll-mode leader's attempt, a leader's queue and successor reads included.
+   */
+  private tag(sql: string): string {
+    return tagged(sql, this.o.priority);
+  }
+
   private keys(): [number, number] {
     return [this.o.key1, this.o.key2];
   }
@@ -184,7 +194,7 @@ export class Session {
   /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
   async tryLock(): Promise<Acquired | null> {
     const sentAt = this.o.clock.now();
-    const [row] = await this.conn.query<AcquireRow>(TRY_LOCK, this.acquireParams());
+    const [row] = await this.conn.query<AcquireRow>(this.tag(TRY_LOCK), this.acquireParams());
     return this.acquired(row, sentAt);
   }
 
@@ -200,12 +210,12 @@ export class Session {
     let rows: AcquireRow[];
     try {
       // simple protocol: behind pgpool-II, see statements.ts `inline`
-      rows = await this.conn.simple<AcquireRow>(inline(WAIT_LOCK, this.acquireParams()), slice);
+      rows = await this.conn.simple<AcquireRow>(this.tag(inline(WAIT_LOCK, this.acquireParams())), slice);
     } catch (err) {
       if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
       sentAt = this.o.clock.now();
-      rows = await this.conn.query<AcquireRow>(LATE_GRANT, this.acquireParams());
+      rows = await this.conn.query<AcquireRow>(this.tag(LATE_GRANT), this.acquireParams());
     }
     return this.acquired(rows[0], sentAt);
   }
@@ -274,18 +284,17 @@ export class Session {
   async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
       try {
-        await this.conn.simple(createTableSql(table));
+        await this.conn.simple(this.tag(createTableSql(table)));
       } catch (err) {
         // two sessions creating it at once: one wins, the other sees a duplicate
         if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
       }
       this.fencingReady = true;
     }
-    const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(bumpSql(table), [
-      ...this.keys(),
-      leaderId,
-      this.place.timeline,
-    ]);
+    const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(
+      this.tag(bumpSql(table)),
+      [...this.keys(), leaderId, this.place.timeline],
+    );
     if (!row) throw new LockError('the fencing epoch was not returned');
     return { epoch: BigInt(row.epoch), previousReleased: row.prev_released };
   }
@@ -313,7 +322,7 @@ export class Session {
       fencing,
       disarm: this.serverVersion >= 140000,
     });
-    const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(sql);
+    const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(this.tag(sql));
     if (row && !row.same) {
       await this.freeStranded(this.lockedPid);
       throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
@@ -328,8 +337,7 @@ export class Session {
    * takeover delay (the statement is tagged so that `inspect` can tell).
    */
   async check(pending = false): Promise<CheckResult> {
-    // the priority shows in pg_stat_activity.query: `inspect` and `status` read it there
-    const text = `${pending ? CHECK_PENDING : CHECK} /* p=${this.o.priority} */`;
+    const text = this.tag(pending ? CHECK_PENDING : CHECK);
     const [row] = await this.conn.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
@@ -368,7 +376,7 @@ export class Session {
   private async freeStranded(pid: number | null): Promise<void> {
     if (pid === null) return;
     try {
-      await this.conn.query(FREE_STRANDED, [...this.keys(), pid]);
+      await this.conn.query(this.tag(FREE_STRANDED), [...this.keys(), pid]);
     } catch {
       // reported by the caller's error; nothing more to do here
     }
@@ -376,7 +384,7 @@ export class Session {
 
   /** The backend pid holding the lock now, or null if nobody does. */
   async holderPid(): Promise<number | null> {
-    const [row] = await this.conn.query<{ pid: number }>(CURRENT_HOLDER, this.keys());
+    const [row] = await this.conn.query<{ pid: number }>(this.tag(CURRENT_HOLDER), this.keys());
     return row?.pid ?? null;
   }
 

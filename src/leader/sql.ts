@@ -180,7 +180,15 @@ export function channelFor(key1: number, key2: number): string {
   return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
 }
 
-/** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a check's `/* p=N *\/`. */
+/**
+ * A statement as the lock session sends it: tagged with the candidate's priority, which then
+ * shows in `pg_stat_activity.query` whatever the session ran last (`inspect`, `status`).
+ */
+export function tagged(sql: string, priority: number): string {
+  return `${sql} /* p=${priority} */`;
+}
+
+/** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a `tagged` statement's `/* p=N *\/`. */
 export function priorityOf(query: string | null): number | null {
   const m = /"p":(-?\d+)|\/\* p=(-?\d+) \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;

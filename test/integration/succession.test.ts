@@ -9,7 +9,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { applicationName } from '../../src/core/connect.js';
-import { FixedInterval, type LeaderLock } from '../../src/index.js';
+import { FixedInterval, LeaderLock } from '../../src/index.js';
 import { forwardPayload, payload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
 import { useChildren } from '../harness/children.js';
@@ -319,6 +319,35 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     expect(took).toBeLessThan(300 + 250);
     expect(t.logs).toContainEqual({ id: a.id, event: 'forced_close' });
     t.letGo();
+  });
+});
+
+describe('LeaderLock.inspect() shows a leader’s priority', () => {
+  it('whatever its session ran last: also while its last statement is the queue it read when a candidate joined (wait mode), not only its check', async () => {
+    const t = team('wait');
+    const a = t.make({ priority: 3, healthIntervalMs: 3000 }); // no check overwrites the queue read
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const b = t.make({ priority: -2 });
+    await b.start();
+    await t.waiting(b);
+    const pid = await holderPid(databaseUrl(), t.keys.key1, t.keys.key2);
+    const lastStatement = async (): Promise<string> =>
+      (
+        await adminQuery<{ query: string }>(
+          databaseUrl(),
+          'SELECT query FROM pg_stat_activity WHERE pid = $1',
+          [pid],
+        )
+      )[0]?.query ?? '';
+    // the leader reads the queue when b says it waits (requests.ts), to see whether b outranks it
+    await eventually(async () => (await lastStatement()).includes('pgleaderlock:queued'), {
+      what: 'the leader’s queue read as its last statement',
+    });
+    const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...t.keys });
+    expect(await lastStatement()).toContain('pgleaderlock:queued'); // still: no check in between
+    expect(seen.leader).toMatchObject({ id: a.id, priority: 3 });
+    expect(seen.waiters).toEqual([expect.objectContaining({ id: b.id, priority: -2 })]);
   });
 });
 

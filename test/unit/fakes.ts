@@ -22,7 +22,8 @@ export function uninline(template: string, text: string): unknown[] {
       return "(NULL|\\(-?\\d+\\)| ?E?'(?:[^']|'')*')";
     })
     .join('');
-  const found = new RegExp(`^${pattern}$`).exec(text);
+  // the lock session tags each statement with its priority (sql.ts `tagged`)
+  const found = new RegExp(`^${pattern}(?: /\\* p=-?\\d+ \\*/)?$`).exec(text);
   if (!found) throw new Error(`not an inlined form of the template: ${text.slice(0, 80)}`);
   const values: unknown[] = [];
   order.forEach((n, i) => {
