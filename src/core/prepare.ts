@@ -36,6 +36,11 @@ export interface PrepareOptions {
    * `SHOW pool_version` answers (pgpool.ts).
    */
   onPgpool?: (front: PgpoolFront) => void;
+  /**
+   * How this session marks each of its statements (a candidate's lock session: its
+   * priority, leader/sql.ts `tagged`), the pooler guard's checks on it included.
+   */
+  tag?: (sql: string) => string;
   /** Settings of this session's own, beside the common ones (lock_timeout, idle_session_timeout), by server version. */
   extra?: (serverVersion: number) => readonly [name: string, value: string][];
 }
@@ -87,7 +92,7 @@ export async function prepareSession(conn: Connection, o: PrepareOptions): Promi
           key2: o.probe.key2,
           token: o.token,
           connect: o.probe.connect,
-          session: (text, values) => conn.query(text, values),
+          session: (text, values) => conn.query(o.tag ? o.tag(text) : text, values),
           clock: o.clock,
           timeoutMs: o.queryTimeoutMs,
         },

@@ -162,6 +162,7 @@ export class Session {
       serverReleaseMs: this.o.serverReleaseMs,
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
+      tag: (sql) => this.tag(sql),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.openedPid = prepared.pid;
@@ -171,7 +172,7 @@ export class Session {
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     await this.channel.listen();
     const [holder] = await this.conn.query<{ pid: number; application_name: string | null }>(
-      CURRENT_HOLDER,
+      this.tag(CURRENT_HOLDER),
       this.keys(),
     );
     this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);

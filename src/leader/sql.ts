@@ -181,11 +181,15 @@ export function channelFor(key1: number, key2: number): string {
 }
 
 /**
- * A statement as the lock session sends it: tagged with the candidate's priority, which then
- * shows in `pg_stat_activity.query` whatever the session ran last (`inspect`, `status`).
+ * A statement as the lock session sends it: tagged with the candidate's priority right after
+ * its name, so that it shows in `pg_stat_activity.query` whatever the session ran last
+ * (`inspect`, `status`), even in a long statement that the view cuts off
+ * (`track_activity_query_size`, 1 kB by default).
  */
 export function tagged(sql: string, priority: number): string {
-  return `${sql} /* p=${priority} */`;
+  const tag = `/* p=${priority} */`;
+  const named = /^\/\* pgleaderlock:[a-z-]+ \*\//.exec(sql);
+  return named ? `${named[0]} ${tag}${sql.slice(named[0].length)}` : `${tag} ${sql}`;
 }
 
 /** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a `tagged` statement's `/* p=N *\/`. */

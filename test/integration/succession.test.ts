@@ -323,32 +323,41 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
 });
 
 describe('LeaderLock.inspect() shows a leader’s priority', () => {
-  it('whatever its session ran last: also while its last statement is the queue it read when a candidate joined (wait mode), not only its check', async () => {
-    const t = team('wait');
-    const a = t.make({ priority: 3, healthIntervalMs: 3000 }); // no check overwrites the queue read
-    await a.start();
-    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    const b = t.make({ priority: -2 });
-    await b.start();
-    await t.waiting(b);
-    const pid = await holderPid(databaseUrl(), t.keys.key1, t.keys.key2);
-    const lastStatement = async (): Promise<string> =>
-      (
-        await adminQuery<{ query: string }>(
-          databaseUrl(),
-          'SELECT query FROM pg_stat_activity WHERE pid = $1',
-          [pid],
-        )
-      )[0]?.query ?? '';
-    // the leader reads the queue when b says it waits (requests.ts), to see whether b outranks it
-    await eventually(async () => (await lastStatement()).includes('pgleaderlock:queued'), {
-      what: 'the leader’s queue read as its last statement',
-    });
-    const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...t.keys });
-    expect(await lastStatement()).toContain('pgleaderlock:queued'); // still: no check in between
-    expect(seen.leader).toMatchObject({ id: a.id, priority: 3 });
-    expect(seen.waiters).toEqual([expect.objectContaining({ id: b.id, priority: -2 })]);
-  });
+  /** The statement backend `pid` runs or ran last, and when it began. */
+  const lastStatement = async (pid: number): Promise<{ query: string; began: string }> => {
+    const [row] = await adminQuery<{ query: string; began: string }>(
+      databaseUrl(),
+      'SELECT query, query_start::text AS began FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
+    return row ?? { query: '', began: '' };
+  };
+
+  it.each([
+    ['wait', 'pgleaderlock:queued', 'a read of the queue (after its term opens, and 100 ms and 1 s later)'],
+    ['poll', 'pgleaderlock:try-lock', 'its winning attempt (longer than pg_stat_activity.query keeps: 1 kB)'],
+  ] as const)(
+    'whatever its session ran last (%s mode: %s, %s), not only its check',
+    async (mode, statement, _what) => {
+      const t = team(mode);
+      // no check for 10 s: the statement under test stays the leader's last one
+      const a = t.make({ priority: 3, healthIntervalMs: 10_000 });
+      await a.start();
+      expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      const b = t.make({ priority: -2 });
+      await b.start();
+      await t.waiting(b);
+      const pid = await holderPid(databaseUrl(), t.keys.key1, t.keys.key2);
+      const before = await lastStatement(pid);
+      expect(before.query).toContain(statement);
+      const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...t.keys });
+      expect(await lastStatement(pid)).toEqual(before); // the same statement: nothing ran in between
+      expect(seen.leader).toMatchObject({ id: a.id, priority: 3 });
+      expect(seen.waiters).toEqual(
+        mode === 'wait' ? [expect.objectContaining({ id: b.id, priority: -2 })] : [],
+      );
+    },
+  );
 });
 
 describe('poll mode: a follower named as successor attempts at once', () => {

@@ -22,8 +22,10 @@ export function uninline(template: string, text: string): unknown[] {
       return "(NULL|\\(-?\\d+\\)| ?E?'(?:[^']|'')*')";
     })
     .join('');
-  // the lock session tags each statement with its priority (sql.ts `tagged`)
-  const found = new RegExp(`^${pattern}(?: /\\* p=-?\\d+ \\*/)?$`).exec(text);
+  // the lock session tags each statement with its priority after its name (sql.ts `tagged`)
+  const found = new RegExp(`^${pattern}$`).exec(
+    text.replace(/^(\/\* pgleaderlock:[a-z-]+ \*\/) \/\* p=-?\d+ \*\//, '$1'),
+  );
   if (!found) throw new Error(`not an inlined form of the template: ${text.slice(0, 80)}`);
   const values: unknown[] = [];
   order.forEach((n, i) => {
@@ -153,6 +155,7 @@ export class FakeClient extends EventEmitter {
       return Promise.resolve({ rows: h ? [{ pid: h.processID, application_name: null }] : [] });
     }
     if (tag === 'bump') return this.bump();
+    if (tag === 'watch') return this.watch(text);
     const kind =
       tag === 'try-lock'
         ? 'tryLock'
@@ -240,6 +243,25 @@ export class FakeClient extends EventEmitter {
           resolve(grant());
         },
       });
+    });
+  }
+
+  /**
+   * The partition ring watch (partitions/watch.ts): its wait for a member lock queues until
+   * lock_timeout (no member here ever dies), or until the session dies; its unlocks free
+   * nothing. This fake has no cancel key, so cancels never reach it: a path that drops them.
+   */
+  private watch(text: string): Promise<{ rows: unknown[] }> {
+    if (!text.includes('pg_advisory_lock(')) return Promise.resolve({ rows: [{ freed: false }] });
+    return new Promise((resolve, reject) => {
+      const q = new PendingQuery(resolve, reject);
+      this.pending.add(q);
+      const sliceMs = Number(this.settings.get('lock_timeout') ?? 0);
+      if (sliceMs > 0)
+        this.db.clock?.setTimeout(() => {
+          if (!this.pending.delete(q)) return;
+          reject(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }));
+        }, sliceMs);
     });
   }
 
