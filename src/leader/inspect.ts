@@ -13,7 +13,7 @@ import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js'
 import { hookConnect } from '../core/shared-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
-import { priorityOf } from './sql.js';
+import { PENDING_STATEMENT, priorityOf } from './sql.js';
 
 /** Options of `LeaderLock.inspect()`: where, and which key. */
 export interface InspectOptions {
@@ -69,7 +69,7 @@ export interface LockInspection {
 
 const INSPECT = `SELECT l.pid, l.granted, a.application_name, host(a.client_addr) AS client_addr,
     a.backend_start, (to_jsonb(l) ->> 'waitstart')::timestamptz AS waitstart, a.query_start,
-    a.query LIKE '/* pgleaderlock:pending */%' AS pending, a.query
+    ${PENDING_STATEMENT} AS pending, a.query
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
   WHERE ${KEY_LOCKS}
   ORDER BY l.granted DESC, waitstart NULLS LAST, a.query_start`;

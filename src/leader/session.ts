@@ -50,6 +50,8 @@ export class Session {
   private readonly token = randomBytes(8).toString('hex');
   /** Set when a pooler is in the path (null: a direct connection). */
   private pooler: PoolerGuard | null = null;
+  /** A check under the takeover delay is running: the pooler guard's statement is marked so (`inspect`). */
+  private pendingCheck = false;
   /** Backend pid when the session was opened, and once the lock was granted. */
   private openedPid = 0;
   /** The pgpool-II in the path, if prepare recognised one (pgpool.ts). */
@@ -162,7 +164,8 @@ export class Session {
       serverReleaseMs: this.o.serverReleaseMs,
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
-      tag: (sql) => this.tag(sql),
+      // the pooler guard's check after a check under the takeover delay is marked pending too
+      tag: (sql) => tagged(sql, this.o.priority, this.pendingCheck),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.openedPid = prepared.pid;
@@ -179,11 +182,7 @@ export class Session {
     this.holderPidAtConnect = holder?.pid ?? null;
   }
 
-  /**
-   * Every statement of the lock session carries the candidate's priority, so it shows in
-   * `pg_stat_activity.query` whatever the session ran last (`inspect` and `status` read it
-   * there): a poll-mode leader's attempt, a leader's queue and successor reads included.
-   */
+  /** Each statement carries the priority (sql.ts `tagged`): `inspect` reads it from whatever ran last. */
   private tag(sql: string): string {
     return tagged(sql, this.o.priority);
   }
@@ -352,7 +351,10 @@ export class Session {
         reason: `the server (${this.place.host}) is in recovery now: it is no longer the primary`,
       };
     }
-    await this.verifyNotShared();
+    this.pendingCheck = pending;
+    await this.verifyNotShared().finally(() => {
+      this.pendingCheck = false;
+    });
     if (!this.safety) return { ok: false, reason: 'the session has not acquired the lock' };
     return { ok: true, safety: this.safety };
   }

@@ -186,14 +186,23 @@ export function channelFor(key1: number, key2: number): string {
  * (`inspect`, `status`), even in a long statement that the view cuts off
  * (`track_activity_query_size`, 1 kB by default).
  */
-export function tagged(sql: string, priority: number): string {
-  const tag = `/* p=${priority} */`;
+export function tagged(sql: string, priority: number, pending = false): string {
+  const tag = `/* p=${priority}${pending ? PENDING_MARK : ''} */`;
   const named = /^\/\* pgleaderlock:[a-z-]+ \*\//.exec(sql);
   return named ? `${named[0]} ${tag}${sql.slice(named[0].length)}` : `${tag} ${sql}`;
 }
 
+/**
+ * In a `tagged` statement's tag: the statement is part of a check made while the lock is
+ * held for the takeover delay (behind a pooler, the pooler guard's check that follows it).
+ */
+const PENDING_MARK = ', pending';
+
+/** `inspect`: the holder's last statement was part of a check under the takeover delay. */
+export const PENDING_STATEMENT = `(a.query LIKE '/* pgleaderlock:pending */%' OR a.query LIKE '/* pgleaderlock:% /* p=%${PENDING_MARK} */%')`;
+
 /** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a `tagged` statement's `/* p=N *\/`. */
 export function priorityOf(query: string | null): number | null {
-  const m = /"p":(-?\d+)|\/\* p=(-?\d+) \*\//.exec(query ?? '');
+  const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, pending)? \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;
 }

@@ -8,8 +8,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type Deferred, deferred } from '../../src/core/clock.js';
-import { ExponentialBackoff, LeaderLock, LockError, LockState } from '../../src/index.js';
+import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
+import { inspectDuring } from '../harness/inspect.js';
 import { lockFactory } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
 import {
@@ -265,45 +266,30 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       });
     });
 
-    it('LeaderLock.inspect() shows the leader’s priority while its last statement is the pooler guard’s check of its backend (run after each ownership check)', async () => {
+    it('LeaderLock.inspect() behind PgBouncer, while the holder’s last statement is the pooler guard’s check of its backend (run after each ownership check): the leader’s priority; under the takeover delay, pending', async () => {
       await withBouncer({ poolMode: 'session' }, async (_bouncer, make) => {
         const keys = randomKeys();
-        const leader = make({ ...keys, acquireMode, priority: 4, healthIntervalMs: 1000 });
-        await leader.start();
-        await within(leader.waitForLeadership(), 5000, 'the candidate to lead');
-        const pid = await holderPid(server.url, keys.key1, keys.key2);
-        const admin = new pg.Client({
-          connectionString: server.url,
-          application_name: 'pgleaderlock-test-admin',
+        const pinned = (q: string): boolean => q.startsWith('/* pgleaderlock:pinned */');
+        // a first acquisition proves nothing before it: it holds the lock for the delay
+        const lock = make({
+          ...keys,
+          acquireMode,
+          priority: 4,
+          healthIntervalMs: 500,
+          takeoverDelayMs: 4000,
         });
-        admin.on('error', () => {});
-        await admin.connect();
-        const last = async (): Promise<{ query: string; began: string }> => {
-          const { rows } = await admin.query<{ query: string; began: string }>(
-            'SELECT query, query_start::text AS began FROM pg_stat_activity WHERE pid = $1',
-            [pid],
-          );
-          return rows[0] ?? { query: '', began: '' };
-        };
-        try {
-          let before = await last();
-          await eventually(
-            async () => {
-              before = await last();
-              return before.query.startsWith('/* pgleaderlock:pinned */');
-            },
-            {
-              timeoutMs: 5000,
-              intervalMs: 20,
-              what: 'the pooler guard’s check as the leader’s last statement',
-            },
-          );
-          const seen = await LeaderLock.inspect({ connectionString: server.url, ...keys });
-          expect(await last()).toEqual(before); // the same statement: nothing ran in between
-          expect(seen.leader?.priority).toBe(4);
-        } finally {
-          await admin.end().catch(() => {});
-        }
+        const fenced = deferred<void>();
+        lock.onTakeoverFence(() => fenced.resolve());
+        await lock.start();
+        await within(fenced.promise, 5000, 'the takeover delay to begin');
+        const pid = await holderPid(server.url, keys.key1, keys.key2);
+        const during = await inspectDuring(server.url, pid, keys, pinned, 3000);
+        expect(lock.isLeader).toBe(false);
+        expect(during.seen).toMatchObject({ pending: true, leader: { priority: 4 } });
+
+        await within(lock.waitForLeadership(), 5000, 'the term to open');
+        const after = await inspectDuring(server.url, pid, keys, pinned, 3000);
+        expect(after.seen).toMatchObject({ pending: false, leader: { priority: 4 } });
       });
     });
 
