@@ -60,7 +60,8 @@ export interface LockInspection {
   leader: Candidate | null;
   /**
    * The holder holds the lock for the takeover delay: its term has not opened yet (read
-   * from its last statement; right after a grant, for one round trip, not yet shown).
+   * from its last statement; not yet shown right after a grant, until its first check under
+   * the delay: one round trip, a few behind a pooler or with fencing).
    */
   pending: boolean;
   /** In the order PostgreSQL queued them (oldest wait first). */
