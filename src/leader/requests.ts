@@ -125,12 +125,14 @@ export class Requests {
     this.announcedMeanwhile = null;
     const first = !this.opened.has(session);
     this.opened.add(session);
+    // read in the next turn of the event loop: the term's onAcquired callbacks (queued with
+    // it) start first, not behind the read's send
+    const read = (): void => void setImmediate(() => this.reconsider(announcer));
     if (!first) {
-      if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority))
-        this.reconsider(announcer);
+      if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority)) read();
       return;
     }
-    this.reconsider(announcer);
+    read();
     if (this.o.acquireMode !== 'wait') return;
     for (const ms of RECHECK_MS) {
       const timer = this.o.clock.setTimeout(() => {

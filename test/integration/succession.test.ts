@@ -7,6 +7,7 @@
 import { fork } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { applicationName } from '../../src/core/connect.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
@@ -678,5 +679,49 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(a.isLeader).toBe(false);
     expect(terms).toBe(1);
+  });
+});
+
+describe('a new leader’s onAcquired goes before its first read of the queue (wait mode)', () => {
+  it('first lock, then its successor after a stepDown: each onAcquired starts before that lock sends its queue read', async () => {
+    const keys = randomKeys();
+    const sends: { who: string; at: number }[] = [];
+    const started: { who: string; at: number }[] = [];
+    /** A `connect` that stamps each send of the queue read on its client. */
+    const stamping = (who: string) => async (): Promise<pg.Client> => {
+      const c = new pg.Client({ connectionString: databaseUrl() });
+      c.on('error', () => {});
+      await c.connect();
+      const query = c.query.bind(c) as (...a: unknown[]) => unknown;
+      (c as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
+        if (typeof a[0] === 'string' && a[0].includes('pgleaderlock:queued'))
+          sends.push({ who, at: performance.now() });
+        return query(...a);
+      };
+      return c;
+    };
+    const make = (who: string): LeaderLock => {
+      const lock = locks.make({ ...keys, acquireMode: 'wait', autoReacquire: false, connect: stamping(who) });
+      lock.onAcquired(() => {
+        started.push({ who, at: performance.now() });
+      });
+      return lock;
+    };
+    const first = make('first');
+    await first.start();
+    expect(await first.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    const next = make('next');
+    await next.start();
+    await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
+      what: 'the second lock queued',
+    });
+    await first.stepDown();
+    expect(await next.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    for (const who of ['first', 'next']) {
+      await eventually(() => sends.some((s) => s.who === who), { what: `${who}'s queue read` });
+      const read = sends.find((s) => s.who === who)?.at ?? Number.NaN;
+      const callback = started.find((s) => s.who === who)?.at ?? Number.NaN;
+      expect(callback, who).toBeLessThan(read);
+    }
   });
 });
