@@ -125,9 +125,12 @@ export class Requests {
     this.announcedMeanwhile = null;
     const first = !this.opened.has(session);
     this.opened.add(session);
-    // read in the next turn of the event loop: the term's onAcquired callbacks (queued with
-    // it) start first, not behind the read's send
-    const read = (): void => void setImmediate(() => this.reconsider(announcer));
+    // sent from setImmediate: the callbacks queued as the term opened (onAcquired) start
+    // first, not behind the read's send; the read waits for their synchronous part
+    const read = (): void =>
+      void setImmediate(() => {
+        if (this.target.leaderSession() === session) this.reconsider(announcer);
+      });
     if (!first) {
       if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority)) read();
       return;
