@@ -19,6 +19,7 @@ import pg from 'pg';
 import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../src/index.js';
 import type { CandidateConfig, CandidateMessage, ParentCommand } from '../test/chaos/candidate.js';
 import { randomKeys } from '../test/harness/db.js';
+import { interceptingConnect } from '../test/harness/intercept.js';
 import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
 import { handoffBreakdown, PHASES } from './handoff-breakdown.js';
 
@@ -59,8 +60,12 @@ const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN;
 };
-const fmt = (xs: number[]) =>
-  xs.length ? `${pct(xs, 50).toFixed(1)} / ${pct(xs, 95).toFixed(1)} / ${pct(xs, 99).toFixed(1)}` : '–';
+const fmt = (xs: number[], digits = 1) =>
+  xs.length
+    ? `${pct(xs, 50).toFixed(digits)} / ${pct(xs, 95).toFixed(digits)} / ${pct(xs, 99).toFixed(digits)}`
+    : '–';
+/** Sub-millisecond figures (the limit, handoffs, the breakdown): to the hundredth. */
+const fine = (xs: number[]) => fmt(xs, 2);
 
 let server: PgServer;
 let adminClient: pg.Client | undefined;
@@ -314,17 +319,10 @@ async function load(cfg: Config, n: number, windowMs: number): Promise<number> {
   await leader.waitForLeadership();
   let sent = 0;
   let counting = false;
-  const connect = async (): Promise<pg.Client> => {
-    const client = new pg.Client({ connectionString: server.url });
-    client.on('error', () => {});
-    await client.connect();
-    const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-    (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
-      if (counting) sent += 1;
-      return query(...a);
-    };
-    return client;
-  };
+  const connect = interceptingConnect(server.url, (args, send) => {
+    if (counting) sent += 1;
+    return send(...args);
+  });
   const followers = Array.from({ length: n }, () => lock(cfg, keys, { connect }));
   // past every follower's set-up (connect, prepare, listen: a few statements each; with 100
   // followers on a slow machine that takes longer than a second): queued in wait mode, one
@@ -434,7 +432,7 @@ async function main(): Promise<void> {
         const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
         const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
         log(
-          `| graceful ${event} | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | same path (a clean handover is never delayed) | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fmt(a)} (release)` : 'n/a'} |`,
+          `| graceful ${event} | ${fine(v.limit)} | ${fine(v.wait)} | ${ratio(v.wait, v.limit)} | same path (a clean handover is never delayed) | ${fmt(p.failover)} | ${fmt(s.failover)} (${Math.min(TRIALS, 10)} trials) | ${a ? `${fine(a)} (release)` : 'n/a'} |`,
         );
       }
       {
@@ -443,7 +441,7 @@ async function main(): Promise<void> {
         detection.wait = v.detection;
         detection.poll = p.detection;
         log(
-          `| leader backend terminated (its process lives: proof of drain) | ${fmt(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fmt(v.off)} (${ratio(v.off, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
+          `| leader backend terminated (its process lives: proof of drain) | ${fine(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fine(v.off)} (${ratio(v.off, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
         );
       }
       log(
@@ -478,13 +476,13 @@ async function main(): Promise<void> {
       log();
       log('| phase | ms | ÷ limit (p50) |');
       log('|---|---|---|');
-      log(`| physical limit: bare unlock → bare waiter granted | ${fmt(b.limit)} | 1.00 |`);
+      log(`| physical limit: bare unlock → bare waiter granted | ${fine(b.limit)} | 1.00 |`);
       log(
-        `| bare, with both events committed | ${fmt(b.withEvents)} | ${(pct(b.withEvents, 50) / limit).toFixed(2)} |`,
+        `| bare, with both events committed | ${fine(b.withEvents)} | ${(pct(b.withEvents, 50) / limit).toFixed(2)} |`,
       );
       PHASES.forEach(([name], j) => {
         const xs = b.phases[j] ?? [];
-        log(`| ${name} | ${fmt(xs)} | ${(pct(xs, 50) / limit).toFixed(2)} |`);
+        log(`| ${name} | ${fine(xs)} | ${(pct(xs, 50) / limit).toFixed(2)} |`);
       });
       log();
     }

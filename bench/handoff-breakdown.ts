@@ -11,6 +11,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import pg from 'pg';
 import { CHANNELS, LeaderLock, type StateMessage } from '../src/index.js';
 import { randomKeys } from '../test/harness/db.js';
+import { interceptingConnect, statementName } from '../test/harness/intercept.js';
 
 type Keys = { key1: number; key2: number };
 type Stamps = Map<string, number>;
@@ -36,27 +37,18 @@ export const PHASES = [
 
 /** A `connect` for a lock that stamps each named statement's send and completion. */
 function stamping(url: string, who: string, stamps: Stamps) {
-  return async (): Promise<pg.Client> => {
-    const client = new pg.Client({ connectionString: url });
-    client.on('error', () => {});
-    await client.connect();
-    const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-    (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
-      const first = a[0];
-      const text = typeof first === 'string' ? first : ((first as { text?: string } | null)?.text ?? '');
-      const name = /pgleaderlock:([a-z-]+)/.exec(text)?.[1] ?? 'other';
-      stamps.set(`${who} send ${name}`, performance.now());
-      const out = query(...a);
-      if (out instanceof Promise) {
-        void out.then(
-          () => stamps.set(`${who} done ${name}`, performance.now()),
-          () => {},
-        );
-      }
-      return out;
-    };
-    return client;
-  };
+  return interceptingConnect(url, (args, send) => {
+    const name = statementName(args);
+    stamps.set(`${who} send ${name}`, performance.now());
+    const out = send(...args);
+    if (out instanceof Promise) {
+      void out.then(
+        () => stamps.set(`${who} done ${name}`, performance.now()),
+        () => {},
+      );
+    }
+    return out;
+  });
 }
 
 async function lockRows(admin: pg.Client, keys: Keys): Promise<number> {

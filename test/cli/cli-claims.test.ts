@@ -27,6 +27,7 @@ import {
 import { proxyTo } from '../harness/fault-proxy.js';
 import { useLocks } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 const running: Running[] = [];
@@ -151,11 +152,6 @@ async function plainHolder(url: string, keys: Keys, name: string): Promise<pg.Cl
   );
   return Object.assign(client, { pid: rows[0]?.pid ?? 0 });
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-};
 
 describe('demo', () => {
   it('never reads $PG_DSN, $DATABASE_URL or PGHOST: with all three naming a dead server it starts its own and exits 0', async () => {

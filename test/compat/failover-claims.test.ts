@@ -33,6 +33,7 @@ import {
 } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { TEST_PASSWORD } from '../harness/pg-server.js';
+import { median } from '../harness/stats.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 
 /** PEER_BOUND_MS (src/core/peers.ts): one peer interval (100 ms) and one probe deadline (250 ms). */
@@ -116,11 +117,6 @@ function useCandidates() {
 }
 
 const hostOf = (node: { port: number }): string => `127.0.0.1:${node.port}`;
-
-function median(samples: number[]): number {
-  const s = [...samples].sort((a, b) => a - b);
-  return s[Math.floor((s.length - 1) / 2)] ?? Number.NaN;
-}
 
 /** The baseline for budgets: a new connection (SCRAM) and one statement on `node`, median of 3. */
 async function bareConnectMs(node: ClusterNode): Promise<number> {

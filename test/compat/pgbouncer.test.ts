@@ -11,6 +11,7 @@ import { type Deferred, deferred } from '../../src/core/clock.js';
 import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
 import { inspectDuring } from '../harness/inspect.js';
+import { interceptQueries, statementText } from '../harness/intercept.js';
 import { lockFactory } from '../harness/locks.js';
 import { type PgServer, TEST_PASSWORD } from '../harness/pg-server.js';
 import {
@@ -323,14 +324,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
               };
               c.on('error', heard);
               c.on('end', heard);
-              const query = c.query.bind(c) as (...args: unknown[]) => unknown;
-              Object.assign(c, {
-                query: (...args: unknown[]) => {
-                  const [first] = args;
-                  const text = typeof first === 'string' ? first : (first as { text?: string } | null)?.text;
-                  if (text?.startsWith('/* pgleaderlock:prepare */')) rec.session = true;
-                  return query(...args);
-                },
+              interceptQueries(c, (args, send) => {
+                if (statementText(args).startsWith('/* pgleaderlock:prepare */')) rec.session = true;
+                return send(...args);
               });
               own.push(rec);
               await c.connect();

@@ -36,14 +36,17 @@ export interface Handover {
   nextEpoch: string;
 }
 
-const epochsOf = async (scope: string): Promise<string[]> =>
-  (
-    await adminQuery<{ epoch: string }>(
-      databaseUrl(),
-      `SELECT epoch::text AS epoch FROM ${DEFAULT_CLAIMS_TABLE} WHERE scope = $1 ORDER BY fire_at`,
-      [scope],
-    )
-  ).map((r) => r.epoch);
+/** The claims of `scope` in the default claims table, oldest fire first. */
+export function claimsOf(scope: string): Promise<{ fire_at: Date; epoch: string; finished: boolean }[]> {
+  return adminQuery(
+    databaseUrl(),
+    `SELECT fire_at, epoch::text AS epoch, finished_at IS NOT NULL AS finished FROM ${DEFAULT_CLAIMS_TABLE}
+      WHERE scope = $1 ORDER BY fire_at`,
+    [scope],
+  );
+}
+
+const epochsOf = async (scope: string): Promise<string[]> => (await claimsOf(scope)).map((c) => c.epoch);
 
 /** The scenario, with a pool of its own for both coordinators' claims (tagged for the leak guard). */
 export async function handoverAtClaim(locks: LockFactory, withdrawDelayMs = 300): Promise<Handover> {

@@ -24,6 +24,7 @@ import {
   terminate,
 } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 
 const locks = useLocks();
@@ -58,11 +59,6 @@ function fencesOf(lock: LeaderLock): number[] {
   });
   return fences;
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-};
 
 const DELAY_MS = 1500;
 /**

@@ -16,7 +16,7 @@ import { scheduleReport } from '../../examples/node-cron.js';
 import { type Clock, FixedInterval } from '../../src/index.js';
 import { fireKey, leaderCoordinator, type Queryable } from '../../src/node-cron/index.js';
 import { useChildren } from '../harness/children.js';
-import { handoverAtClaim } from '../harness/cron-handover.js';
+import { claimsOf, handoverAtClaim } from '../harness/cron-handover.js';
 import {
   adminQuery,
   assertNoSessions,
@@ -62,14 +62,6 @@ function claimsPool(url = databaseUrl()): pg.Pool {
   pool.on('error', () => {});
   pools.push(pool);
   return pool;
-}
-
-async function claimsOf(scope: string): Promise<{ fire_at: Date; epoch: string; finished: boolean }[]> {
-  return adminQuery(
-    databaseUrl(),
-    `SELECT fire_at, epoch::text AS epoch, finished_at IS NOT NULL AS finished FROM ${CLAIMS} WHERE scope = $1 ORDER BY fire_at`,
-    [scope],
-  );
 }
 
 /** A claim row written directly, its fire `age` (an interval) before the server's now(). */

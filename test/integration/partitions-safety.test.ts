@@ -9,6 +9,7 @@ import { type Endpoint, endpointsOf } from '../../src/core/primary.js';
 import type { PartitionedLeadershipOptions } from '../../src/index.js';
 import { FREE_MOVED, keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
+import { interceptingConnect } from '../harness/intercept.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 import { partitionWorker } from '../harness/workers.js';
 
@@ -75,24 +76,19 @@ describe('PartitionedLeadership in one process', () => {
     let overlapping = 0;
     let queries = 0;
     /** A connect hook that counts queries sent while another is still running on that client. */
-    const connect = async (): Promise<pg.Client> => {
-      const client = new pg.Client({ connectionString: databaseUrl() });
-      client.on('error', () => {});
-      await client.connect();
+    const connect = (): Promise<pg.Client> => {
       let active = 0;
-      const query = client.query.bind(client) as (...a: unknown[]) => Promise<unknown>;
-      (client as unknown as { query: (...a: unknown[]) => Promise<unknown> }).query = (...args) => {
+      return interceptingConnect(databaseUrl, (args, send) => {
         queries += 1;
         if (active > 0) overlapping += 1;
         active += 1;
         const settle = () => {
           active -= 1;
         };
-        const p = query(...args);
+        const p = send(...args) as Promise<unknown>;
         p.then(settle, settle);
         return p;
-      };
-      return client;
+      })();
     };
     const watcher = worker(name, 8, { id: 'w0', connect });
     await watcher.start();

@@ -22,6 +22,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { interceptingConnect, statementName } from '../harness/intercept.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -357,17 +358,9 @@ describe('a server that applies a smaller setting than the lock asks for', () =>
     // managed service that ignores a client's SET is a client whose `configure` statement
     // does nothing. The server, the role's value it applies, and the lock's read-back are real.
     let pinned = true;
-    const connect = async (): Promise<pg.Client> => {
-      const c = new pg.Client({ connectionString: url.toString() });
-      c.on('error', () => {});
-      await c.connect();
-      const query = c.query.bind(c) as (...a: unknown[]) => unknown;
-      (c as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
-        const text = typeof a[0] === 'string' ? a[0] : '';
-        return pinned && text.includes('pgleaderlock:configure') ? query('SELECT 1') : query(...a);
-      };
-      return c;
-    };
+    const connect = interceptingConnect(url.toString(), (args, send) =>
+      pinned && statementName(args) === 'configure' ? send('SELECT 1') : send(...args),
+    );
     const keys = randomKeys();
     // 1 s of tcp_user_timeout: the server may drop the session 1 s after the last check,
     // a lease of 900 ms, which a 100 ms health interval plus a 2 s query deadline cannot renew

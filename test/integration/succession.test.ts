@@ -7,7 +7,6 @@
 import { fork } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { applicationName } from '../../src/core/connect.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
@@ -28,6 +27,7 @@ import {
   within,
 } from '../harness/db.js';
 import { inspectDuring } from '../harness/inspect.js';
+import { interceptingConnect, statementName } from '../harness/intercept.js';
 import { useLocks } from '../harness/locks.js';
 import { namedBeforeUnlock } from '../harness/named-release.js';
 import { useTeam } from '../harness/team.js';
@@ -688,18 +688,11 @@ describe('a new leader’s onAcquired goes before its first read of the queue (w
     const sends: { who: string; at: number }[] = [];
     const started: { who: string; at: number }[] = [];
     /** A `connect` that stamps each send of the queue read on its client. */
-    const stamping = (who: string) => async (): Promise<pg.Client> => {
-      const c = new pg.Client({ connectionString: databaseUrl() });
-      c.on('error', () => {});
-      await c.connect();
-      const query = c.query.bind(c) as (...a: unknown[]) => unknown;
-      (c as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
-        if (typeof a[0] === 'string' && a[0].includes('pgleaderlock:queued'))
-          sends.push({ who, at: performance.now() });
-        return query(...a);
-      };
-      return c;
-    };
+    const stamping = (who: string) =>
+      interceptingConnect(databaseUrl, (args, send) => {
+        if (statementName(args) === 'queued') sends.push({ who, at: performance.now() });
+        return send(...args);
+      });
     const make = (who: string): LeaderLock => {
       const lock = locks.make({ ...keys, acquireMode: 'wait', autoReacquire: false, connect: stamping(who) });
       lock.onAcquired(() => {

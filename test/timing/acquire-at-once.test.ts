@@ -14,13 +14,10 @@ import { describe, expect, it } from 'vitest';
 import { startCli } from '../harness/cli.js';
 import { databaseUrl, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-};
 const keyArgs = (k: { key1: number; key2: number }): string[] => [
   '--key1',
   String(k.key1),

@@ -8,16 +8,12 @@ import { describe, expect, it } from 'vitest';
 import { cli } from '../harness/cli.js';
 import { eventually } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 import { type Mode, useTeam } from '../harness/team.js';
 
 const locks = useLocks();
 const team = useTeam(locks);
 const TRIALS = 7;
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-};
 
 describe.each(['wait', 'poll'] as Mode[])('resign and handover timings (%s mode)', (mode) => {
   it(`resign: released p50 ≤ 30 ms after the request (wait mode: the first waiter holds the lock p50 ≤ 30 ms after it); handover: the successor holds it p50 ≤ 50 ms after it (${TRIALS} trials each)`, async () => {

@@ -16,17 +16,12 @@ import { channelFor } from '../../src/leader/sql.js';
 import { type Report, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, randomKeys, testTag } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 const candidates = useCandidates(() => locks.tag);
 
 const hrNow = (): number => Number(process.hrtime.bigint()) / 1e6;
-const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
-const median = (xs: number[]): number => {
-  const s = sorted(xs);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
 const fmt = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
 
 const TRIALS = 5;

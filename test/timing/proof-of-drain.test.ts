@@ -8,6 +8,7 @@ import { FixedInterval, LeaderLock } from '../../src/index.js';
 import { type Report, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 
 const locks = useLocks();
@@ -49,10 +50,6 @@ describe('proof of drain: a live old leader ends the next leader’s takeover de
       took.push(next.at - faultAt);
       oldStopped.push((oldEnd?.at ?? Number.POSITIVE_INFINITY) - faultAt);
     }
-    const median = (xs: number[]): number => {
-      const s = [...xs].sort((a, b) => a - b);
-      return ((s[2] as number) + (s[3] as number)) / 2;
-    };
     took.sort((a, b) => a - b);
     const p50 = median(took);
     const stoppedP50 = median(oldStopped);
