@@ -14,15 +14,11 @@ import { FixedInterval, type LeaderLock, type LeaderLockOptions } from '../../sr
 import { eventually, ownServer, randomKeys, within } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import type { PgServer } from '../harness/pg-server.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 const ROUNDS = 5;
 
-const p50 = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 const ms = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
 
 /**
@@ -144,9 +140,9 @@ describe('an outage that ends the connection is seen at once (docs/observability
         await server.start();
       }
       console.log(
-        `[outage] ${acquireMode}-mode leader: not ready ${ms(afterHeard)} ms after its connection heard the stop; ${ms(late)} ms after its reconnection failed (p50 ${p50(late).toFixed(1)})`,
+        `[outage] ${acquireMode}-mode leader: not ready ${ms(afterHeard)} ms after its connection heard the stop; ${ms(late)} ms after its reconnection failed (p50 ${median(late).toFixed(1)})`,
       );
-      expect(p50(late)).toBeLessThan(20);
+      expect(median(late)).toBeLessThan(20);
     },
   );
 
@@ -172,9 +168,9 @@ describe('an outage that ends the connection is seen at once (docs/observability
       await server.start();
     }
     console.log(
-      `[outage] waiting follower: not ready ${ms(late)} ms after its connection heard the stop (p50 ${p50(late).toFixed(1)})`,
+      `[outage] waiting follower: not ready ${ms(late)} ms after its connection heard the stop (p50 ${median(late).toFixed(1)})`,
     );
-    expect(p50(late)).toBeLessThan(20);
+    expect(median(late)).toBeLessThan(20);
   });
 
   it('a poll-mode follower between attempts (2 s back-off) does not see it until its next attempt: still ready 1 s after the stop, not ready within 20 ms of that attempt failing', async () => {
@@ -267,8 +263,8 @@ describe('a waiter that queued again after an outage is ready at once, not a wai
       expect(before.follower.state).toBe('acquiring'); // queued, its slice just begun
     }
     console.log(
-      `[requeue] ready ${ms(late)} ms after the waiter was first seen queued (negative: before; p50 ${p50(late).toFixed(1)}; slice 30 s)`,
+      `[requeue] ready ${ms(late)} ms after the waiter was first seen queued (negative: before; p50 ${median(late).toFixed(1)}; slice 30 s)`,
     );
-    expect(p50(late)).toBeLessThan(20);
+    expect(median(late)).toBeLessThan(20);
   });
 });

@@ -14,15 +14,11 @@ import { deferred } from '../../src/core/clock.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
 import { adminClient, databaseUrl, eventually, holderPid, lockHolders, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 const ROUNDS = 9;
 
-const p50 = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 const ms = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
 
 async function bare(): Promise<pg.Client> {
@@ -105,9 +101,9 @@ describe("wait mode against bare pg clients (docs/state-machine.md, 'Wait mode')
       off.abort();
     }
     console.log(
-      `[wait] bare unlock answered → bare waiter granted: ${ms(baseline)} ms (p50 ${p50(baseline).toFixed(1)}); stepDown() resolved → the waiter's onAcquired: ${ms(handover)} ms (p50 ${p50(handover).toFixed(1)}); from the stepDown() call: p50 ${p50(fromCall).toFixed(1)} ms`,
+      `[wait] bare unlock answered → bare waiter granted: ${ms(baseline)} ms (p50 ${median(baseline).toFixed(1)}); stepDown() resolved → the waiter's onAcquired: ${ms(handover)} ms (p50 ${median(handover).toFixed(1)}); from the stepDown() call: p50 ${median(fromCall).toFixed(1)} ms`,
     );
-    expect(p50(handover)).toBeLessThan(p50(baseline) + 10);
+    expect(median(handover)).toBeLessThan(median(baseline) + 10);
   });
 
   it(`a cancel ends the wait within milliseconds: shutdown() of a waiter (60 s slice), p50 of ${ROUNDS} within 10 ms of a bare CancelRequest ending a bare wait and closing`, async () => {
@@ -143,9 +139,9 @@ describe("wait mode against bare pg clients (docs/state-machine.md, 'Wait mode')
         );
       }
       console.log(
-        `[wait] bare CancelRequest → the bare wait ended and closed: ${ms(baseline)} ms (p50 ${p50(baseline).toFixed(1)}); shutdown() of a waiting lock: ${ms(stopped)} ms (p50 ${p50(stopped).toFixed(1)})`,
+        `[wait] bare CancelRequest → the bare wait ended and closed: ${ms(baseline)} ms (p50 ${median(baseline).toFixed(1)}); shutdown() of a waiting lock: ${ms(stopped)} ms (p50 ${median(stopped).toFixed(1)})`,
       );
-      expect(p50(stopped)).toBeLessThan(p50(baseline) + 10);
+      expect(median(stopped)).toBeLessThan(median(baseline) + 10);
     } finally {
       await holder.end();
     }
@@ -204,10 +200,10 @@ describe("RECONNECTING always re-acquires with pg_try_advisory_lock (docs/state-
       await eventually(() => waiter.isLeader, { what: 'the waiter to lead' });
     }
     console.log(
-      `[reconnect] terminate → onLost / → the fresh lock refused: ${figures.join(', ')} ms; ratios ${ratios.map((r) => r.toFixed(2)).join(', ')} (p50 ${p50(ratios).toFixed(2)}; grace 5 s, slice 60 s)`,
+      `[reconnect] terminate → onLost / → the fresh lock refused: ${figures.join(', ')} ms; ratios ${ratios.map((r) => r.toFixed(2)).join(', ')} (p50 ${median(ratios).toFixed(2)}; grace 5 s, slice 60 s)`,
     );
     // one reconnection, as long as a fresh lock's first attempt (its extra round trips: the
     // holder's pid, the drained notice); waiting in pg_advisory_lock would take the grace
-    expect(p50(ratios)).toBeLessThan(2);
+    expect(median(ratios)).toBeLessThan(2);
   });
 });

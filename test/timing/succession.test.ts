@@ -13,15 +13,10 @@ import type { LeaderLock } from '../../src/index.js';
 import { databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { namedBeforeUnlock } from '../harness/named-release.js';
+import { median } from '../harness/stats.js';
 
 const locks = useLocks();
 const TRIALS = 5;
-
-function p50(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-}
 
 /** When `lock`'s next term opens (its onAcquired), on performance.now(). */
 function nextTerm(lock: LeaderLock): Promise<number> {
@@ -65,9 +60,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
       await Promise.all([low.shutdown(), high.shutdown()]);
     }
     console.log(
-      `[succession ${mode}] priority: start() → leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${p50(took).toFixed(1)}`,
+      `[succession ${mode}] priority: start() → leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}`,
     );
-    expect(p50(took)).toBeLessThanOrEqual(150); // 40–65 ms measured: mostly its own connection
+    expect(median(took)).toBeLessThanOrEqual(150); // 40–65 ms measured: mostly its own connection
   });
 
   it('handoverTo(id): the named successor leads within 50 ms of the call (p50), past a waiter ahead of it in the queue', async () => {
@@ -101,9 +96,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
       await Promise.all([a.shutdown(), b.shutdown(), c.shutdown()]);
     }
     console.log(
-      `[succession ${mode}] handoverTo: call → successor leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${p50(took).toFixed(1)}`,
+      `[succession ${mode}] handoverTo: call → successor leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}`,
     );
-    expect(p50(took)).toBeLessThanOrEqual(50); // 9–21 ms measured
+    expect(median(took)).toBeLessThanOrEqual(50); // 9–21 ms measured
   });
 });
 
