@@ -126,7 +126,8 @@ export class Requests {
     const first = !this.opened.has(session);
     this.opened.add(session);
     // sent from setImmediate: the callbacks queued as the term opened (onAcquired) start
-    // first, not behind the read's send; the read waits for their synchronous part
+    // first, not behind the read's send, unless an earlier callback is still running (they
+    // run one at a time); the read waits for their synchronous part
     const read = (): void =>
       void setImmediate(() => {
         if (this.target.leaderSession() === session) this.reconsider(announcer);
