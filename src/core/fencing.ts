@@ -7,7 +7,8 @@
  * has committed. Guarantees hold for writes in the same database as the table.
  */
 import pg from 'pg';
-import { PgLeaderLockError } from './errors.js';
+import type { Connection } from './connection.js';
+import { PgLeaderLockError, sqlStateOf } from './errors.js';
 import { show } from './validate.js';
 
 export const DEFAULT_FENCING_TABLE = 'pgleaderlock_epochs';
@@ -69,6 +70,24 @@ export function createTableSql(table: string): string {
       ALTER TABLE ${table} ADD COLUMN released boolean NOT NULL DEFAULT false;
     END IF;
   END $$`;
+}
+
+/**
+ * Create the epoch table if missing (createTableSql), within `timeoutMs` on the server: on a
+ * table of an older version the column added waits for open fenced writes, and new fenced
+ * writes would queue behind it. Used by both the lock and the partitions' sessions.
+ */
+export async function ensureFencingTable(conn: Connection, table: string, timeoutMs: number): Promise<void> {
+  const ms = `'${Math.ceil(timeoutMs)}ms'`;
+  try {
+    await conn.simple(
+      `BEGIN; SET LOCAL lock_timeout = ${ms}; SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`,
+    );
+  } catch (err) {
+    await conn.simple('ROLLBACK').catch(() => {}); // the failed statement left the transaction open
+    // two sessions creating it at once: one wins, the other sees a duplicate
+    if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
+  }
 }
 
 /**

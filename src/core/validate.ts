@@ -85,3 +85,16 @@ export function timeoutOf(method: string, options: unknown): number | undefined 
   const { timeoutMs } = options as { timeoutMs?: unknown };
   return timeoutMs === undefined ? undefined : checkDuration('timeoutMs', timeoutMs);
 }
+
+/** The options of `waitForLeadership`, checked: its `timeoutMs` and `signal`. */
+export function waitOptionsOf(options: unknown): {
+  timeoutMs: number | undefined;
+  signal: AbortSignal | undefined;
+} {
+  const timeoutMs = timeoutOf('waitForLeadership', options);
+  const { signal } = options as { signal?: unknown };
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError(`waitForLeadership signal must be an AbortSignal, received ${show(signal)}`);
+  }
+  return { timeoutMs, signal };
+}

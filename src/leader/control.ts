@@ -11,11 +11,12 @@ import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
 import { LeadershipWaiters, within } from '../core/waiting.js';
 import type { Input } from './fsm.js';
+import { assessHealth, type LockHealth } from './health.js';
 import type { TermIds } from './leadership.js';
 import { Lifecycle } from './lifecycle.js';
 import type { LockCallbacks } from './lock-callbacks.js';
 import type { ResolvedOptions } from './options.js';
-import type { SpecState } from './state.js';
+import { LockState, type SpecState } from './state.js';
 import type { Counters } from './stats.js';
 import { handoverError } from './succession.js';
 import type { Term } from './term.js';
@@ -71,6 +72,25 @@ export class Control {
   /** The current or last lease end, also after the lock stopped (null before the first acquisition). */
   get leaseExpiresAt(): number | null {
     return this.run?.lifecycle.leaseExpiresAt ?? this.lastLeaseEnd;
+  }
+
+  /** `lock.health()` (health.ts): the run's vitals, its callbacks' and its work's deadlines. */
+  health(): LockHealth {
+    const lifecycle = this.run?.lifecycle ?? null;
+    return assessHealth({
+      state: lifecycle?.state ?? LockState.STOPPED,
+      isLeader: lifecycle?.isLeader ?? false,
+      running: lifecycle !== null,
+      stopping: lifecycle?.stopping ?? false,
+      stoppedOnItsOwn: this.stoppedOnItsOwn,
+      quietMs: lifecycle?.vitals.quietMs ?? null,
+      quietBoundMs: lifecycle?.quietBoundMs ?? 0,
+      blockedMs: lifecycle?.vitals.blockedMs ?? null,
+      hungCallback: this.d.callbacks.hung(),
+      overdueRun: this.d.runners.overdue(),
+      callbackTimeoutMs: this.d.o.callbackTimeoutMs,
+      failing: lifecycle?.failing ?? null,
+    });
   }
 
   /** Running, or about to (a start waiting for an earlier stop). */

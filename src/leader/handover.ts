@@ -35,6 +35,13 @@ export interface Directive {
   readonly backUntil: number;
 }
 
+/** A handover to `to` about to be sent (its deadlines not yet known): `to` has `timeoutMs` to take the lock. */
+export interface NewHandover {
+  readonly to: string;
+  readonly back: string | null;
+  readonly timeoutMs: number;
+}
+
 /** An event on a key's channel. `session` is the sending lock session's marker token. */
 export type HandoverEvent =
   | { readonly kind: 'acquired'; readonly id: string; readonly session: string; readonly priority: number }

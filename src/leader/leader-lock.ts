@@ -7,11 +7,11 @@ import { FencedError, fencedWrite } from '../core/fencing.js';
 import { keysFromName } from '../core/keys.js';
 import { type LeaderWorkHandle, Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
-import { rejecting, show, timeoutOf } from '../core/validate.js';
+import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
 import { Control } from './control.js';
 import type { LeaderElection } from './election.js';
 import type { InputType } from './fsm.js';
-import { assessHealth, type LockHealth } from './health.js';
+import type { LockHealth } from './health.js';
 import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
 import { TermIds } from './leadership.js';
 import type {
@@ -27,7 +27,7 @@ import type {
 import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { LockState, type SpecState } from './state.js';
 import { Counters, type LockStats } from './stats.js';
-import { HANDOVER_TIMEOUT_MS, MAX_HANDOVER_TIMEOUT_MS } from './succession.js';
+import { handoverTimeoutOf } from './succession.js';
 import type { Term } from './term.js';
 import { type LeaderWork, LeaderWorkError } from './work.js';
 
@@ -174,21 +174,7 @@ export class LeaderLock implements LeaderElection {
 
   /** Counters and the current state and term (a snapshot). */
   stats(): LockStats {
-    const c = this.counters;
-    const since = c.leaderSince;
-    return {
-      state: this.state,
-      term: this.term,
-      acquisitions: c.acquisitions,
-      losses: c.losses,
-      releases: c.releases,
-      failedAttempts: c.failedAttempts,
-      takeoverFences: c.takeoverDelays,
-      reconnects: c.reconnects,
-      recoveries: c.recoveries,
-      leaderMs: c.leaderMsClosed + (since === null ? 0 : this.o.clock.now() - since),
-      lastError: c.lastError,
-    };
+    return this.counters.snapshot(this.state, this.term, this.o.clock.now());
   }
 
   /**
@@ -199,21 +185,7 @@ export class LeaderLock implements LeaderElection {
    * leads or follows normally, followers included. `reasons` says why either is false.
    */
   health(): LockHealth {
-    const lifecycle = this.control.lifecycle;
-    return assessHealth({
-      state: this.state,
-      isLeader: this.isLeader,
-      running: lifecycle !== null,
-      stopping: lifecycle?.stopping ?? false,
-      stoppedOnItsOwn: this.control.stoppedOnItsOwn,
-      quietMs: lifecycle?.vitals.quietMs ?? null,
-      quietBoundMs: lifecycle?.quietBoundMs ?? 0,
-      blockedMs: lifecycle?.vitals.blockedMs ?? null,
-      hungCallback: this.callbacks.hung(),
-      overdueRun: this.runners.overdue(),
-      callbackTimeoutMs: this.o.callbackTimeoutMs,
-      failing: lifecycle?.failing ?? null,
-    });
+    return this.control.health();
   }
 
   /**
@@ -346,18 +318,7 @@ export class LeaderLock implements LeaderElection {
    * `autoReacquire`) has queued again and takes leadership back.
    */
   handoverTo(id: string, options: TimeoutOptions = {}): Promise<void> {
-    return rejecting(() => {
-      if (typeof id !== 'string' || id.length === 0) {
-        throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
-      }
-      const timeoutMs = timeoutOf('handoverTo', options) ?? HANDOVER_TIMEOUT_MS;
-      if (timeoutMs === 0 || timeoutMs > MAX_HANDOVER_TIMEOUT_MS) {
-        throw new RangeError(
-          `handoverTo: timeoutMs must be between 1 and ${MAX_HANDOVER_TIMEOUT_MS}, received ${show(timeoutMs)}`,
-        );
-      }
-      return this.control.handoverTo(id, timeoutMs);
-    });
+    return rejecting(() => this.control.handoverTo(id, handoverTimeoutOf(id, options)));
   }
 
   /** This candidate's priority (`priority` option): a leader hands over to a waiting candidate with a higher one. */
@@ -373,13 +334,8 @@ export class LeaderLock implements LeaderElection {
    */
   waitForLeadership(options: WaitOptions = {}): Promise<boolean> {
     return rejecting(() => {
-      const timeoutMs = timeoutOf('waitForLeadership', options);
-      if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-        throw new TypeError(
-          `waitForLeadership signal must be an AbortSignal, received ${show(options.signal)}`,
-        );
-      }
-      return this.control.waitForLeadership(timeoutMs, options.signal);
+      const { timeoutMs, signal } = waitOptionsOf(options);
+      return this.control.waitForLeadership(timeoutMs, signal);
     });
   }
 

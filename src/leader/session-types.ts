@@ -79,3 +79,9 @@ export interface CheckRow {
   held: boolean;
   recovery: boolean;
 }
+
+/** The row of sql.ts `CURRENT_HOLDER`: the backend holding the key and its application_name. */
+export interface HolderRow {
+  pid: number;
+  application_name: string | null;
+}

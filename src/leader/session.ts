@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
-import { bumpSql, createTableSql } from '../core/fencing.js';
+import { bumpSql, ensureFencingTable } from '../core/fencing.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
@@ -17,7 +17,7 @@ import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import { type Directive, forwardPayload, HandoverLog, payload, type SessionIdentity } from './handover.js';
+import { type Directive, HandoverLog, type NewHandover, payload, type SessionIdentity } from './handover.js';
 import { KeyChannel } from './key-channel.js';
 import {
   type Acquired,
@@ -25,6 +25,7 @@ import {
   type CheckResult,
   type CheckRow,
   type Epoch,
+  type HolderRow,
   idFromApplicationName,
   type SessionOptions,
   type SessionPlace,
@@ -174,10 +175,7 @@ export class Session {
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     await this.channel.listen();
-    const [holder] = await this.conn.query<{ pid: number; application_name: string | null }>(
-      this.tag(CURRENT_HOLDER),
-      this.keys(),
-    );
+    const holder = await this.holder();
     this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
     this.holderPidAtConnect = holder?.pid ?? null;
   }
@@ -283,12 +281,7 @@ export class Session {
   /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
   async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
-      try {
-        await this.conn.simple(this.tag(createTableSql(table)));
-      } catch (err) {
-        // two sessions creating it at once: one wins, the other sees a duplicate
-        if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
-      }
+      await ensureFencingTable(this.conn, table, this.o.queryTimeoutMs);
       this.fencingReady = true;
     }
     const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(
@@ -307,18 +300,15 @@ export class Session {
   async release(
     fencing: { table: string; epoch: bigint } | null,
     /** A handover: a new directive (its deadline set by the server), or one forwarded by a yield. */
-    handover: { to: string; back: string | null; timeoutMs: number } | Directive | null = null,
+    handover: NewHandover | Directive | null = null,
   ): Promise<boolean> {
-    const forwarded = handover !== null && 'until' in handover;
     const sql = releaseSql({
       key1: this.o.key1,
       key2: this.o.key2,
+      id: this.o.id,
       token: this.token,
       channel: channelFor(this.o.key1, this.o.key2),
-      payload: forwarded
-        ? forwardPayload(this.o.id, this.token, handover)
-        : payload('released', this.o.id, this.token),
-      handover: handover === null || forwarded ? null : { id: this.o.id, ...handover },
+      handover,
       fencing,
       disarm: this.serverVersion >= 140000,
     });
@@ -387,8 +377,13 @@ export class Session {
 
   /** The backend pid holding the lock now, or null if nobody does. */
   async holderPid(): Promise<number | null> {
-    const [row] = await this.conn.query<{ pid: number }>(this.tag(CURRENT_HOLDER), this.keys());
-    return row?.pid ?? null;
+    return (await this.holder())?.pid ?? null;
+  }
+
+  /** Who holds the lock now, if anybody. */
+  private async holder(): Promise<HolderRow | undefined> {
+    const [row] = await this.conn.query<HolderRow>(this.tag(CURRENT_HOLDER), this.keys());
+    return row;
   }
 
   /** Close at once: the server releases the lock when it sees EOF. */

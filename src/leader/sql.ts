@@ -7,6 +7,7 @@
 
 import pg from 'pg';
 import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
+import { type Directive, forwardPayload, type NewHandover, payload } from './handover.js';
 
 /**
  * Free the key held by backend $3 when this session has proven not to be pinned to it
@@ -73,16 +74,16 @@ export const LATE_GRANT = `/* pgleaderlock:late-grant */ SELECT a.pid, a.same, f
 export interface ReleaseValues {
   key1: number;
   key2: number;
+  /** The releasing lock's id and session marker, named by its `released` event (handover.ts). */
+  id: string;
   token: string;
   channel: string;
-  /** The `released` event (handover.ts). */
-  payload: string;
   /**
-   * A handover to a named successor (succession.ts): the `released` event then carries the
-   * directive, its deadlines computed by the server (now + `timeoutMs`, now + 2 × `timeoutMs`),
-   * instead of `payload`.
+   * A handover to a named successor (succession.ts), carried by the `released` event: a new
+   * one, its deadlines computed by the server (now + `timeoutMs`, now + 2 × `timeoutMs`), or
+   * one forwarded by a yield, its deadlines known. Null: a plain release.
    */
-  handover: { id: string; to: string; back: string | null; timeoutMs: number } | null;
+  handover: NewHandover | Directive | null;
   /** Fencing: the quoted table and this leadership's epoch, to mark it released. */
   fencing: { table: string; epoch: bigint } | null;
   /** PG14+: turn `idle_session_timeout` (armed with the grant) off again: the session follows on. */
@@ -129,12 +130,12 @@ export function releaseSql(v: ReleaseValues): string {
       ELSE false END AS ok${v.disarm ? `, set_config('idle_session_timeout', '0', false) AS disarmed` : ''}`;
 }
 
-/** The `released` event's payload, as SQL: a literal, or a directive whose deadline the server computes. */
+/** The `released` event's payload, as SQL: a literal, or a new directive whose deadlines the server computes. */
 function event(v: ReleaseValues, lit: (s: string) => string): string {
   const h = v.handover;
-  if (h === null) return lit(v.payload);
-  const token = (JSON.parse(v.payload) as { s: string }).s;
-  return `json_build_object('e', 'released', 'id', ${lit(h.id)}, 's', ${lit(token)}, 'to', ${lit(h.to)},
+  if (h === null) return lit(payload('released', v.id, v.token));
+  if ('until' in h) return lit(forwardPayload(v.id, v.token, h));
+  return `json_build_object('e', 'released', 'id', ${lit(v.id)}, 's', ${lit(v.token)}, 'to', ${lit(h.to)},
     'back', ${h.back === null ? 'NULL::text' : lit(h.back)},
     'until', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + ${Math.ceil(h.timeoutMs)},
     'backUntil', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + ${2 * Math.ceil(h.timeoutMs)})::text`;

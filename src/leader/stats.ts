@@ -40,4 +40,22 @@ export class Counters {
   leaderMsClosed = 0;
   leaderSince: number | null = null;
   lastError: Error | null = null;
+
+  /** A `stats()` snapshot: these counters, with the state and term, at clock time `now`. */
+  snapshot(state: LockState, term: Term | null, now: number): LockStats {
+    const since = this.leaderSince;
+    return {
+      state,
+      term,
+      acquisitions: this.acquisitions,
+      losses: this.losses,
+      releases: this.releases,
+      failedAttempts: this.failedAttempts,
+      takeoverFences: this.takeoverDelays,
+      reconnects: this.reconnects,
+      recoveries: this.recoveries,
+      leaderMs: this.leaderMsClosed + (since === null ? 0 : now - since),
+      lastError: this.lastError,
+    };
+  }
 }

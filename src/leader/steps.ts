@@ -1,6 +1,6 @@
 /**
  * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
- * the input that ends it. A step may fill in its own phase's session (ACQUIRING and
+ * the input that ends it (RELEASING's two steps are in release-steps.ts). A step may fill in its own phase's session (ACQUIRING and
  * RECONNECTING open one) and takeover delay (takeover.ts); it never changes the phase
  * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
  * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
@@ -13,6 +13,7 @@ import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Input, STOP } from './fsm.js';
 import type { ResolvedOptions } from './options.js';
 import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf, type TakeoverDelay } from './phase.js';
+import { ReleaseSteps } from './release-steps.js';
 import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
@@ -36,16 +37,18 @@ const OWN_BACKEND_POLL_MS = 20;
 export class Steps {
   private readonly takeover: Takeover;
   private readonly succession: Succession;
+  private readonly releasing: ReleaseSteps;
 
   constructor(
     private readonly o: ResolvedOptions,
     private readonly mail: Mailbox,
     private readonly retry: RetryCycle,
-    private readonly runners: Runners<Term>,
+    runners: Runners<Term>,
     private readonly ctx: StepContext,
   ) {
     this.takeover = new Takeover(o, mail, ctx);
     this.succession = new Succession(o);
+    this.releasing = new ReleaseSteps(o, mail, runners, ctx, this.succession);
   }
 
   step(phase: Phase): Promise<Input> {
@@ -59,7 +62,7 @@ export class Steps {
       case 'reconnecting':
         return this.reconnect(phase);
       case 'releasing':
-        return phase.step === 'draining' ? this.drain(phase) : this.unlock(phase);
+        return phase.step === 'draining' ? this.releasing.drain(phase) : this.releasing.unlock(phase);
       case 'stopped':
         return Promise.resolve(STOP);
     }
@@ -331,72 +334,5 @@ export class Steps {
       }
       await sleep(clock, Math.min(delay, Math.max(0, phase.deadline - clock.now())), this.ctx.arm());
     }
-  }
-
-  /** RELEASING, first step: the term has ended; wait for every run to settle before unlocking. */
-  private async drain(phase: PhaseOf<'releasing'>): Promise<Input> {
-    for (;;) {
-      const signal = this.ctx.arm();
-      if (phase.session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
-      if (!this.runners.busy) return { type: 'Drained' };
-      const wake = untilWoken(signal);
-      let timer: unknown = null;
-      const interval = new Promise<'check'>((resolve) => {
-        timer = this.o.clock.setTimeout(() => resolve('check'), this.o.healthIntervalMs);
-      });
-      const first = await Promise.race([this.runners.idle(), wake.promise, interval]);
-      this.o.clock.clearTimeout(timer);
-      wake.dispose();
-      // work slow to stop: keep the session busy, or the server's idle_session_timeout
-      // (serverReleaseMs) would end it, and the lock with it, before the unlock
-      if (first === 'check') await phase.session.check().catch(() => {});
-    }
-  }
-
-  /** RELEASING, second step: the `released` proof, then `pg_advisory_unlock` (one round trip). */
-  private async unlock(phase: PhaseOf<'releasing'>): Promise<Input> {
-    const { session } = phase;
-    if (session.dead) return { type: 'DbError', error: this.releaseError(phase, null) };
-    try {
-      const table = this.o.fencingTable;
-      const fencing = table !== null && phase.epoch !== null ? { table, epoch: phase.epoch } : null;
-      const h = phase.release.handover;
-      // a handover: the lock goes to `to`; this leader takes it back if `to` is gone (when it queues again)
-      const back = phase.after === 'follow' && this.o.autoReacquire ? this.o.id : null;
-      const directive = h ? { to: h.to, back, timeoutMs: h.timeoutMs } : null;
-      if (await session.release(fencing, directive)) {
-        if (h) {
-          const seen = await this.succession.awaitSuccessor(session, h, () => {
-            const signal = this.ctx.arm();
-            return this.mail.stop ? null : signal;
-          });
-          h.outcome = seen.outcome;
-          // the successor's time is up: the waiters yield to `back` (this leader) now; poll
-          // mode, nothing would prompt it before its back-off ends: invite it (phase.ts)
-          if (seen.timedOut && back !== null && this.o.acquireMode === 'poll')
-            this.mail.invite(this.o.clock.now());
-        }
-        // queuing again on this session: say so, with the priority (a successor with a lower
-        // one hands back: docs/choosing-the-leader.md)
-        if (phase.after === 'follow' && this.o.autoReacquire)
-          session.channel.announceWaiting().catch(() => {});
-        return { type: 'ReleaseSucceeded' };
-      }
-      const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
-        code: 'ERR_PGLEADERLOCK_RELEASE',
-      });
-      return { type: 'ReleaseFailed', error };
-    } catch (err) {
-      return { type: 'DbError', error: this.releaseError(phase, err) };
-    }
-  }
-
-  /** Why a release failed: its deadline (a ShutdownError), else what the session or query said. */
-  private releaseError(phase: PhaseOf<'releasing'>, err: unknown): Error {
-    if (phase.release.expired) return phase.release.expired;
-    const why = err
-      ? `release failed: ${toError(err).message}`
-      : 'cannot release: the lock connection is gone';
-    return new LockError(why, { cause: err ?? phase.session.cause, code: 'ERR_PGLEADERLOCK_RELEASE' });
   }
 }

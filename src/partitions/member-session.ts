@@ -11,8 +11,8 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
 import { Connection } from '../core/connection.js';
-import { ConnectionError, LockError, ShutdownError, sqlStateOf } from '../core/errors.js';
-import { createTableSql } from '../core/fencing.js';
+import { ConnectionError, LockError, ShutdownError } from '../core/errors.js';
+import { ensureFencingTable } from '../core/fencing.js';
 import { PeerWatch } from '../core/peers.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import type { PoolerGuard } from '../core/pooler.js';
@@ -116,7 +116,7 @@ export class MemberSession {
       });
       pooler = prepared.pooler;
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
-      if (o.fencingTable !== null) await createFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
+      if (o.fencingTable !== null) await ensureFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
       await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
       // a worker shut down while it reconnected joins no more (a join would move partitions twice)
       if (o.stopping?.()) throw new ShutdownError('shutdown() was called before the worker joined');
@@ -236,22 +236,5 @@ export class MemberSession {
   end(): Promise<void> {
     this.pooler?.close();
     return this.conn.close();
-  }
-}
-
-/**
- * Create the epoch table if missing, within `timeoutMs`: on a table of an older version the
- * column added waits for open fenced writes, and new fenced writes would queue behind it.
- */
-async function createFencingTable(conn: Connection, table: string, timeoutMs: number): Promise<void> {
-  const ms = `'${Math.ceil(timeoutMs)}ms'`;
-  try {
-    await conn.simple(
-      `BEGIN; SET LOCAL lock_timeout = ${ms}; SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`,
-    );
-  } catch (err) {
-    await conn.simple('ROLLBACK').catch(() => {}); // the failed statement left the transaction open
-    // two sessions creating it at once: one wins, the other sees a duplicate
-    if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
   }
 }

@@ -11,7 +11,7 @@
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
 import { LockError, ShutdownError } from '../core/errors.js';
 import { type LeaderWorkHandle, Runners } from '../core/runner.js';
-import { rejecting, show, timeoutOf } from '../core/validate.js';
+import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
 import { LeadershipWaiters } from '../core/waiting.js';
 import type { LeaderElection } from '../leader/election.js';
 import { assessHealth, type LockHealth } from '../leader/health.js';
@@ -27,6 +27,7 @@ import type {
 } from '../leader/lock-callbacks.js';
 import { earlier } from '../leader/release.js';
 import { LockState } from '../leader/state.js';
+import { handoverTimeoutOf } from '../leader/succession.js';
 import type { Term } from '../leader/term.js';
 import { type LeaderWork, LeaderWorkError } from '../leader/work.js';
 import { FakeLifecycle } from './fake-lifecycle.js';
@@ -232,10 +233,7 @@ export class FakeLeaderLock implements LeaderElection {
    */
   handoverTo(id: string, options: TimeoutOptions = {}): Promise<void> {
     return rejecting(async () => {
-      if (typeof id !== 'string' || id.length === 0) {
-        throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
-      }
-      timeoutOf('handoverTo', options);
+      handoverTimeoutOf(id, options);
       const refuse = (why: string): LockError =>
         new LockError(`cannot hand over to "${id}": ${why}`, { code: 'ERR_PGLEADERLOCK_HANDOVER' });
       const busy = (): LockError | null => {
@@ -265,11 +263,7 @@ export class FakeLeaderLock implements LeaderElection {
 
   waitForLeadership(options: WaitOptions = {}): Promise<boolean> {
     return rejecting(() => {
-      const timeoutMs = timeoutOf('waitForLeadership', options);
-      const { signal } = options;
-      if (signal !== undefined && !(signal instanceof AbortSignal)) {
-        throw new TypeError(`waitForLeadership signal must be an AbortSignal, received ${show(signal)}`);
-      }
+      const { timeoutMs, signal } = waitOptionsOf(options);
       if (signal?.aborted) return Promise.reject(signal.reason);
       if (this.isLeader) return Promise.resolve(true);
       if (this.life.run === null && this.starting === null) return Promise.resolve(false);

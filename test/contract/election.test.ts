@@ -347,6 +347,24 @@ describe.each([realLock, fakeLock])('LeaderElection: $kind', ({ make }) => {
     expect(c.lock.state).toBe(state);
   });
 
+  it("bad arguments are refused before anything else, naming the value: handoverTo's id (TypeError) and timeoutMs outside 1–60000 (RangeError); waitForLeadership's signal (TypeError)", async () => {
+    const c = await candidate();
+    await c.lock.start();
+    await c.elect();
+    await expect(c.lock.handoverTo(42 as unknown as string)).rejects.toThrow(
+      new TypeError('handoverTo: id must be a non-empty string, received 42'),
+    );
+    for (const timeoutMs of [0, 60_001]) {
+      await expect(c.lock.handoverTo(c.rivalId, { timeoutMs })).rejects.toThrow(
+        new RangeError(`handoverTo: timeoutMs must be between 1 and 60000, received ${timeoutMs}`),
+      );
+    }
+    await expect(c.lock.waitForLeadership({ signal: 'soon' as unknown as AbortSignal })).rejects.toThrow(
+      new TypeError('waitForLeadership signal must be an AbortSignal, received "soon"'),
+    );
+    expect(c.lock.isLeader).toBe(true);
+  });
+
   it('stepDown() while not leader resolves at once, and changes nothing', async () => {
     const { lock } = await candidate();
     await lock.start();
