@@ -53,10 +53,10 @@ export function fencingTableOf(fencing: unknown): string | null {
  * cleanly (its work had stopped): the takeover delay reads it (handover.ts). Tables made by
  * earlier versions get the column added.
  */
-export function createTableSql(table: string): string {
+function createTableSql(table: string): string {
   // created only when missing: CREATE TABLE IF NOT EXISTS asks for CREATE on the schema
   // even when the table exists, a right ordinary roles lack on `public` since PostgreSQL 15
-  return `/* pgleaderlock:fencing-table */ DO $$ BEGIN
+  return `DO $$ BEGIN
     IF to_regclass(${pg.escapeLiteral(table)}) IS NULL THEN
       CREATE TABLE ${table} (
         key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
@@ -75,16 +75,24 @@ export function createTableSql(table: string): string {
 /**
  * Create the epoch table if missing (createTableSql), within `timeoutMs` on the server: on a
  * table of an older version the column added waits for open fenced writes, and new fenced
- * writes would queue behind it. Used by both the lock and the partitions' sessions.
+ * writes would queue behind it. Used by both the lock and the partitions' sessions; `tag`
+ * marks the statements as the session marks its others (the lock's carry its priority).
  */
-export async function ensureFencingTable(conn: Connection, table: string, timeoutMs: number): Promise<void> {
+export async function ensureFencingTable(
+  conn: Connection,
+  table: string,
+  timeoutMs: number,
+  tag: (sql: string) => string = (sql) => sql,
+): Promise<void> {
   const ms = `'${Math.ceil(timeoutMs)}ms'`;
   try {
     await conn.simple(
-      `BEGIN; SET LOCAL lock_timeout = ${ms}; SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`,
+      tag(`/* pgleaderlock:fencing-table */ BEGIN; SET LOCAL lock_timeout = ${ms};
+        SET LOCAL statement_timeout = ${ms}; ${createTableSql(table)}; COMMIT`),
     );
   } catch (err) {
-    await conn.simple('ROLLBACK').catch(() => {}); // the failed statement left the transaction open
+    // the failed statement left the transaction open
+    await conn.simple(tag('/* pgleaderlock:fencing-table */ ROLLBACK')).catch(() => {});
     // two sessions creating it at once: one wins, the other sees a duplicate
     if (!['42P07', '23505'].includes(sqlStateOf(err) ?? '')) throw err;
   }

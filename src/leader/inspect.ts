@@ -46,7 +46,8 @@ export interface Candidate {
   since: Date | null;
   /**
    * Its `priority` (docs/choosing-the-leader.md), read from the statement it runs or ran
-   * last: every statement of a candidate's lock session carries it. Null when that statement
+   * last: every statement of a candidate's lock session from its first attempt on carries it
+   * (its set-up before that, which holds and waits for nothing, does not). Null when that statement
    * does not show it (another client, a version before priorities).
    */
   priority: number | null;

@@ -281,7 +281,7 @@ export class Session {
   /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
   async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
-      await ensureFencingTable(this.conn, table, this.o.queryTimeoutMs);
+      await ensureFencingTable(this.conn, table, this.o.queryTimeoutMs, (sql) => this.tag(sql));
       this.fencingReady = true;
     }
     const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(

@@ -1,9 +1,10 @@
 /**
  * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
- * the input that ends it (RELEASING's two steps are in release-steps.ts). A step may fill in its own phase's session (ACQUIRING and
- * RECONNECTING open one) and takeover delay (takeover.ts); it never changes the phase
- * itself: `transition()` does. Requests from outside are read from the mailbox; `arm()`
- * gives a signal that aborts on the next wake-up (a request, a dead session, a lapsed lease).
+ * the input that ends it (RELEASING's two steps are in release-steps.ts). A step may fill
+ * in its own phase's session (ACQUIRING and RECONNECTING open one) and takeover delay
+ * (takeover.ts); it never changes the phase itself: `transition()` does. Requests from
+ * outside are read from the mailbox; `arm()` gives a signal that aborts on the next
+ * wake-up (a request, a dead session, a lapsed lease).
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';

@@ -347,22 +347,38 @@ describe.each([realLock, fakeLock])('LeaderElection: $kind', ({ make }) => {
     expect(c.lock.state).toBe(state);
   });
 
-  it("bad arguments are refused before anything else, naming the value: handoverTo's id (TypeError) and timeoutMs outside 1–60000 (RangeError); waitForLeadership's signal (TypeError)", async () => {
+  it("bad arguments are refused before the lock's state is looked at, naming the value, following and leading alike: handoverTo's id (TypeError) and a timeoutMs outside 1–60000 (RangeError), waitForLeadership's signal (TypeError); no callback runs and the state stays", async () => {
     const c = await candidate();
-    await c.lock.start();
-    await c.elect();
-    await expect(c.lock.handoverTo(42 as unknown as string)).rejects.toThrow(
-      new TypeError('handoverTo: id must be a non-empty string, received 42'),
-    );
-    for (const timeoutMs of [0, 60_001]) {
-      await expect(c.lock.handoverTo(c.rivalId, { timeoutMs })).rejects.toThrow(
-        new RangeError(`handoverTo: timeoutMs must be between 1 and 60000, received ${timeoutMs}`),
+    const { lock } = c;
+    const refused = async (): Promise<void> => {
+      for (const id of [42, '']) {
+        await expect(lock.handoverTo(id as unknown as string)).rejects.toThrow(
+          new TypeError(`handoverTo: id must be a non-empty string, received ${JSON.stringify(id)}`),
+        );
+      }
+      for (const timeoutMs of [0, 60_001]) {
+        await expect(lock.handoverTo(c.rivalId, { timeoutMs })).rejects.toThrow(
+          new RangeError(`handoverTo: timeoutMs must be between 1 and 60000, received ${timeoutMs}`),
+        );
+      }
+      await expect(lock.waitForLeadership({ signal: 'soon' as unknown as AbortSignal })).rejects.toThrow(
+        new TypeError('waitForLeadership signal must be an AbortSignal, received "soon"'),
       );
-    }
-    await expect(c.lock.waitForLeadership({ signal: 'soon' as unknown as AbortSignal })).rejects.toThrow(
-      new TypeError('waitForLeadership signal must be an AbortSignal, received "soon"'),
-    );
-    expect(c.lock.isLeader).toBe(true);
+    };
+    await lock.start();
+    const log = record(lock);
+    const following = lock.state;
+    // following, a well-formed handoverTo is refused for the state (ERR_PGLEADERLOCK_HANDOVER)
+    await refused();
+    expect(lock.state).toBe(following);
+    await c.elect();
+    const term = lock.term;
+    await eventually(() => log.includes(`acquired ${term?.id}`), { what: 'onAcquired' });
+    log.length = 0;
+    await refused();
+    await settle();
+    expect([lock.isLeader, lock.term]).toEqual([true, term]);
+    expect(log).toEqual([]);
   });
 
   it('stepDown() while not leader resolves at once, and changes nothing', async () => {

@@ -27,7 +27,7 @@ import {
   within,
 } from '../harness/db.js';
 import { inspectDuring } from '../harness/inspect.js';
-import { interceptingConnect, statementName } from '../harness/intercept.js';
+import { interceptingConnect, statementName, statementText } from '../harness/intercept.js';
 import { useLocks } from '../harness/locks.js';
 import { namedBeforeUnlock } from '../harness/named-release.js';
 import { useTeam } from '../harness/team.js';
@@ -347,6 +347,57 @@ describe('LeaderLock.inspect() shows a leader’s priority', () => {
       expect(seen.leader).toMatchObject({ id: a.id, priority: 3 });
       expect(seen.waiters).toEqual(
         mode === 'wait' ? [expect.objectContaining({ id: b.id, priority: -2 })] : [],
+      );
+    },
+  );
+});
+
+describe('every statement of a lock session carries its priority, from its first acquisition on (inspect and status read it)', () => {
+  it.each(['wait', 'poll'] as const)(
+    '%s mode, fencing on: set-up, the epoch table and its bump, checks, a stepDown and the re-acquisition, shutdown',
+    async (mode) => {
+      const keys = randomKeys();
+      const sent: { client: number; text: string }[] = [];
+      let clients = 0;
+      const connect = (): ReturnType<ReturnType<typeof interceptingConnect>> => {
+        const client = ++clients;
+        return interceptingConnect(databaseUrl(), (args, send) => {
+          sent.push({ client, text: statementText(args) });
+          return send(...args);
+        })();
+      };
+      const lock = locks.make({
+        ...keys,
+        acquireMode: mode,
+        priority: 3,
+        fencing: true,
+        healthIntervalMs: 50,
+        connect,
+      });
+      await lock.start();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      await eventually(() => sent.some((s) => statementName([s.text]) === 'check'), { what: 'a check' });
+      await lock.stepDown();
+      expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      await lock.shutdown();
+      // a lock session's statements from its first acquisition on (its set-up comes before it
+      // waits for or holds the lock: inspect never reads it)
+      const fromQueue = [...new Set(sent.map((s) => s.client))].flatMap((client) => {
+        const own = sent.filter((s) => s.client === client);
+        const first = own.findIndex((s) => /pgleaderlock:(wait|try)-lock/.test(s.text));
+        return first < 0 ? [] : own.slice(first);
+      });
+      expect(fromQueue.map((s) => statementName([s.text]))).toEqual(
+        expect.arrayContaining([
+          mode === 'wait' ? 'wait-lock' : 'try-lock',
+          'fencing-table',
+          'bump',
+          'check',
+          'release',
+        ]),
+      );
+      expect(fromQueue.filter((s) => !/\/\* p=3(, pending)? \*\//.test(s.text)).map((s) => s.text)).toEqual(
+        [],
       );
     },
   );
