@@ -352,9 +352,9 @@ describe('LeaderLock.inspect() shows a leader’s priority', () => {
   );
 });
 
-describe('every statement of a lock session carries its priority, from its first acquisition on (inspect and status read it)', () => {
+describe('every statement of a lock session carries its priority, from its first attempt on (inspect and status read it)', () => {
   it.each(['wait', 'poll'] as const)(
-    '%s mode, fencing on: set-up, the epoch table and its bump, checks, a stepDown and the re-acquisition, shutdown',
+    '%s mode, fencing on: the attempts, the epoch table and its bump, checks, a stepDown and the re-acquisition, the release at shutdown',
     async (mode) => {
       const keys = randomKeys();
       const sent: { client: number; text: string }[] = [];
