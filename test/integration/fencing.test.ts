@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
 import { FencedError, LeaderLock, LockState } from '../../src/index.js';
 import {
+  adminClient,
   adminQuery,
   databaseUrl,
   eventually,
@@ -192,4 +193,72 @@ describe('fencing', () => {
       ).catch(() => {});
     }
   });
+
+  it.each(['wait', 'poll'] as const)(
+    '%s mode: an epoch table of an older version (no `released` column) that a transaction reads: the lock does not lead while the column cannot be added, its wait to add it ends within queryTimeoutMs + 250 ms, and once the reader ends the lock leads with the column added',
+    async (mode) => {
+      const keys = randomKeys();
+      const table = `pgll_old_epochs_${(keys.key2 >>> 0).toString(16)}`;
+      await adminQuery(
+        databaseUrl(),
+        `CREATE TABLE ${table} (key1 int4 NOT NULL, key2 int4 NOT NULL, epoch int8 NOT NULL,
+          leader_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (key1, key2))`,
+      );
+      await using reader = await adminClient(databaseUrl());
+      await reader.query('BEGIN');
+      await reader.query(`SELECT count(*) FROM ${table}`); // ACCESS SHARE until the reader ends
+      const queryTimeoutMs = 500;
+      const lock = locks.make({ ...keys, acquireMode: mode, fencing: { table }, queryTimeoutMs });
+      lock.onError(() => {});
+      let led = 0;
+      lock.onAcquired(() => {
+        led += 1;
+      });
+      await lock.start();
+      await using watcher = await adminClient(databaseUrl());
+      // the lock's backend waits to add the column: from when to when (the server's clock)
+      const waits = (): Promise<{ now: string; started: string | null }[]> =>
+        watcher.query(
+          `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8::text AS now,
+             (SELECT (extract(epoch FROM query_start) * 1000)::float8::text FROM pg_stat_activity
+               WHERE query LIKE '%pgleaderlock:fencing-table%' AND query LIKE $1 AND wait_event_type = 'Lock'
+               LIMIT 1) AS started`,
+          [`%${table}%`],
+        );
+      let started: number | null = null;
+      await eventually(
+        async () => {
+          const [row] = await waits();
+          started = row?.started ? Number(row.started) : null;
+          return started !== null;
+        },
+        { what: 'the lock to wait to add the column' },
+      );
+      let ended = 0;
+      await eventually(
+        async () => {
+          const [row] = await waits();
+          ended = Number(row?.now);
+          return !row?.started || Number(row.started) !== started; // over (a later attempt may wait again)
+        },
+        { what: 'the wait to end', intervalMs: 10 },
+      );
+      const waitedMs = ended - Number(started);
+      console.log(
+        `[fencing] ${mode}: the wait to add the column ended ${waitedMs.toFixed(0)} ms after it began (queryTimeoutMs ${queryTimeoutMs})`,
+      );
+      expect(waitedMs).toBeLessThan(queryTimeoutMs + 250);
+      expect([lock.isLeader, led]).toEqual([false, 0]);
+      await reader.query('ROLLBACK');
+      expect(await lock.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+      const [col] = await adminQuery<{ n: string }>(
+        databaseUrl(),
+        `SELECT count(*)::text AS n FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'released'`,
+        [table],
+      );
+      expect(col?.n).toBe('1');
+      await lock.shutdown();
+      await adminQuery(databaseUrl(), `DROP TABLE ${table}`);
+    },
+  );
 });
