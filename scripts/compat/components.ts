@@ -266,6 +266,7 @@ export function components(): Component[] {
       'test/compat/pgbouncer.test.ts',
       'test/compat/pgbouncer-partitions.test.ts',
       'test/compat/doctor-pgbouncer.test.ts',
+      'test/compat/pgbouncer-requests.test.ts',
     ),
     compatFile(
       'pgpool',

@@ -3,8 +3,10 @@
  * stuck or abandoned. Only with --yes, never a session younger than --min-age, and only the
  * backend that still holds the key at the moment of termination (one statement).
  */
+
 import type pg from 'pg';
 import { sqlStateOf } from '../core/errors.js';
+import { idOfSession } from '../core/identity.js';
 import { detectPgpool, pgpoolRisks } from '../core/pgpool.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
@@ -23,7 +25,7 @@ export const BREAK_OPTIONS: OptionSpec[] = [
 
 const KEY_MATCH = `${KEY_LOCKS} AND l.granted`;
 
-const HOLDER = `SELECT l.pid, a.application_name, host(a.client_addr) AS client_addr, a.usename,
+const HOLDER = `SELECT l.pid, a.application_name, a.query, host(a.client_addr) AS client_addr, a.usename,
     a.backend_start, (extract(epoch FROM clock_timestamp() - a.backend_start) * 1000)::float8 AS age_ms
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
   WHERE ${KEY_MATCH}`;
@@ -31,6 +33,7 @@ const HOLDER = `SELECT l.pid, a.application_name, host(a.client_addr) AS client_
 interface Holder {
   pid: number;
   application_name: string | null;
+  query: string | null;
   client_addr: string | null;
   usename: string | null;
   backend_start: Date | null;
@@ -38,7 +41,9 @@ interface Holder {
 }
 
 function describeHolder(h: Holder): string {
-  const app = h.application_name ? h.application_name : '(no application_name)';
+  // a candidate by its whole id (its statements carry one its application_name cannot)
+  const id = idOfSession(h.application_name, h.query);
+  const app = id !== null ? `pgleaderlock:${id}` : h.application_name || '(no application_name)';
   return `${app} (pid ${h.pid}, role ${h.usename ?? '?'}${h.client_addr ? `, ${h.client_addr}` : ''}, session ${humanMs(h.age_ms)} old)`;
 }
 

@@ -7,13 +7,23 @@
  * such a request (docs/cli.md).
  */
 import { performance } from 'node:perf_hooks';
-import { applicationName } from '../core/connect.js';
+import { systemClock } from '../core/clock.js';
+import { applicationName } from '../core/identity.js';
+import { type PinnedRow, refuseSharedBackends } from '../core/pooler.js';
 import type { Found } from '../core/primary.js';
 import type { Directive } from '../leader/handover.js';
 import { type Candidate, inspect, type LockInspection } from '../leader/inspect.js';
 import { channelFor, SUCCESSOR } from '../leader/sql.js';
-import { type Dsn, type Keys, type OptionSpec, optionalDuration, UsageError, type Values } from './args.js';
-import { EXIT, findPrimaryOrExit, humanMs } from './common.js';
+import {
+  type Dsn,
+  type Keys,
+  type OptionSpec,
+  optionalDuration,
+  redact,
+  UsageError,
+  type Values,
+} from './args.js';
+import { EXIT, explain, findPrimaryOrExit, humanMs } from './common.js';
 import { Channel, type Request } from './request-channel.js';
 
 /** How long to wait for the leader's outcome by default: its own bound, `callbackTimeoutMs`, is 10 s by default. */
@@ -150,6 +160,28 @@ async function checkSuccessor(
     message: `no candidate ${JSON.stringify(to)} is waiting for ${keyText(keys)}: no session has application_name ${JSON.stringify(app)}${waiting ? ` (waiting: ${waiting})` : ''}`,
     fields: { waiters: state.waiters.map((w) => w.id) },
   };
+}
+
+/**
+ * Refuse a pooler that shares backends before anything is sent (core/pooler.ts): behind
+ * one, the LISTEN and the request would stay on a pooled backend, and the outcome this
+ * command waits for would never reach it (it acted, then reported failure).
+ */
+async function refuseShared(found: Found, keys: Keys, dsn: Dsn): Promise<void> {
+  const client = found.client;
+  try {
+    await refuseSharedBackends({
+      query: async (text, values) => (await client.query<PinnedRow>(text, values)).rows,
+      announcedPid: (client as unknown as { processID?: number | null }).processID ?? null,
+      connect: found.endpoint.connect,
+      key1: keys.key1,
+      key2: keys.key2,
+      clock: systemClock,
+      timeoutMs: 5000,
+    });
+  } catch (err) {
+    throw new UsageError(`cannot ask through ${redact(dsn.url)}: ${explain(err)}`, { cause: err });
+  }
 }
 
 /** What a resign's outcome reads: the events after the request (exported for unit tests). */
@@ -301,6 +333,7 @@ export async function request(
     return code;
   };
   try {
+    await refuseShared(found, keys, dsn);
     // listening before looking: nothing that happens after the look is missed
     await ch.listen();
     const deadline = performance.now() + timeoutMs;

@@ -31,17 +31,6 @@ export function destroyClient(client: pg.Client): void {
   client.end().catch(() => {});
 }
 
-/** PostgreSQL truncates application_name to 63 bytes; keep ours within it. */
-export function applicationName(id: string): string {
-  const full = `pgleaderlock:${id}`;
-  const buf = Buffer.from(full, 'utf8');
-  if (buf.length <= 63) return full;
-  // cut on a character boundary
-  let end = 63;
-  while (end > 0 && ((buf[end] ?? 0) & 0xc0) === 0x80) end--;
-  return buf.subarray(0, end).toString('utf8');
-}
-
 /** Default candidate id: host-pid-random. */
 export function defaultId(): string {
   return `${os.hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;

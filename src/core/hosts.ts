@@ -211,6 +211,13 @@ function authorityOf(s: string): { start: number; end: number; atLater: boolean;
 function fromString(s: string, name: string, fail: Fail): FromString {
   if (URL_FORM.test(s)) return fromUrl(s, name, fail);
   if (KEYWORD_FORM.test(s)) return fromKeywords(keywordValues(s, name, fail), name, fail);
+  // pg reads anything else as a database name on a host called "base"
+  if (!/^(?:\/|socket:)/i.test(s)) {
+    fail(
+      'type',
+      `${name} must be a postgres:// or postgresql:// URL, keyword/value pairs (host=… dbname=…) or a Unix socket directory (/…), received ${JSON.stringify(s)}`,
+    );
+  }
   const { host, port } = parse(s);
   return { hosts: list(name, host, fail), ports: list(name, port, fail), config: configOf(s), echo: true };
 }

@@ -25,6 +25,7 @@
  *  - every statement of the lock session itself checks its marker, and an acquisition
  *    checks that the backend did not hold the key already (sql.ts).
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
@@ -98,20 +99,51 @@ export class PoolerGuard {
   ): Promise<PoolerGuard | null> {
     if (announcedPid === backendPid) return null;
     const guard = new PoolerGuard(o, backendPid);
-    const abandon = (): void => guard.close();
+    await guard.probeOnce(signal);
+    return guard;
+  }
+
+  /**
+   * For a session that takes no lock and carries no marker (`LeaderWatch`, the CLI's
+   * `resign` and `handover`): refuse (throw `ERR_PGLEADERLOCK_UNSAFE`, the lock's message and
+   * advice) a pooler that shares backends, before anything is set on the session or sent
+   * on its behalf (a name, a LISTEN, a NOTIFY would stay on a pooled backend for the pool's
+   * other clients). The lock's two looks: a second connection through the same path must
+   * not be served by this session's backend (a pooler that reuses the most recent backend
+   * first), and this session's next statement must run on the same backend as the one
+   * before (a pooler that hands its backends out in turn). A direct connection needs neither.
+   */
+  static async refuse(
+    o: GuardOptions,
+    backendPid: number,
+    announcedPid: number | null,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    if (announcedPid === backendPid) return;
+    const guard = new PoolerGuard(o, backendPid);
+    try {
+      await guard.probeOnce(signal);
+      await guard.verifyPinned(false);
+    } finally {
+      guard.close();
+    }
+  }
+
+  /** Probe once on a fresh connection, closed after; a shutdown (`signal`) abandons it. */
+  private async probeOnce(signal: AbortSignal | undefined): Promise<void> {
+    const abandon = (): void => this.close();
     signal?.addEventListener('abort', abandon, { once: true });
     if (signal?.aborted) abandon();
     try {
-      const client = await guard.connectProbe();
+      const client = await this.connectProbe();
       try {
-        await guard.verify(client);
+        await this.verify(client);
       } finally {
         destroyClient(client);
       }
     } finally {
       signal?.removeEventListener('abort', abandon);
     }
-    return guard;
   }
 
   /**
@@ -147,7 +179,8 @@ export class PoolerGuard {
     this.held = null;
   }
 
-  private async verifyPinned(): Promise<void> {
+  /** The session's next statement ran on its backend (and, `marked`, still carries its marker). */
+  private async verifyPinned(marked = true): Promise<void> {
     // on the lock session: its own query timeout bounds it
     const [row] = await this.o.session(PINNED, [this.o.key1, this.o.key2, this.o.token]);
     if (!row) throw new LockError('the second statement of the lock session returned no row');
@@ -156,7 +189,7 @@ export class PoolerGuard {
         `two statements of this session in a row ran on backends ${this.backendPid} and ${row.pid}`,
       );
     }
-    if (!row.same) throw unsafe(`backend ${row.pid} no longer carries this session's marker`);
+    if (marked && !row.same) throw unsafe(`backend ${row.pid} no longer carries this session's marker`);
   }
 
   private async verify(client: pg.Client): Promise<void> {
@@ -237,5 +270,45 @@ function closedWhileProbing(cause?: unknown): ConnectionError {
   return new ConnectionError(
     'the lock session was closed while the pooler probe ran',
     cause ? { cause } : {},
+  );
+}
+
+/** What `refuseSharedBackends` needs of a session that takes no lock. */
+export interface UnlockedSession {
+  /** Runs a statement on the session. */
+  query: (text: string, values: unknown[]) => Promise<PinnedRow[]>;
+  /** The pid its connection announced (`client.processID`). */
+  announcedPid: number | null;
+  /** Opens another connection through the same path. */
+  connect: EndpointConnect;
+  /** The key it concerns (the probe also asks whether its backend holds it). */
+  key1: number;
+  key2: number;
+  clock: Clock;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Refuse a pooler that shares backends (`PoolerGuard.refuse`) for a session that takes no
+ * lock, before it sets or sends anything: its backend's pid, then the lock's two looks.
+ */
+export async function refuseSharedBackends(s: UnlockedSession): Promise<void> {
+  const token = randomBytes(8).toString('hex'); // never set anywhere: only a probe's marker could match it
+  const [first] = await s.query(PINNED, [s.key1, s.key2, token]);
+  if (!first) throw new LockError('the session returned no row for its backend pid');
+  await PoolerGuard.refuse(
+    {
+      key1: s.key1,
+      key2: s.key2,
+      token,
+      connect: s.connect,
+      session: s.query,
+      clock: s.clock,
+      timeoutMs: s.timeoutMs,
+    },
+    first.pid,
+    s.announcedPid,
+    s.signal,
   );
 }

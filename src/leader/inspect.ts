@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
 import { ConnectionError, describe } from '../core/errors.js';
+import { idOfSession } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { hookConnect } from '../core/shared-options.js';
@@ -33,7 +34,11 @@ export interface InspectOptions {
 
 /** A session holding or waiting for the key, as `LeaderLock.inspect()` reports it. */
 export interface Candidate {
-  /** The candidate's id (`pgleaderlock:<id>` application_name), or the raw application_name of another client. */
+  /**
+   * The candidate's id, whole (from its `pgleaderlock:<id>` application_name, or from its
+   * statement's tag for an id that name cannot carry: core/identity.ts), or the raw
+   * application_name of another client.
+   */
   id: string;
   /** Backend pid. */
   pid: number;
@@ -91,7 +96,7 @@ interface Row {
 function candidate(r: Row, since: Date | null): Candidate {
   const app = r.application_name ?? '';
   return {
-    id: app.startsWith('pgleaderlock:') ? app.slice('pgleaderlock:'.length) : app,
+    id: idOfSession(app, r.query) ?? app,
     pid: r.pid,
     clientAddr: r.client_addr,
     since,

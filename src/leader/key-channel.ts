@@ -7,8 +7,8 @@
  * have a session at all, and who is queued with which priority (succession.ts, requests.ts).
  */
 import pg from 'pg';
-import { applicationName } from '../core/connect.js';
 import type { Connection } from '../core/connection.js';
+import { applicationName, idOfSession } from '../core/identity.js';
 import {
   drainedPayload,
   type HandoverEvent,
@@ -17,8 +17,8 @@ import {
   type SessionIdentity,
   waitingPayload,
 } from './handover.js';
-import { idFromApplicationName, type SessionOptions } from './session-types.js';
-import { channelFor, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
+import type { SessionOptions } from './session-types.js';
+import { channelFor, markOf, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
 
 /** A handover's successor as the server sees it (sql.ts `SUCCESSOR`). */
 export interface SuccessorState {
@@ -98,7 +98,8 @@ export class KeyChannel {
       [this.o.key1, this.o.key2],
     );
     return rows.flatMap((r) => {
-      const id = idFromApplicationName(r.application_name);
+      // the id its waiting statement carries when its application_name cannot (core/identity.ts)
+      const id = idOfSession(r.application_name, r.query);
       return id === null ? [] : [{ id, priority: priorityOf(r.query) ?? 0 }];
     });
   }
@@ -107,8 +108,8 @@ export class KeyChannel {
     await this.conn.query(this.tag(`/* pgleaderlock:${what} */ SELECT pg_notify($1, $2)`), [this.name, text]);
   }
 
-  /** Every statement shows this candidate's priority, a leader's too (sql.ts `tagged`). */
+  /** Every statement shows this candidate's priority (and id), a leader's too (sql.ts `tagged`). */
   private tag(sql: string): string {
-    return tagged(sql, this.o.priority);
+    return tagged(sql, markOf(this.o.priority, this.o.id));
   }
 }

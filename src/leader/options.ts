@@ -1,8 +1,9 @@
 /** The constructor's options, their defaults, and their validation. */
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
-import { applicationName, defaultId } from '../core/connect.js';
+import { defaultId } from '../core/connect.js';
 import { fencingTableOf } from '../core/fencing.js';
+import { applicationName, checkId } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
 import type { Endpoint } from '../core/primary.js';
@@ -42,8 +43,11 @@ export interface LeaderLockOptions {
   /** A name to derive the keys from (`LeaderLock.keysFromName`), instead of `key1`/`key2`. */
   name?: string;
   /**
-   * This candidate's id, shown in `pg_stat_activity.application_name` as
-   * `pgleaderlock:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
+   * This candidate's id: 1 to 128 characters of printable Unicode (no control characters).
+   * Shown in `pg_stat_activity.application_name` as `pgleaderlock:<id>` when it is printable
+   * ASCII and fits PostgreSQL's 63 bytes, else as `pgleaderlock:<its start>~<hash>`, with the
+   * whole id in the tag of each statement (docs/choosing-the-leader.md, "Ids"). Default:
+   * host-pid-random.
    */
   id?: string;
   /**
@@ -78,7 +82,7 @@ export interface LeaderLockOptions {
    * with the lock still held elsewhere fires `onAcquireFailed` and re-queues at once; it
    * also bounds how long a follower can sit on a connection that died silently. Each
    * waiting follower runs one statement per slice. Each session uses this ±10 % so that
-   * followers started together do not re-queue in step. Default 30000.
+   * followers started together do not re-queue in step. At least 100. Default 30000.
    */
   waitSliceMs?: number;
   /** Deadline for connecting and for every query. Default 5000. */
@@ -189,6 +193,13 @@ const KNOWN = new Set<string>([
   'clock',
 ]);
 
+/**
+ * The shortest wait slice. A slice that ends re-queues the follower at the back of the
+ * queue (the order handovers and priorities read) and costs a statement; one shorter than a
+ * round trip on a loaded server would end before the server has queued it at all.
+ */
+export const MIN_WAIT_SLICE_MS = 100;
+
 /** Validate eagerly; errors name the option and echo the value received. */
 export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
@@ -207,14 +218,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     key2 = checkKey('key2', options.key2);
   }
 
-  const id = options.id ?? defaultId();
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new TypeError(`id must be a non-empty string, received ${show(options.id)}`);
-  }
-  if ([...id].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) {
-    // PostgreSQL rejects a NUL in application_name, and control characters garble logs
-    throw new TypeError(`id must not contain control characters (such as NUL), received ${show(id)}`);
-  }
+  const id = checkId('id', options.id ?? defaultId());
 
   const priority = options.priority ?? 0;
   if (!Number.isSafeInteger(priority)) {
@@ -240,6 +244,11 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new TypeError(`acquireMode must be 'wait' or 'poll', received ${show(options.acquireMode)}`);
   }
   const slice = checkPositiveDuration('waitSliceMs', options.waitSliceMs ?? 30_000);
+  if (slice < MIN_WAIT_SLICE_MS) {
+    throw new RangeError(
+      `waitSliceMs must be at least ${MIN_WAIT_SLICE_MS}, received ${show(options.waitSliceMs)}`,
+    );
+  }
   const waitSliceMs = acquireMode === 'wait' ? slice : null;
 
   const fencingTable = fencingTableOf(options.fencing);

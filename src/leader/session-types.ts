@@ -54,11 +54,6 @@ export interface Epoch {
 /** Result of an ownership check. */
 export type CheckResult = { ok: true; safety: Safety } | { ok: false; reason: string };
 
-/** The candidate id in a `pgleaderlock:<id>` application_name, else null. */
-export function idFromApplicationName(name: string | null): string | null {
-  return name?.startsWith('pgleaderlock:') ? name.slice('pgleaderlock:'.length) : null;
-}
-
 /** The row an acquisition (sql.ts TRY_LOCK, WAIT_LOCK, LATE_GRANT) returns. */
 export interface AcquireRow {
   pid: number;
@@ -80,8 +75,9 @@ export interface CheckRow {
   recovery: boolean;
 }
 
-/** The row of sql.ts `CURRENT_HOLDER`: the backend holding the key and its application_name. */
+/** The row of sql.ts `CURRENT_HOLDER`: the backend holding the key, its application_name and last statement. */
 export interface HolderRow {
   pid: number;
   application_name: string | null;
+  query: string | null;
 }

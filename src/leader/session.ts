@@ -10,6 +10,7 @@ import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
+import { idOfSession } from '../core/identity.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
@@ -19,16 +20,15 @@ import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Directive, HandoverLog, type NewHandover, payload, type SessionIdentity } from './handover.js';
 import { KeyChannel } from './key-channel.js';
-import {
-  type Acquired,
-  type AcquireRow,
-  type CheckResult,
-  type CheckRow,
-  type Epoch,
-  type HolderRow,
-  idFromApplicationName,
-  type SessionOptions,
-  type SessionPlace,
+import type {
+  Acquired,
+  AcquireRow,
+  CheckResult,
+  CheckRow,
+  Epoch,
+  HolderRow,
+  SessionOptions,
+  SessionPlace,
 } from './session-types.js';
 import {
   CHECK,
@@ -37,6 +37,7 @@ import {
   channelFor,
   FREE_STRANDED,
   LATE_GRANT,
+  markOf,
   releaseSql,
   TRY_LOCK,
   tagged,
@@ -166,7 +167,7 @@ export class Session {
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
       // the pooler guard's check after a check under the takeover delay is marked pending too
-      tag: (sql) => tagged(sql, this.o.priority, this.pendingCheck),
+      tag: (sql) => tagged(sql, markOf(this.o.priority, this.o.id), this.pendingCheck),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.openedPid = prepared.pid;
@@ -176,13 +177,13 @@ export class Session {
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     await this.channel.listen();
     const holder = await this.holder();
-    this.holderAtConnect = idFromApplicationName(holder?.application_name ?? null);
+    this.holderAtConnect = idOfSession(holder?.application_name ?? null, holder?.query ?? null);
     this.holderPidAtConnect = holder?.pid ?? null;
   }
 
-  /** Each statement carries the priority (sql.ts `tagged`): `inspect` reads it from whatever ran last. */
+  /** Each statement carries the priority (and the id, sql.ts `markOf`): `inspect` reads it from whatever ran last. */
   private tag(sql: string): string {
-    return tagged(sql, this.o.priority);
+    return tagged(sql, markOf(this.o.priority, this.o.id));
   }
 
   private keys(): [number, number] {

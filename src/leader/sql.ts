@@ -6,6 +6,7 @@
  */
 
 import pg from 'pg';
+import { idTag } from '../core/identity.js';
 import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
 import { type Directive, forwardPayload, type NewHandover, payload } from './handover.js';
 
@@ -172,8 +173,8 @@ export const CHECK = `/* pgleaderlock:check */ SELECT pg_backend_pid() AS pid, $
  */
 export const CHECK_PENDING = CHECK.replace('pgleaderlock:check', 'pgleaderlock:pending');
 
-/** The backend holding (key1, key2), if any, and its application_name. */
-export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name FROM pg_locks l
+/** The backend holding (key1, key2), if any: its application_name and last statement (its id, core/identity.ts). */
+export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name, a.query FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted`;
 
 /** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
@@ -182,13 +183,21 @@ export function channelFor(key1: number, key2: number): string {
 }
 
 /**
- * A statement as the lock session sends it: tagged with the candidate's priority right after
+ * What a candidate's statements carry in their tag: its priority, and its id when its
+ * application_name cannot carry it (core/identity.ts `idTag`).
+ */
+export function markOf(priority: number, id: string): string {
+  return `p=${priority}${idTag(id)}`;
+}
+
+/**
+ * A statement as the lock session sends it: tagged with the candidate's mark (`markOf`) right after
  * its name, so that it shows in `pg_stat_activity.query` whatever the session ran last
  * (`inspect`, `status`), even in a long statement that the view cuts off
  * (`track_activity_query_size`, 1 kB by default).
  */
-export function tagged(sql: string, priority: number, pending = false): string {
-  const tag = `/* p=${priority}${pending ? PENDING_MARK : ''} */`;
+export function tagged(sql: string, mark: string, pending = false): string {
+  const tag = `/* ${mark}${pending ? PENDING_MARK : ''} */`;
   const named = /^\/\* pgleaderlock:[a-z-]+ \*\//.exec(sql);
   return named ? `${named[0]} ${tag}${sql.slice(named[0].length)}` : `${tag} ${sql}`;
 }
@@ -204,6 +213,6 @@ export const PENDING_STATEMENT = `(a.query LIKE '/* pgleaderlock:pending */%' OR
 
 /** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a `tagged` statement's `/* p=N *\/`. */
 export function priorityOf(query: string | null): number | null {
-  const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, pending)? \*\//.exec(query ?? '');
+  const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, id="(?:[^"\\]|\\.)*")?(?:, pending)? \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;
 }

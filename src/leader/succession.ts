@@ -114,9 +114,17 @@ export class Succession {
     const failed = (message: string, timedOut = false) => ({ outcome: handoverError(message), timedOut });
     for (;;) {
       const s = await session.channel.successor(h.to);
-      // holding now, or heard taking it since the release (it may have handed the lock on
-      // already, between two looks: to a candidate of a higher priority, this one included)
-      if (s.holds || session.successorTook(h.to)) return { outcome: 'taken', timedOut: false };
+      // holding now, or heard taking it since the release and still there (it may have handed
+      // the lock on already, between two looks: to a candidate of a higher priority, this one
+      // included). Heard taking it but gone: a backend whose client had died was granted the
+      // lock (the server had not yet noticed: DEAD_CLIENT_CHECK_MS) and ended right after.
+      if (s.holds) return { outcome: 'taken', timedOut: false };
+      if (session.successorTook(h.to)) {
+        if (s.connected) return { outcome: 'taken', timedOut: false };
+        return failed(
+          `handover: candidate "${h.to}" was granted the lock, but its session ended at once (its process had died)`,
+        );
+      }
       if (!s.connected) return failed(`handover: candidate "${h.to}" left before it took the lock`);
       if (clock.now() >= until) {
         return failed(`handover: candidate "${h.to}" did not take the lock within ${h.timeoutMs} ms`, true);

@@ -1,8 +1,8 @@
 /** Options of `PartitionedLeadership`, validated up front (the same rules as LeaderLock's). */
 
 import os from 'node:os';
-import { applicationName } from '../core/connect.js';
 import { fencingTableOf } from '../core/fencing.js';
+import { applicationName } from '../core/identity.js';
 import {
   checkKnownKeys,
   type ResolvedShared,

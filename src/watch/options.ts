@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
 import { defaultId } from '../core/connect.js';
+import { applicationName, checkId } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
 import type { Endpoint } from '../core/primary.js';
@@ -28,8 +29,9 @@ export interface LeaderWatchOptions {
   /** The watched lock's name (`LeaderLock.keysFromName`), instead of `key1`/`key2`. */
   name?: string;
   /**
-   * This watch's id, shown in `pg_stat_activity.application_name` as
-   * `pgleaderlock-watch:<id>` (cut to PostgreSQL's 63 bytes). Default: host-pid-random.
+   * This watch's id, as for `LeaderLock` (1 to 128 characters of printable Unicode), shown in
+   * `pg_stat_activity.application_name` as `pgleaderlock-watch:<id>` when that fits, else
+   * hashed as a lock's id is. Default: host-pid-random.
    */
   id?: string;
   /**
@@ -102,13 +104,9 @@ const KNOWN = new Set<string>([
   'signal',
 ]);
 
-/** `pgleaderlock-watch:<id>`, cut on a character boundary to PostgreSQL's 63 bytes. */
+/** `pgleaderlock-watch:<id>`, or its hashed form for an id that name cannot carry (core/identity.ts). */
 export function watchApplicationName(id: string): string {
-  const buf = Buffer.from(`pgleaderlock-watch:${id}`, 'utf8');
-  if (buf.length <= 63) return buf.toString('utf8');
-  let end = 63;
-  while (end > 0 && ((buf[end] ?? 0) & 0xc0) === 0x80) end--;
-  return buf.subarray(0, end).toString('utf8');
+  return applicationName(id, 'pgleaderlock-watch:');
 }
 
 /** Validate eagerly; errors name the option and echo the value received. */
@@ -128,13 +126,7 @@ export function resolveWatchOptions(options: LeaderWatchOptions): ResolvedWatchO
     key1 = checkKey('key1', options.key1);
     key2 = checkKey('key2', options.key2);
   }
-  const id = options.id ?? defaultId();
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new TypeError(`id must be a non-empty string, received ${show(options.id)}`);
-  }
-  if ([...id].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) {
-    throw new TypeError(`id must not contain control characters (such as NUL), received ${show(id)}`);
-  }
+  const id = checkId('id', options.id ?? defaultId());
   const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
   if (!isRetryStrategy(retryStrategy)) {
     throw new TypeError(

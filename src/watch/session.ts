@@ -6,21 +6,22 @@
 import pg from 'pg';
 import { Connection } from '../core/connection.js';
 import { ConnectionError } from '../core/errors.js';
+import { idOfSession } from '../core/identity.js';
+import { refuseSharedBackends } from '../core/pooler.js';
 import { connectFound, type Found, findPrimaryOnly, settingUp } from '../core/primary.js';
 import { inline, KEY_LOCKS } from '../core/statements.js';
 import { type HandoverEvent, parseEvent } from '../leader/handover.js';
-import { idFromApplicationName } from '../leader/session-types.js';
 import { channelFor } from '../leader/sql.js';
 import type { ResolvedWatchOptions } from './options.js';
 import type { HolderRow } from './view.js';
 
 /**
- * Whether the server is still a primary, and the key's holder if any: its application_name
- * and session start. Always one row.
+ * Whether the server is still a primary, and the key's holder if any: its application_name,
+ * session start and last statement (which carries an id its name cannot). Always one row.
  */
 const HOLDER = `/* pgleaderlock:leader-watch */ SELECT pg_is_in_recovery() AS recovery, h.held, h.application_name,
-  h.backend_start
-  FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT true AS held, a.application_name, a.backend_start
+  h.backend_start, h.query
+  FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT true AS held, a.application_name, a.backend_start, a.query
     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted LIMIT 1) h ON true`;
 
 interface Row {
@@ -28,6 +29,7 @@ interface Row {
   held: boolean | null;
   application_name: string | null;
   backend_start: Date | null;
+  query: string | null;
 }
 
 export interface WatchSession {
@@ -66,6 +68,16 @@ async function listenOn(
     if (event) onEvent(event);
   });
   try {
+    // nothing of ours on a backend a pooler shares with other clients: refused before naming or LISTEN
+    await refuseSharedBackends({
+      query: (text, values) => conn.query(text, values),
+      announcedPid: conn.announcedPid,
+      connect: found.endpoint.connect,
+      key1: o.key1,
+      key2: o.key2,
+      clock: o.clock,
+      timeoutMs: o.queryTimeoutMs,
+    });
     // a `connect` hook's client may not be named; LISTEN commits before the first read
     await conn.simple(
       `/* pgleaderlock:leader-watch */ SELECT set_config('application_name', ${pg.escapeLiteral(o.applicationName)}, false); LISTEN ${channel}`,
@@ -88,5 +100,5 @@ export async function readHolder(s: WatchSession, o: ResolvedWatchOptions): Prom
   if (row.held !== true) return null;
   const app = row.application_name ?? '';
   // backend_start is hidden from a role without the right to see another role's sessions
-  return { id: idFromApplicationName(app) ?? app, since: row.backend_start ?? new Date() };
+  return { id: idOfSession(app, row.query) ?? app, name: app, since: row.backend_start ?? new Date() };
 }

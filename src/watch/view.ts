@@ -4,15 +4,15 @@
  * a clean release before its unlock) and from reading `pg_locks` (at connect, then every
  * `healthIntervalMs`: a holder that died sends nothing). Pure bookkeeping, no I/O.
  */
-import { applicationName } from '../core/connect.js';
+import { applicationName } from '../core/identity.js';
 import type { HandoverEvent } from '../leader/handover.js';
 
 /** The holder of the watched lock. */
 export interface WatchedLeader {
   /**
-   * The holder's candidate id (its `LeaderLock` `id`). A holder found by reading `pg_locks`
-   * is known by its `application_name`, which PostgreSQL cuts to 63 bytes: for a longer id,
-   * the id cut there; for a session that is not a pgleaderlock lock, its raw application_name.
+   * The holder's candidate id (its `LeaderLock` `id`), whole whatever its length or
+   * alphabet (core/identity.ts); for a session that is not a pgleaderlock lock, its raw
+   * application_name.
    */
   readonly id: string;
   /**
@@ -29,18 +29,17 @@ export interface WatchedLeader {
 /** What `pg_locks` says holds the lock now. */
 export interface HolderRow {
   readonly id: string;
+  /** Its application_name, which names a candidate exactly (core/identity.ts). */
+  readonly name: string;
   readonly since: Date;
 }
 
 interface Known {
   readonly leader: WatchedLeader;
+  /** Its application_name (core/identity.ts): what an event's id and a read are matched by. */
+  readonly name: string;
   /** The holder's session token, from its `acquired` event (null: learned by a read). */
   readonly session: string | null;
-}
-
-/** Two ids that name the same candidate, one of them possibly cut to application_name's 63 bytes. */
-function sameCandidate(a: string, b: string): boolean {
-  return a === b || applicationName(a) === applicationName(b);
 }
 
 export class LeaderView {
@@ -61,10 +60,9 @@ export class LeaderView {
     this.seq += 1;
     const k = this.known;
     const session = e.session === '' ? null : e.session; // an older version's plain announcement
+    const name = applicationName(e.id);
     const same =
-      k !== null &&
-      sameCandidate(k.leader.id, e.id) &&
-      (k.session === null || session === null || k.session === session);
+      k !== null && k.name === name && (k.session === null || session === null || k.session === session);
     if (e.kind === 'released') {
       // only the current holder's release ends it (a release heard after a read that already
       // showed the next holder is old news)
@@ -74,10 +72,10 @@ export class LeaderView {
     }
     if (same && k !== null) {
       // the grant a read already showed: keep its `since`, learn its session
-      if (k.session === null && session !== null) this.known = { leader: k.leader, session };
+      if (k.session === null && session !== null) this.known = { leader: k.leader, name, session };
       return false;
     }
-    this.known = { leader: { id: e.id, since: now }, session };
+    this.known = { leader: { id: e.id, since: now }, name, session };
     return true;
   }
 
@@ -89,8 +87,8 @@ export class LeaderView {
       this.known = null;
       return true;
     }
-    if (k !== null && sameCandidate(k.leader.id, holder.id)) return false;
-    this.known = { leader: { id: holder.id, since: holder.since }, session: null };
+    if (k !== null && k.name === holder.name) return false;
+    this.known = { leader: { id: holder.id, since: holder.since }, name: holder.name, session: null };
     return true;
   }
 

@@ -23,7 +23,7 @@ describe('session settings on this server', () => {
     expect(s.idleSessionTimeoutMs).toBe(1400);
     expect([s.tcpKeepalivesIdleS, s.tcpKeepalivesIntervalS, s.tcpKeepalivesCount]).toEqual([1, 1, 3]);
     expect(s.tcpUserTimeoutMs).toBe(1400);
-    expect(s.clientConnectionCheckIntervalMs).toBe(350);
+    expect(s.clientConnectionCheckIntervalMs).toBe(50);
     expect(safety.serverReleaseMs).toBe(1400);
     expect(safety.leaseMs).toBe(1260);
 

@@ -6,6 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { afterEach } from 'vitest';
+import { applicationName } from '../../src/core/identity.js';
 import type { LeaderLock, LeaderLockOptions } from '../../src/index.js';
 import { databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from './db.js';
 import type { LockFactory } from './locks.js';
@@ -70,7 +71,7 @@ export function useTeam(locks: LockFactory): (mode: Mode) => Team {
       m.set(id, (m.get(id) ?? 0) + 1);
     };
     const queued = async (id: string): Promise<boolean> => {
-      const [session] = await sessionsLike(databaseUrl(), `pgleaderlock:${id}`);
+      const [session] = await sessionsLike(databaseUrl(), applicationName(id));
       const waits = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((h) => !h.granted);
       return session !== undefined && waits.some((h) => h.pid === session.pid);
     };
@@ -121,7 +122,7 @@ export function useTeam(locks: LockFactory): (mode: Mode) => Team {
         eventually(
           async () =>
             mode === 'poll'
-              ? (await sessionsLike(databaseUrl(), `pgleaderlock:${lock.id}`)).length === 1 && !lock.isLeader
+              ? (await sessionsLike(databaseUrl(), applicationName(lock.id))).length === 1 && !lock.isLeader
               : await queued(lock.id),
           { what: `${lock.id} to wait` },
         ),

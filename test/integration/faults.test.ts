@@ -361,7 +361,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
         tcpKeepalivesIntervalS: 1,
         tcpKeepalivesCount: 3,
         tcpUserTimeoutMs: 3000,
-        clientConnectionCheckIntervalMs: 750,
+        clientConnectionCheckIntervalMs: 50,
       });
       const show = async (name: string, setting: string) =>
         (await clients.get(name)?.query(`SHOW ${setting}`))?.rows[0]?.[setting];

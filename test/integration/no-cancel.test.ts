@@ -21,7 +21,7 @@ async function droppingProxy(): Promise<FaultProxy> {
 }
 
 describe('a path that drops cancel requests', () => {
-  it('LeaderLock: a waiting follower’s shutdown() ends within closeTimeoutMs + 500 ms (was a whole wait slice), and its backend leaves the lock queue within the client_connection_check_interval the lock sets (at most 1 s), plus 300 ms for the polling', async () => {
+  it('LeaderLock: a waiting follower’s shutdown() ends within closeTimeoutMs + 500 ms (was a whole wait slice), and its backend leaves the lock queue within the client_connection_check_interval the lock sets (50 ms), plus the polling', async () => {
     const proxy = await droppingProxy();
     const keys = randomKeys();
     const tag = testTag();
@@ -49,7 +49,7 @@ describe('a path that drops cancel requests', () => {
     expect(proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
     expect(took).toBeLessThan(500 + 500);
     // a backend waiting for a lock does not read its socket: the server notices the close at
-    // its next client_connection_check_interval, which the lock sets (at most 1 s)
+    // its next client_connection_check_interval, which the lock sets (50 ms)
     const closed = performance.now();
     await eventually(async () => (await seen()).length === 0, {
       timeoutMs: 3000,
@@ -60,7 +60,8 @@ describe('a path that drops cancel requests', () => {
     console.log(
       `[no cancel] LeaderLock follower's backend left the queue ${left.toFixed(0)} ms after shutdown()`,
     );
-    expect(left).toBeLessThan(1000 + 300);
+    // 50 ms, plus up to 450 ms for inspect's own connections on a loaded machine (it was 1 s)
+    expect(left).toBeLessThan(50 + 450);
   });
 
   it('PartitionedLeadership: shutdown() ends within closeTimeoutMs + 500 ms; a new ring-watch target costs at most closeTimeoutMs of re-sent cancels, then a new session at once, with no error reported', async () => {
@@ -123,7 +124,7 @@ describe('a path that drops cancel requests', () => {
     expect(retargeted).toBeGreaterThanOrEqual(500 - TIMER_EARLY_MS);
     expect(retargeted).toBeLessThan(500 + 400);
     // the old backend notices its closed socket at its next client_connection_check_interval
-    // (at most 1 s) and leaves
+    // (50 ms) and leaves
     await eventually(
       async () =>
         (await sessionsLike(databaseUrl(), 'pgleaderlock:m-behind#watch')).every((w) => w.pid === newWatch),

@@ -8,7 +8,7 @@ import { fork } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
-import { applicationName } from '../../src/core/connect.js';
+import { applicationName } from '../../src/core/identity.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
 import { forwardPayload, payload } from '../../src/leader/handover.js';
 import { channelFor, TRY_LOCK } from '../../src/leader/sql.js';

@@ -120,7 +120,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
       const ghostPid = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).find((r) => !r.granted)?.pid;
       proxy.blackhole();
       proxy.resetUpstream(); // the server sees the client go; the client hears nothing
-      // client_connection_check_interval (350 ms here) takes the dead waiter out of the queue
+      // client_connection_check_interval (50 ms) takes the dead waiter out of the queue
       await eventually(
         async () => !(await lockHolders(databaseUrl(), keys.key1, keys.key2)).some((r) => r.pid === ghostPid),
         { timeoutMs: 3000, what: 'the dead waiter to leave the queue' },

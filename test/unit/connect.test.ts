@@ -1,20 +1,9 @@
 import { getEventListeners } from 'node:events';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { applicationName } from '../../src/core/connect.js';
 import { Connection } from '../../src/core/connection.js';
 import { type Found, settingUp } from '../../src/core/primary.js';
 import { FakeClient, FakeClock, FakeDb, flush } from './fakes.js';
-
-describe('applicationName', () => {
-  it('prefixes pgleaderlock: and keeps within 63 bytes on a character boundary', () => {
-    expect(applicationName('worker-1')).toBe('pgleaderlock:worker-1');
-    const long = applicationName('é'.repeat(40));
-    expect(Buffer.byteLength(long)).toBeLessThanOrEqual(63);
-    expect(long).not.toContain('\uFFFD');
-    expect(long.startsWith('pgleaderlock:é')).toBe(true);
-  });
-});
 
 describe('Connection.open given a signal (a shutdown)', () => {
   const options = { clock: new FakeClock(), queryTimeoutMs: 5000, closeTimeoutMs: 100, unref: false };

@@ -4,7 +4,7 @@
  * test/timing/leader-watch.test.ts) show the same against real PostgreSQL.
  */
 import { describe, expect, it } from 'vitest';
-import { applicationName } from '../../src/core/connect.js';
+import { applicationName } from '../../src/core/identity.js';
 import { parseEvent } from '../../src/leader/handover.js';
 import { LeaderView } from '../../src/watch/view.js';
 
@@ -28,7 +28,7 @@ describe('LeaderView', () => {
 
   it('a read already showing the holder is not changed by its grant heard after; the session is learnt', () => {
     const v = new LeaderView();
-    expect(v.read({ id: 'a', since: at(1) })).toBe(true);
+    expect(v.read({ id: 'a', name: 'pgleaderlock:a', since: at(1) })).toBe(true);
     expect(v.event(acquired('a', 's1'), at(10))).toBe(false);
     expect(v.leader).toEqual({ id: 'a', since: at(1) });
     // the same candidate granted again in a new session (its old one was lost silently): a change
@@ -38,7 +38,7 @@ describe('LeaderView', () => {
 
   it("a release that is not the current holder's changes nothing (a read showed the next holder first)", () => {
     const v = new LeaderView();
-    v.read({ id: 'b', since: at(1) });
+    v.read({ id: 'b', name: 'pgleaderlock:b', since: at(1) });
     expect(v.event(released('a'), at(2))).toBe(false);
     expect(v.leader?.id).toBe('b');
     v.event(acquired('b', 'sb'), at(3));
@@ -49,21 +49,25 @@ describe('LeaderView', () => {
   it('a read finds the holder gone (it died, nothing was sent), or another one', () => {
     const v = new LeaderView();
     v.event(acquired('a'), at(1));
-    expect(v.read({ id: 'a', since: at(0) })).toBe(false);
-    expect(v.read({ id: 'b', since: at(5) })).toBe(true);
+    expect(v.read({ id: 'a', name: 'pgleaderlock:a', since: at(0) })).toBe(false);
+    expect(v.read({ id: 'b', name: 'pgleaderlock:b', since: at(5) })).toBe(true);
     expect(v.leader).toEqual({ id: 'b', since: at(5) });
     expect(v.read(null)).toBe(true);
     expect(v.read(null)).toBe(false);
   });
 
-  it('an id longer than application_name keeps is the same candidate when read back cut', () => {
-    const long = `c-${'x'.repeat(80)}`;
-    const cut = applicationName(long).slice('pgleaderlock:'.length);
-    expect(cut).not.toBe(long);
-    const v = new LeaderView();
-    v.event(acquired(long), at(1));
-    expect(v.read({ id: cut, since: at(0) })).toBe(false);
-    expect(v.leader?.id).toBe(long);
+  it('an id that application_name cannot carry (long, non-ASCII) is the same candidate when read back by its name', () => {
+    for (const id of [`c-${'x'.repeat(80)}`, 'höher-priorität', 'кандидат-1']) {
+      const name = applicationName(id);
+      expect(name).not.toBe(`pgleaderlock:${id}`);
+      const v = new LeaderView();
+      v.event(acquired(id), at(1));
+      expect(v.read({ id, name, since: at(0) })).toBe(false);
+      expect(v.leader?.id).toBe(id);
+      // another candidate whose id starts the same way is another candidate
+      expect(v.read({ id: `${id}2`, name: applicationName(`${id}2`), since: at(2) })).toBe(true);
+      expect(v.leader?.id).toBe(`${id}2`);
+    }
   });
 
   it('events that change no holder (drained, waiting, requests, unknown kinds) change nothing and count nothing', () => {

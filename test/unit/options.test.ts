@@ -28,7 +28,16 @@ describe('option validation', () => {
     ],
     [{ signal: {} }, TypeError, /signal must be an AbortSignal/],
     [{ logger: console.log }, TypeError, /logger must have debug, info, warn and error/],
-    [{ id: '' }, TypeError, /id must be a non-empty string/],
+    [{ id: '' }, TypeError, /id must be a string of 1 to 128 characters, received ""/],
+    [{ id: 'x'.repeat(129) }, TypeError, /id must be a string of 1 to 128 characters/],
+    [{ id: 'a\u2028b' }, TypeError, /id must not contain control characters/],
+    [{ waitSliceMs: 1 }, RangeError, /^waitSliceMs must be at least 100, received 1$/],
+    [{ waitSliceMs: 99.5 }, RangeError, /waitSliceMs must be at least 100, received 99.5/],
+    [
+      { connectionString: 'not a url at all' },
+      TypeError,
+      /connectionString must be a postgres:\/\/ or postgresql:\/\/ URL, keyword\/value pairs .* received "not a url at all"/,
+    ],
     [{ keyOne: 1 }, TypeError, /unknown LeaderLock option "keyOne"/],
     [{ connect: async () => ({}) }, TypeError, /either connect or connectionString/],
   ])('%o is rejected', (opts, type, message) => {
@@ -38,6 +47,14 @@ describe('option validation', () => {
 
   it('accepts the extremes of the key range and a null grace', () => {
     expect(() => make({ key1: -2_147_483_648, key2: 2_147_483_647, reconnectGraceMs: null })).not.toThrow();
+  });
+
+  it('a connection string that does not parse is refused without its password', () => {
+    expect(() => make({ connectionString: 'postgress://u:hunter22@db.example/app' })).toThrow(
+      /connectionString must be a postgres:\/\/ .*received "postgress:\/\/u:\*\*\*@db.example\/app"/,
+    );
+    expect(() => make({ connectionString: '/var/run/postgresql' })).not.toThrow();
+    expect(() => make({ connectionString: 'host=/tmp dbname=x' })).not.toThrow();
   });
 
   it('never puts the password in an error message', () => {
