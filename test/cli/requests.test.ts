@@ -296,6 +296,28 @@ describe.each(MODES)('pgleaderlock handover (%s mode)', (mode) => {
     expect(t.terms(a)).toBe(2);
   });
 
+  it('--to an id that application_name cannot carry (non-ASCII, past 63 bytes): exactly it leads; status names it whole', async () => {
+    const t = team(mode);
+    const a = t.make();
+    await t.leading(a);
+    for (const id of [`${locks.tag}-höher-priorität`, `${locks.tag}-${'долгий-'.repeat(8)}конец`]) {
+      const c = t.make({ id });
+      await c.start();
+      await t.waiting(c);
+      const r = await cli(['handover', ...t.args(), '--to', id]);
+      expect(r.stderr).toBe('');
+      expect(r.code, r.stdout).toBe(0);
+      expect(r.stdout).toContain(`handed over to ${id}: ${id} holds the lock`);
+      await eventually(() => c.isLeader, { what: `${id} to lead` });
+      expect(t.fences(c)).toBe(0);
+      const st = await cli(['status', ...t.args(), '--json']);
+      expect(st.code, st.stderr).toBe(0);
+      expect(JSON.parse(st.stdout)).toMatchObject({ leader: { id } });
+      await c.shutdown();
+      await eventually(() => a.isLeader, { what: `${a.id} to lead again` });
+    }
+  });
+
   it('--to an id that does not wait, or the leader itself: exit 1 naming it, nothing asked of the leader', async () => {
     const t = team(mode);
     const logs: string[] = [];

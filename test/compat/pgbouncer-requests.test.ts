@@ -125,6 +125,47 @@ describe('PgBouncer in session mode', () => {
     expect(events).toContain('resign_requested');
   });
 
+  it.each(['wait', 'poll'] as const)(
+    '%s mode: a candidate whose id application_name cannot carry (57 bytes, non-ASCII) takes over by its priority through it, in a clean handover, and inspect names it whole',
+    async (acquireMode) => {
+      await using bouncer = await startPgBouncer({ server, poolMode: 'session' });
+      const keys = randomKeys();
+      const make = (id: string, priority: number) => {
+        const lock = new LeaderLock({
+          connectionString: bouncer.url,
+          ...keys,
+          id,
+          priority,
+          acquireMode,
+          waitSliceMs: 30_000,
+          healthIntervalMs: 200,
+        });
+        onTestFinished(() => lock.shutdown());
+        return lock;
+      };
+      const tag = testTag();
+      const low = make(`${tag}-low`, 0);
+      await low.start();
+      expect(await low.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      for (const [i, id] of [
+        `${tag}-billing-scheduler-deployment-7f9c8d6b5-x2k9p-12`,
+        `${tag}-höher-priorität`,
+      ].entries()) {
+        const high = make(id, 10 + i);
+        let fenced = false;
+        high.onTakeoverFence(() => {
+          fenced = true;
+        });
+        await high.start();
+        expect(await high.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+        expect(fenced).toBe(false);
+        const seen = await LeaderLock.inspect({ connectionString: bouncer.url, ...keys });
+        expect(seen.leader?.id).toBe(id);
+      }
+      expect(low.isLeader).toBe(false);
+    },
+  );
+
   it('LeaderWatch works through it: it names the leader, connected', async () => {
     await using bouncer = await startPgBouncer({ server, poolMode: 'session' });
     const keys = randomKeys();

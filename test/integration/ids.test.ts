@@ -51,9 +51,13 @@ describe.each(['wait', 'poll'] as const)('an id that application_name cannot car
         await watch.start();
         await eventually(() => watch.leader?.id === low.id, { what: 'the watch to see the first leader' });
         const high = t.make({ id, priority: 10 });
+        const joined = performance.now();
         await high.start();
         // leads within 5 s: before, it never did in wait mode (nobody led for 5.9 s of 6)
         expect(await high.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+        console.log(
+          `[ids ${mode}] ${kind}: led ${(performance.now() - joined).toFixed(0)} ms after its start()`,
+        );
         expect(low.isLeader).toBe(false);
         expect(t.fences(high)).toBe(0); // proven clean: no takeover delay
         // no leaderless time beyond the handover itself: the next run starts well within the
