@@ -1,37 +1,79 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { run } from '../../examples/quickstart.js';
 import { runWorker } from '../../examples/worker.js';
 import { LeaderLock } from '../../src/index.js';
-import { assertNoSessions, databaseUrl, eventually, lockHolders } from '../harness/db.js';
+import { adminQuery, assertNoSessions, databaseUrl, eventually, lockHolders } from '../harness/db.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
 describe('README', () => {
-  it('quotes examples/quickstart.ts verbatim', () => {
+  it('quotes examples/quickstart.mjs verbatim (scripts/first-hour.ts runs it from the packed package)', () => {
     const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
-    const example = fs.readFileSync(path.join(root, 'examples/quickstart.ts'), 'utf8');
-    expect(readme).toContain(example.trim());
+    const example = fs.readFileSync(path.join(root, 'examples/quickstart.mjs'), 'utf8');
+    expect(readme).toContain(`\`\`\`js\n${example}\`\`\``);
   });
 
-  it('the quickstart leads, and releases on abort', async () => {
-    // the example uses fixed keys (1, 100): wait until no other test run holds them
-    await eventually(async () => (await lockHolders(databaseUrl(), 1, 100)).length === 0);
-    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+  it('"one connection for a LeaderLock": a leader and a follower (both modes) each have exactly one session on the server', async () => {
+    for (const acquireMode of ['wait', 'poll'] as const) {
+      const tag = `conn-${acquireMode}-${process.pid}`;
+      const keys = { key1: 7, key2: process.pid };
+      const locks = [0, 1].map(
+        (i) => new LeaderLock({ connectionString: databaseUrl(), ...keys, id: `${tag}-${i}`, acquireMode }),
+      );
+      try {
+        for (const l of locks) await l.start();
+        await eventually(() => locks.some((l) => l.isLeader), { what: 'one of them to lead' });
+        await new Promise((r) => setTimeout(r, 300)); // past the set-up (the survey's connection closes)
+        for (const [i] of locks.entries()) {
+          const rows = await adminQuery(
+            databaseUrl(),
+            'SELECT pid FROM pg_stat_activity WHERE application_name = $1',
+            [`pgleaderlock:${tag}-${i}`],
+          );
+          expect(rows, `candidate ${i} (${acquireMode})`).toHaveLength(1);
+        }
+      } finally {
+        await Promise.all(locks.map((l) => l.shutdown()));
+      }
+      await assertNoSessions(tag);
+    }
+  });
+
+  it('"a role that can connect": a role with no privileges at all leads, follows and takes over (both modes)', async () => {
+    const role = `bare_${process.pid}_${Date.now()}`;
+    await adminQuery(
+      databaseUrl(),
+      `CREATE ROLE ${role} LOGIN PASSWORD 'bare-pw' NOSUPERUSER NOCREATEDB NOCREATEROLE`,
+    );
     try {
-      const ac = new AbortController();
-      const running = run(databaseUrl(), ac.signal);
-      await eventually(() => log.mock.calls.some((c) => c[0] === 'leader: starting work'));
-      expect((await lockHolders(databaseUrl(), 1, 100)).filter((r) => r.granted)).toHaveLength(1);
-      ac.abort();
-      await running;
-      expect(await lockHolders(databaseUrl(), 1, 100)).toEqual([]);
-      // its default id is <hostname>-<pid>-<random>: no session of this process may be left
-      await assertNoSessions(`${os.hostname()}-${process.pid}-`);
+      const url = new URL(databaseUrl());
+      url.username = role;
+      url.password = 'bare-pw';
+      for (const acquireMode of ['wait', 'poll'] as const) {
+        const keys = { key1: 8, key2: process.pid };
+        const tag = `bare-${acquireMode}-${process.pid}`;
+        const [a, b] = [0, 1].map(
+          (i) =>
+            new LeaderLock({ connectionString: url.toString(), ...keys, id: `${tag}-${i}`, acquireMode }),
+        ) as [LeaderLock, LeaderLock];
+        try {
+          await a.start();
+          expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+          await b.start();
+          await a.stepDown();
+          expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+        } finally {
+          await Promise.all([a.shutdown(), b.shutdown()]);
+        }
+      }
     } finally {
-      log.mockRestore();
+      await eventually(
+        async () =>
+          (await adminQuery(databaseUrl(), 'SELECT 1 FROM pg_stat_activity WHERE usename = $1', [role]))
+            .length === 0,
+      );
+      await adminQuery(databaseUrl(), `DROP ROLE ${role}`);
     }
   });
 
