@@ -5,7 +5,8 @@
  * that runtime's users install it (Bun: `bun add <tarball> pg`; Deno: a package.json and its
  * node_modules, which `deno run` resolves bare imports from), and test/runtimes/suite.mjs runs
  * there under the runtime against a PostgreSQL server of its own: it prints one line per case
- * and a closing `RESULT {...}` with the counts.
+ * and a closing `RESULT {...}` with the counts. Also the managed-PostgreSQL stand-ins
+ * (test/compat/providers.test.ts), a component of their own.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Component, Context } from '../../scripts/compat/components.js';
 import { fetchPackage } from '../../scripts/compat/fetch.js';
+import { runVitest } from '../../scripts/compat/vitest.js';
 import { startPgServer } from './pg-server.js';
 
 /** The runtime builds the suite runs: the newest of each line when this was written. */
@@ -179,4 +181,26 @@ function runtimeComponent(rt: Runtime): Component {
 /** The Bun and Deno components, for scripts/compat.ts. */
 export function runtimeComponents(): Component[] {
   return RUNTIMES.map(runtimeComponent);
+}
+
+/** The managed-PostgreSQL stand-ins (docs/deploy.md, "What can be reproduced here"). */
+export function standInComponents(): Component[] {
+  return [
+    {
+      id: 'providers',
+      async run(ctx) {
+        const r = await runVitest({
+          root: ctx.root,
+          node: process.execPath,
+          args: ['--project', 'compat', 'test/compat/providers.test.ts'],
+          env: ctx.env,
+        });
+        return {
+          component:
+            'managed PostgreSQL stand-ins (PgBouncer as Supabase, Neon and Azure pooled and session endpoints; a suspend and resume)',
+          ...r,
+        };
+      },
+    },
+  ];
 }
