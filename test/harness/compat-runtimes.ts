@@ -103,6 +103,7 @@ function packOnce(ctx: Context): Promise<string> {
     });
     if (build.code !== 0) throw new Error(`npm run build exited ${build.code}`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-pack-'));
+    process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true })); // shared by both runtimes
     const pack = await capture('npm', ['pack', '--silent', '--pack-destination', dir], {
       cwd: ctx.root,
       env: ctx.env,
