@@ -7,13 +7,15 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+// Bun, Deno and the managed-PostgreSQL stand-ins (test/harness/compat-runtimes.ts): registered here, defined there
+import { runtimeComponents, standInComponents } from '../test/harness/compat-runtimes.js';
 import { type Component, type Context, components } from './compat/components.js';
 import { failoverTable, failuresList, type Outcome, outcomesTable, settingsTable } from './compat/report.js';
 import { interruptCurrent } from './compat/vitest.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const wanted = process.argv.slice(2);
-const all = components();
+const all = [...components(), ...runtimeComponents(), ...standInComponents()];
 const chosen = wanted.length ? all.filter((c) => wanted.some((w) => c.id.includes(w))) : all;
 if (chosen.length === 0) {
   console.error(`no component matches ${wanted.join(' ')}; ids: ${all.map((c) => c.id).join(' ')}`);

@@ -111,7 +111,7 @@ const COMMANDS: Record<string, Command> = {
   },
   doctor: {
     summary: 'check the connection path before relying on it: pooler, primary, settings, permissions',
-    usage: 'pgleaderlock doctor [--dsn URL] [--name NAME | --key1 N --key2 N] [--json]',
+    usage: 'pgleaderlock doctor [--dsn URL] [--name NAME | --key1 N --key2 N] [--offline] [--json]',
     options: [...COMMON, ...DOCTOR_OPTIONS, JSON_OPTION, ...TAIL],
     exec: (v) => {
       const keys = doctorKeys(v);

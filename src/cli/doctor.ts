@@ -17,6 +17,7 @@ import {
 } from './args.js';
 import { EXIT } from './common.js';
 import { type Check, runChecks } from './doctor-checks.js';
+import { endpointChecks } from './doctor-endpoint.js';
 import { LOCK_OPTIONS, lockOptions } from './run.js';
 
 export const DOCTOR_OPTIONS: OptionSpec[] = [
@@ -39,6 +40,11 @@ export const DOCTOR_OPTIONS: OptionSpec[] = [
     value: 'DURATION',
     default: '10s',
     help: 'how long each connection and the scratch lock may take',
+  },
+  {
+    name: 'offline',
+    type: 'boolean',
+    help: 'only judge the connection string from its hosts and ports (provider, mode, the endpoint to use); connect to nothing',
   },
 ];
 
@@ -72,12 +78,16 @@ export async function doctor(
     values.partitions === undefined
       ? null
       : { partitions: partitionCount(values), workers: positiveInt(values, 'workers', 1) };
-  await runChecks({ dsn, keys, lockOptions: options, timeoutMs, group }, (c) => {
+  const report = (c: Check): void => {
     checks.push(c);
     if (json) return;
     out.write(`${MARK[c.verdict]}  ${c.id.padEnd(19)} ${c.reason}\n`);
     if (c.fix && c.verdict !== 'ok') out.write(`      ${' '.repeat(19)} → ${c.fix}\n`);
-  });
+  };
+  // judged before connecting: shown even when the host cannot be reached from here
+  const offline = values.offline === true;
+  for (const c of endpointChecks(dsn, offline)) report(c);
+  if (!offline) await runChecks({ dsn, keys, lockOptions: options, timeoutMs, group }, report);
   const failed = checks.filter((c) => c.verdict === 'fail').length;
   const warned = checks.filter((c) => c.verdict === 'warn').length;
   if (json) {

@@ -29,6 +29,8 @@ export interface Endpoint {
    * session setup renames its connection (prepare.ts).
    */
   readonly connect: EndpointConnect;
+  /** The host, port and user as configured (none for a `connect` hook): providers.ts names a known pooled endpoint from them. */
+  readonly target?: { host: string; port: number; user?: string | undefined };
 }
 
 /**
@@ -61,6 +63,7 @@ export function endpointsOf(
   return targets.hosts.map((target) => ({
     label: describeHosts([target]),
     connect: defaultConnect(configFor(targets, target), appName, timeoutMs),
+    target: { ...target, user: typeof targets.config.user === 'string' ? targets.config.user : undefined },
   }));
 }
 
