@@ -17,6 +17,7 @@ import {
   startPgBouncer,
   stopWhileProbeWaits,
 } from '../harness/pgbouncer.js';
+import { type TermRecorder, useTermRecorder } from '../harness/terms.js';
 import { partitionWorker } from '../harness/workers.js';
 
 const PARTITIONS = 16;
@@ -33,6 +34,8 @@ const uniqueName = (): string => `bouncer-parts-${Date.now()}-${Math.random().to
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Make = (name: string) => PartitionedLeadership;
+
+const recordTerms = useTermRecorder();
 
 /**
  * Run `body` with a PgBouncer of its own and a worker factory pointed at it. Afterwards
@@ -85,35 +88,14 @@ async function withBouncer(
   });
 }
 
-/**
- * Sample both workers' `owned` every 5 ms until `until` settles and at least `minMs` have
- * passed: how many samples, and every partition seen owned by both at once.
- */
-async function sampleOwnership(
-  a: PartitionedLeadership,
-  b: PartitionedLeadership,
+/** Wait at least `minMs` and until `until` settles; then the partitions whose terms on two workers overlapped (none, if safe). */
+async function ownedByBothMeanwhile(
+  terms: TermRecorder,
   minMs: number,
   until: Promise<unknown> = Promise.resolve(),
-): Promise<{ samples: number; both: number[] }> {
-  let settled = false;
-  void until.then(
-    () => {
-      settled = true;
-    },
-    () => {
-      settled = true;
-    },
-  );
-  const end = performance.now() + minMs;
-  let samples = 0;
-  const both = new Set<number>();
-  while (performance.now() < end || !settled) {
-    samples += 1;
-    const mine = a.owned;
-    for (const p of b.owned) if (mine.has(p)) both.add(p);
-    await sleep(5);
-  }
-  return { samples, both: [...both].sort((x, y) => x - y) };
+): Promise<string[]> {
+  await Promise.all([sleep(minMs), until.catch(() => {})]);
+  return [...new Set(terms.overlaps().map((o) => o.a.key))].sort();
 }
 
 /** Every advisory lock row of `name`'s keys (members and partitions), held or awaited, read on the server itself. */
@@ -139,10 +121,11 @@ describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (po
     [20, 'staggered'],
     [20, 'simultaneously'],
   ] as const)(
-    `pool size %i, two workers (${PARTITIONS} partitions, one name) started %s: each start() rejects with ERR_PGLEADERLOCK_UNSAFE naming the pooler; in 1.5 s of 5 ms samples while they try, no partition is owned by both; after shutdown() no advisory lock of the name is held or awaited on any backend`,
+    `pool size %i, two workers (${PARTITIONS} partitions, one name) started %s: each start() rejects with ERR_PGLEADERLOCK_UNSAFE naming the pooler; in 1.5 s while they try, no two partition terms overlap; after shutdown() no advisory lock of the name is held or awaited on any backend`,
     async (poolSize, start) => {
       expect.assertions(5);
       await withBouncer({ poolMode, defaultPoolSize: poolSize }, async (_bouncer, make) => {
+        const terms = recordTerms();
         const name = uniqueName();
         const a = make(name);
         const b = make(name);
@@ -155,15 +138,13 @@ describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (po
           startB.catch(() => {});
           await Promise.allSettled([startA, startB]);
         })();
-        // sample for 1.5 s, and on until both start() calls have settled (within 10 s)
-        const { samples, both: ownedByBoth } = await sampleOwnership(
-          a,
-          b,
+        // every partition term recorded for 1.5 s, and on until both start() calls have settled (within 10 s)
+        const ownedByBoth = await ownedByBothMeanwhile(
+          terms,
           1500,
           within(starting, 10_000, 'the two start() calls to settle').catch(() => {}),
         );
         // soft: a failing run reports every part of the contract it breaks, not only the first
-        expect.soft(samples).toBeGreaterThan(100);
         expect.soft(ownedByBoth, 'partitions owned by both workers at once').toEqual([]);
         const refused = { code: 'ERR_PGLEADERLOCK_UNSAFE', message: expect.stringMatching(/pooler/) };
         await expect
@@ -192,8 +173,9 @@ describe.each(['transaction', 'statement'] as const)('PgBouncer in %s mode', (po
 });
 
 describe('PgBouncer in session mode', () => {
-  it(`a worker's start() resolves and it owns all ${PARTITIONS} partitions, each held once on the server; a second worker joins and they split them 8/8, none owned by both in 5 ms samples; after shutdown() nothing of the name is held`, async () => {
+  it(`a worker's start() resolves and it owns all ${PARTITIONS} partitions, each held once on the server; a second worker joins and they split them 8/8, no two partition terms overlap; after shutdown() nothing of the name is held`, async () => {
     await withBouncer({ poolMode: 'session' }, async (_bouncer, make) => {
+      const terms = recordTerms();
       const name = uniqueName();
       const a = make(name);
       await within(a.start(), 10_000, "A's start()");
@@ -212,10 +194,10 @@ describe('PgBouncer in session mode', () => {
           what: 'an 8/8 split',
         });
       })();
-      const { samples, both } = await sampleOwnership(a, b, 500, balanced);
+      const both = await ownedByBothMeanwhile(terms, 500, balanced);
       await balanced; // rethrows if B did not start or the split did not come
-      expect(samples).toBeGreaterThan(20);
       expect(both, 'partitions owned by both workers at once').toEqual([]);
+      expect(terms.spans.length).toBeGreaterThanOrEqual(PARTITIONS + PARTITIONS / 2); // A's 16, then B's 8
       expect(new Set([...a.owned, ...b.owned]).size).toBe(PARTITIONS);
 
       await Promise.all([a.shutdown(), b.shutdown()]);

@@ -20,6 +20,7 @@ import {
   startPgBouncer,
   stopWhileProbeWaits,
 } from '../harness/pgbouncer.js';
+import { useTermRecorder } from '../harness/terms.js';
 
 let server: PgServer;
 beforeAll(async () => {
@@ -30,6 +31,8 @@ afterAll(async () => {
 });
 
 type Make = ReturnType<typeof lockFactory>['make'];
+
+const recordTerms = useTermRecorder();
 
 /**
  * Run `body` with a PgBouncer of its own and a lock factory pointed at it. Afterwards every
@@ -117,23 +120,6 @@ function watch(lock: LeaderLock) {
   return seen;
 }
 
-/** Sample both locks' `isLeader` every 5 ms for `ms`; the number of samples where both were true. */
-async function countOverlaps(
-  a: LeaderLock,
-  b: LeaderLock,
-  ms: number,
-): Promise<{ samples: number; both: number }> {
-  const end = performance.now() + ms;
-  let samples = 0;
-  let both = 0;
-  while (performance.now() < end) {
-    samples += 1;
-    if (a.isLeader && b.isLeader) both += 1;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  return { samples, both };
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
@@ -144,9 +130,10 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       [20, 'staggered'],
       [20, 'simultaneously'],
     ] as const)(
-      `pool size %i, two candidates started %s: over 3 s never both isLeader, neither enters LEADER, each gets ERR_PGLEADERLOCK_UNSAFE naming the pooler and ${poolMode} mode; afterwards no lock row on the server`,
+      `pool size %i, two candidates started %s: over 3 s no two terms overlap, neither enters LEADER, each gets ERR_PGLEADERLOCK_UNSAFE naming the pooler and ${poolMode} mode; afterwards no lock row on the server`,
       async (poolSize, start) => {
         await withBouncer({ poolMode, defaultPoolSize: poolSize }, async (_bouncer, make) => {
+          const terms = recordTerms();
           const keys = randomKeys();
           const a = make({ ...keys, acquireMode, healthIntervalMs: 100 });
           const b = make({ ...keys, acquireMode, healthIntervalMs: 100 });
@@ -160,9 +147,8 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
           } else {
             await Promise.all([a.start(), b.start()]);
           }
-          const { samples, both } = await countOverlaps(a, b, 3000);
-          expect(samples).toBeGreaterThan(100);
-          expect(both).toBe(0);
+          await sleep(3000);
+          expect(terms.overlaps()).toEqual([]);
           for (const [name, seen] of [
             ['A', seenA],
             ['B', seenB],
@@ -198,6 +184,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
   describe('PgBouncer in session mode', () => {
     it(`two candidates, one leads; pg_terminate_backend of the leader's server backend → the other is granted the lock; shutdown() of that leader → a third, following, is granted it: each within ${acquireMode === 'wait' ? '25 ms of a bare pg pair through the same PgBouncer' : '60 ms of a bare pair (25 ms poll interval)'}`, async () => {
       await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
+        const terms = recordTerms();
         const bareTerminate = await bareHandover(bouncer.url, 'terminate');
         const bareUnlock = await bareHandover(bouncer.url, 'unlock');
         const keys = randomKeys();
@@ -211,8 +198,8 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
         await eventually(() => other.state === LockState.FOLLOWER || other.state === LockState.ACQUIRING, {
           what: 'the second candidate to follow',
         });
-        const { both } = await countOverlaps(first, other, 300);
-        expect(both).toBe(0);
+        await sleep(300);
+        expect(terms.overlaps()).toEqual([]);
         expect(first.isLeader).toBe(true);
         expect(other.isLeader).toBe(false);
 
@@ -296,6 +283,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
 
     it('PgBouncer stopped and started on the same port: the leader leaves LEADER within 50 ms of its own session connection hearing it (5 s health interval); once it is back, one of the two leads', async () => {
       await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
+        const terms = recordTerms();
         const keys = randomKeys();
         // every client each lock opens, when it heard its connection end, and whether it is a
         // lock session (it ran the session's preparation): PgBouncer closes its clients one
@@ -367,8 +355,8 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
           what: 'a leader after PgBouncer is back',
           timeoutMs: 10_000,
         });
-        const { both } = await countOverlaps(all[0]!, all[1]!, 300);
-        expect(both).toBe(0);
+        await sleep(300);
+        expect(terms.overlaps()).toEqual([]);
         // leader first, so that no waiting follower is cancelled here (that has a test of its own)
         const next = all.find((l) => !l.isLeader)!;
         await all.find((l) => l.isLeader)?.shutdown();
