@@ -2,8 +2,10 @@
  * The doctor's checks that are plain queries on the primary's connection: server defaults,
  * latency, permissions and the key's holder (doctor-checks.ts runs them).
  */
+
 import type pg from 'pg';
 import { DEFAULT_FENCING_TABLE } from '../core/fencing.js';
+import { idOfSession } from '../core/identity.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import type { LeaderLockOptions } from '../leader/options.js';
 import type { Keys } from './args.js';
@@ -145,9 +147,10 @@ export async function holderCheck(client: pg.Client, keys: Keys): Promise<Check>
     pid: number;
     granted: boolean;
     app: string | null;
+    query: string | null;
     since: Date | null;
   }>(
-    `SELECT l.pid, l.granted, a.application_name AS app, a.backend_start AS since
+    `SELECT l.pid, l.granted, a.application_name AS app, a.query, a.backend_start AS since
        FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
       WHERE ${KEY_LOCKS} ORDER BY l.granted DESC`,
     [keys.key1, keys.key2],
@@ -157,7 +160,8 @@ export async function holderCheck(client: pg.Client, keys: Keys): Promise<Check>
   const l = rows.find((r) => r.granted);
   if (!l) return { id: 'holder', verdict: 'ok', reason: `${key} is free; ${waiting}` };
   const since = l.since ? `, session since ${l.since.toISOString()}` : '';
-  if (!l.app?.startsWith('pgleaderlock:')) {
+  const id = idOfSession(l.app, l.query); // whole, whatever its length or alphabet
+  if (id === null) {
     return {
       id: 'holder',
       verdict: 'warn',
@@ -168,6 +172,6 @@ export async function holderCheck(client: pg.Client, keys: Keys): Promise<Check>
   return {
     id: 'holder',
     verdict: 'ok',
-    reason: `${key} is held by ${l.app.slice('pgleaderlock:'.length)} (pid ${l.pid}${since}); ${waiting}`,
+    reason: `${key} is held by ${id} (pid ${l.pid}${since}); ${waiting}`,
   };
 }

@@ -167,7 +167,7 @@ async function checkSuccessor(
  * one, the LISTEN and the request would stay on a pooled backend, and the outcome this
  * command waits for would never reach it (it acted, then reported failure).
  */
-async function refuseShared(found: Found, keys: Keys, dsn: Dsn): Promise<void> {
+async function refuseShared(found: Found, keys: Keys, dsn: Dsn, timeoutMs: number): Promise<void> {
   const client = found.client;
   try {
     await refuseSharedBackends({
@@ -177,7 +177,7 @@ async function refuseShared(found: Found, keys: Keys, dsn: Dsn): Promise<void> {
       key1: keys.key1,
       key2: keys.key2,
       clock: systemClock,
-      timeoutMs: 5000,
+      timeoutMs: Math.min(timeoutMs, 5000),
     });
   } catch (err) {
     throw new UsageError(`cannot ask through ${redact(dsn.url)}: ${explain(err)}`, { cause: err });
@@ -333,7 +333,7 @@ export async function request(
     return code;
   };
   try {
-    await refuseShared(found, keys, dsn);
+    await refuseShared(found, keys, dsn, timeoutMs);
     // listening before looking: nothing that happens after the look is missed
     await ch.listen();
     const deadline = performance.now() + timeoutMs;

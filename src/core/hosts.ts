@@ -208,14 +208,19 @@ function authorityOf(s: string): { start: number; end: number; atLater: boolean;
   return { start, end, atLater, broken: atLater && (badPort || (rest.split('?')[0] ?? '').includes('@')) };
 }
 
-function fromString(s: string, name: string, fail: Fail): FromString {
+function fromString(given: string, name: string, fail: Fail): FromString {
+  // as the URL parser pg uses does: leading and trailing spaces and control characters go
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: those are what it strips
+  const s = given.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
   if (URL_FORM.test(s)) return fromUrl(s, name, fail);
   if (KEYWORD_FORM.test(s)) return fromKeywords(keywordValues(s, name, fail), name, fail);
   // pg reads anything else as a database name on a host called "base"
   if (!/^(?:\/|socket:)/i.test(s)) {
+    // no password, however malformed the string: anything between a ':' and an '@' is hidden
+    const shown = redactConnectionString(s).replace(/:[^:@/]*@/g, ':***@');
     fail(
       'type',
-      `${name} must be a postgres:// or postgresql:// URL, keyword/value pairs (host=… dbname=…) or a Unix socket directory (/…), received ${JSON.stringify(s)}`,
+      `${name} must be a postgres:// or postgresql:// URL, keyword/value pairs (host=… dbname=…) or a Unix socket directory (/…), received ${JSON.stringify(shown)}`,
     );
   }
   const { host, port } = parse(s);

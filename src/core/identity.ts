@@ -23,21 +23,25 @@ const NAME_BYTES = 63;
 /** The hash's length in base-32 characters (65 bits): a collision between two ids of one lock is not a concern. */
 const HASH_CHARS = 13;
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
+/** The end of a hashed name. */
+const HASHED = new RegExp(`~[${BASE32}]{${HASH_CHARS}}$`);
 
 /** Printable ASCII only: what PostgreSQL keeps unchanged in application_name. */
 function isPrintableAscii(s: string): boolean {
   return /^[\x20-\x7e]*$/.test(s);
 }
 
-/** C0, DEL, C1 and the line and paragraph separators: they garble logs; PostgreSQL refuses a NUL. */
-function isControl(ch: string): boolean {
-  const c = ch.codePointAt(0) ?? 0;
-  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c === 0x2028 || c === 0x2029;
-}
+/**
+ * What an id may not hold: control characters (C0, DEL, C1), format characters (bidi
+ * overrides, zero-width ones, a BOM), private-use and unassigned code points, line and
+ * paragraph separators, and unpaired surrogates. They garble logs or hide what an id says;
+ * PostgreSQL refuses a NUL.
+ */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Cs}\p{Zl}\p{Zp}]/u;
 
 /**
- * Check an id: 1 to MAX_ID_LENGTH characters of printable Unicode (no control characters,
- * no unpaired surrogate). `option` names it in the error.
+ * Check an id: 1 to MAX_ID_LENGTH UTF-16 code units (a character outside the BMP, such as
+ * an emoji, counts 2) of printable Unicode. `option` names it in the error.
  */
 export function checkId(option: string, value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_ID_LENGTH) {
@@ -45,14 +49,9 @@ export function checkId(option: string, value: unknown): string {
       `${option} must be a string of 1 to ${MAX_ID_LENGTH} characters, received ${show(value)}`,
     );
   }
-  if ([...value].some(isControl)) {
+  if (UNPRINTABLE.test(value)) {
     throw new TypeError(
-      `${option} must not contain control characters (such as NUL), received ${show(value)}`,
-    );
-  }
-  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)) {
-    throw new TypeError(
-      `${option} must be well-formed Unicode (an unpaired surrogate), received ${show(value)}`,
+      `${option} must be printable: no control, format, private-use or unassigned characters and no unpaired surrogate, received ${show(value)}`,
     );
   }
   return value;
@@ -84,7 +83,8 @@ function hashOf(id: string): string {
  */
 export function applicationName(id: string, prefix = 'pgleaderlock:'): string {
   const full = `${prefix}${id}`;
-  if (isPrintableAscii(full) && full.length <= NAME_BYTES) return full;
+  // an ASCII id shaped like a hashed name is hashed too: no two ids share a name
+  if (isPrintableAscii(full) && full.length <= NAME_BYTES && !HASHED.test(id)) return full;
   const room = NAME_BYTES - prefix.length - 1 - HASH_CHARS;
   const readable = [...id]
     .map((ch) => (isPrintableAscii(ch) ? ch : '?'))
@@ -99,8 +99,9 @@ export function namedVerbatim(id: string, prefix = 'pgleaderlock:'): boolean {
 }
 
 /**
- * The `, id="…"` part of a statement's tag, for an id its application_name cannot carry;
- * empty otherwise. JSON with `/` and every non-ASCII character escaped.
+ * The comment a statement carries after its priority for an id its application_name cannot
+ * carry (` /* id="…" *\/`); empty otherwise. JSON with `/` and every non-ASCII character
+ * escaped: it survives any database encoding and never ends or opens a comment.
  */
 export function idTag(id: string): string {
   if (namedVerbatim(id)) return '';
@@ -108,12 +109,12 @@ export function idTag(id: string): string {
     /[\u007f-\uffff/]/g,
     (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
-  return `, id=${json}`;
+  return ` /* id=${json} */`;
 }
 
-/** The id in a statement's tag (`idTag`), or null. */
+/** The id in a statement's id comment (`idTag`), or null (none, or cut off by the view). */
 export function idInQuery(query: string | null): string | null {
-  const m = /\/\* p=-?\d+, id=("(?:[^"\\]|\\.)*")/.exec(query ?? '');
+  const m = /\/\* id=("(?:[^"\\]|\\.)*") \*\//.exec(query ?? '');
   if (!m) return null;
   try {
     const id: unknown = JSON.parse(m[1] as string);

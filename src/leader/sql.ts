@@ -182,22 +182,26 @@ export function channelFor(key1: number, key2: number): string {
   return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
 }
 
-/**
- * What a candidate's statements carry in their tag: its priority, and its id when its
- * application_name cannot carry it (core/identity.ts `idTag`).
- */
-export function markOf(priority: number, id: string): string {
-  return `p=${priority}${idTag(id)}`;
+/** What a candidate's statements carry: its priority, and its id (shown when its application_name cannot carry it). */
+export interface Mark {
+  readonly priority: number;
+  readonly id: string;
+}
+
+export function markOf(priority: number, id: string): Mark {
+  return { priority, id };
 }
 
 /**
- * A statement as the lock session sends it: tagged with the candidate's mark (`markOf`) right after
+ * A statement as the lock session sends it: tagged with the candidate's priority right after
  * its name, so that it shows in `pg_stat_activity.query` whatever the session ran last
  * (`inspect`, `status`), even in a long statement that the view cuts off
- * (`track_activity_query_size`, 1 kB by default).
+ * (`track_activity_query_size`, 1 kB by default); then, in a comment of its own, the id when
+ * its application_name cannot carry it (core/identity.ts `idTag`): a view that cuts the id
+ * off still shows the priority whole.
  */
-export function tagged(sql: string, mark: string, pending = false): string {
-  const tag = `/* ${mark}${pending ? PENDING_MARK : ''} */`;
+export function tagged(sql: string, mark: Mark, pending = false): string {
+  const tag = `/* p=${mark.priority}${pending ? PENDING_MARK : ''} */${idTag(mark.id)}`;
   const named = /^\/\* pgleaderlock:[a-z-]+ \*\//.exec(sql);
   return named ? `${named[0]} ${tag}${sql.slice(named[0].length)}` : `${tag} ${sql}`;
 }
@@ -213,6 +217,6 @@ export const PENDING_STATEMENT = `(a.query LIKE '/* pgleaderlock:pending */%' OR
 
 /** The priority a pgleaderlock statement carries: a wait's `acquired` payload (`"p":N`), or a `tagged` statement's `/* p=N *\/`. */
 export function priorityOf(query: string | null): number | null {
-  const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, id="(?:[^"\\]|\\.)*")?(?:, pending)? \*\//.exec(query ?? '');
+  const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, pending)? \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;
 }

@@ -13,6 +13,7 @@
  */
 import { sleep } from '../core/clock.js';
 import { LockError } from '../core/errors.js';
+import { checkId } from '../core/identity.js';
 import { show, timeoutOf } from '../core/validate.js';
 import type { ResolvedOptions } from './options.js';
 import type { Handover } from './release.js';
@@ -36,6 +37,8 @@ export function handoverTimeoutOf(id: unknown, options: unknown): number {
   if (typeof id !== 'string' || id.length === 0) {
     throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
   }
+  checkId('handoverTo: id', id); // no candidate can have another id
+
   const timeoutMs = timeoutOf('handoverTo', options) ?? HANDOVER_TIMEOUT_MS;
   if (timeoutMs === 0 || timeoutMs > MAX_HANDOVER_TIMEOUT_MS) {
     throw new RangeError(
@@ -122,7 +125,7 @@ export class Succession {
       if (session.successorTook(h.to)) {
         if (s.connected) return { outcome: 'taken', timedOut: false };
         return failed(
-          `handover: candidate "${h.to}" was granted the lock, but its session ended at once (its process had died)`,
+          `handover: candidate "${h.to}" was granted the lock, but its session had ended by the first look (its process may have died)`,
         );
       }
       if (!s.connected) return failed(`handover: candidate "${h.to}" left before it took the lock`);

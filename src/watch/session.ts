@@ -53,13 +53,15 @@ export async function openWatchSession(
     queryTimeoutMs: o.queryTimeoutMs,
     signal,
   });
-  return settingUp(found, signal, (f) => listenOn(f, o, onEvent));
+  return settingUp(found, signal, (f) => listenOn(f, o, onEvent, signal));
 }
 
 async function listenOn(
   found: Found,
   o: ResolvedWatchOptions,
   onEvent: (event: HandoverEvent) => void,
+  /** A close: abandons the pooler probe's connection at once. */
+  signal: AbortSignal | undefined,
 ): Promise<WatchSession> {
   const conn = await Connection.open(connectFound(found), o);
   const channel = channelFor(o.key1, o.key2);
@@ -77,6 +79,7 @@ async function listenOn(
       key2: o.key2,
       clock: o.clock,
       timeoutMs: o.queryTimeoutMs,
+      ...(signal ? { signal } : {}),
     });
     // a `connect` hook's client may not be named; LISTEN commits before the first read
     await conn.simple(

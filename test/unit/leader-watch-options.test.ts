@@ -41,7 +41,7 @@ describe('LeaderWatch option validation', () => {
     [{ clock: { now: () => 0 } }, TypeError, /clock must have now, setTimeout and clearTimeout/],
     [{ id: '' }, TypeError, /id must be a string of 1 to 128 characters, received ""/],
     [{ id: 'x'.repeat(129) }, TypeError, /id must be a string of 1 to 128 characters/],
-    [{ id: 'a\u0000b' }, TypeError, /id must not contain control characters/],
+    [{ id: 'a\u0000b' }, TypeError, /id must be printable/],
     [{ connect: async () => ({}) }, TypeError, /either connect or connectionString/],
     [{ connectionString: 5 }, TypeError, /connectionString must be a string, received number/],
     [{ clientConfig: 'x', connectionString: undefined }, TypeError, /clientConfig must be an object/],

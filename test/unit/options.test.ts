@@ -30,7 +30,7 @@ describe('option validation', () => {
     [{ logger: console.log }, TypeError, /logger must have debug, info, warn and error/],
     [{ id: '' }, TypeError, /id must be a string of 1 to 128 characters, received ""/],
     [{ id: 'x'.repeat(129) }, TypeError, /id must be a string of 1 to 128 characters/],
-    [{ id: 'a\u2028b' }, TypeError, /id must not contain control characters/],
+    [{ id: 'a\u2028b' }, TypeError, /id must be printable/],
     [{ waitSliceMs: 1 }, RangeError, /^waitSliceMs must be at least 100, received 1$/],
     [{ waitSliceMs: 99.5 }, RangeError, /waitSliceMs must be at least 100, received 99.5/],
     [
@@ -53,6 +53,18 @@ describe('option validation', () => {
     expect(() => make({ connectionString: 'postgress://u:hunter22@db.example/app' })).toThrow(
       /connectionString must be a postgres:\/\/ .*received "postgress:\/\/u:\*\*\*@db.example\/app"/,
     );
+    for (const malformed of ['postgres:u:s3cret@h/db', 'pg://u:s3cret@h/db', 'u:s3cret@h/db']) {
+      expect(() => make({ connectionString: malformed })).toThrow(/connectionString must be a postgres:\/\//);
+      expect(() => make({ connectionString: malformed })).not.toThrow(/s3cret/);
+    }
+    // as pg's URL parser does: leading and trailing spaces and control characters are dropped
+    for (const padded of [
+      ' postgres://u:s3cret@h/db',
+      '\tpostgres://u:s3cret@h/db\n',
+      'POSTGRES://u:s3cret@h/db',
+    ]) {
+      expect(() => make({ connectionString: padded })).not.toThrow();
+    }
     expect(() => make({ connectionString: '/var/run/postgresql' })).not.toThrow();
     expect(() => make({ connectionString: 'host=/tmp dbname=x' })).not.toThrow();
   });
