@@ -175,6 +175,13 @@ describe('the leader that handed over, watching for its successor', () => {
       session(async () => ({ holds: false, waits: false, connected: true }), ['b']),
     );
     expect(handedOn).toEqual({ outcome: 'taken', timedOut: false });
+    // heard taking it, but its session is gone by the first look: a backend whose client had
+    // died was granted the lock and ended (the next waiter waits out its takeover delay)
+    const dead = await watch(session(async () => ({ holds: false, waits: false, connected: false }), ['b']));
+    expect(dead.timedOut).toBe(false);
+    expect(String(dead.outcome)).toContain(
+      '"b" was granted the lock, but its session had ended by the first look',
+    );
     const other = await watch(session(async () => ({ holds: false, waits: false, connected: true }), ['c']));
     expect(other.timedOut).toBe(true);
     const failing = await watch(
