@@ -7,6 +7,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { useChildren } from './children.js';
 import { databaseUrl, randomKeys } from './db.js';
+import { type Overlap, overlapsOf, type Span } from './overlaps.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
 
@@ -70,4 +71,30 @@ export function useCandidates(tag: () => string) {
     const runs = (ev: 'run-start' | 'run-end') => reports.filter((r) => r.ev === ev);
     return { keys, reports, procs, runs };
   };
+}
+
+/** A run of a candidate's work, from its reports (`run-start`, `run-end` of one term). */
+export interface RunSpan extends Span {
+  readonly owner: string;
+  readonly term: number | undefined;
+}
+
+/**
+ * The runs the reports describe, each from its `run-start` to its term's `run-end` (null
+ * while it goes on), on the machine's monotonic clock every process reports on.
+ */
+export function runSpans(reports: readonly Report[]): RunSpan[] {
+  return reports
+    .filter((r) => r.ev === 'run-start')
+    .map((start) => ({
+      owner: start.id,
+      term: start.term,
+      start: start.at,
+      end: reports.find((r) => r.ev === 'run-end' && r.id === start.id && r.term === start.term)?.at ?? null,
+    }));
+}
+
+/** Runs of two candidates that overlapped, by the one overlap detector (overlaps.ts). */
+export function runOverlaps(reports: readonly Report[]): Overlap<RunSpan>[] {
+  return overlapsOf(runSpans(reports), (s) => s.owner);
 }
