@@ -104,14 +104,12 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 const started = Date.now();
 await prepare();
-// `jobs` lanes take the next component in the list's order (longest first) as each frees up
+// `jobs` lanes each take the longest component not started yet as they free up; the table
+// keeps the list's order
+const queue = [...chosen].sort((a, b) => b.seconds - a.seconds);
 const results = new Map<Component, Outcome>();
-let next = 0;
 async function lane(): Promise<void> {
-  while (!interrupted && next < chosen.length) {
-    const c = chosen[next++] as Component;
-    results.set(c, await runOne(c));
-  }
+  for (let c = queue.shift(); c && !interrupted; c = queue.shift()) results.set(c, await runOne(c));
 }
 await Promise.all(Array.from({ length: Math.min(jobs, chosen.length) }, lane));
 const outcomes = chosen.flatMap((c) => {

@@ -55,6 +55,8 @@ export interface Component {
   usesBuild: boolean;
   /** Runs the compat project, whose setup installs PgBouncer and pgpool-II if missing: the driver does it first. */
   compatProject: boolean;
+  /** About how long it runs alone (s): the driver starts the longest first, so that the last to end is a short one. */
+  seconds: number;
   run(ctx: Context): Promise<Omit<Outcome, 'ms'>>;
 }
 
@@ -84,9 +86,10 @@ function pgpoolName(): string {
   }
 }
 
-function compatFile(id: string, name: () => string, ...files: string[]): Component {
+function compatFile(id: string, seconds: number, name: () => string, ...files: string[]): Component {
   return {
     id,
+    seconds,
     usesBuild: true, // the compat project's setup builds dist/cli.js unless the driver did
     compatProject: true,
     async run(ctx) {
@@ -129,6 +132,7 @@ function pgMajor(version: string): Component {
   const files = isDefault ? FIGURES : [...PER_MAJOR.map((p) => p.file), ...FIGURES];
   return {
     id: `pg${major}`,
+    seconds: isDefault ? 35 : 120,
     usesBuild: true,
     compatProject: true,
     async run(ctx) {
@@ -183,6 +187,7 @@ function nodeLine(version: string): Component {
     : `Node.js ${version} (${what}, smoke)`;
   return {
     id: `node${version.split('.')[0]}`,
+    seconds: fresh ? 240 : 180,
     usesBuild: true,
     compatProject: false,
     async run(ctx) {
@@ -279,6 +284,7 @@ export function components(): Component[] {
   return [
     compatFile(
       'pgbouncer',
+      100,
       pgBouncerName,
       'test/compat/pgbouncer.test.ts',
       'test/compat/pgbouncer-partitions.test.ts',
@@ -286,19 +292,27 @@ export function components(): Component[] {
     ),
     compatFile(
       'pgpool',
+      90,
       () => `${pgpoolName()}, streaming replication (primary and standby)`,
       'test/compat/pgpool.test.ts',
     ),
-    compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
-    compatFile('cli-slow', () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
+    compatFile(
+      'tls',
+      20,
+      () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)',
+      'test/compat/tls.test.ts',
+    ),
+    compatFile('cli-slow', 45, () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
     compatFile(
       'replication',
+      90,
       () => 'replicated clusters: failover claims, the peer watch, partition workers per host',
       'test/compat/failover-claims.test.ts',
       'test/compat/partitions-connections.test.ts',
     ),
     compatFile(
       'failover-chaos',
+      120,
       () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',
       'test/compat/failover-chaos.test.ts',
     ),
