@@ -46,6 +46,8 @@ export interface Context {
   majors: MajorFigures[];
   /** Where this component's commands write (a file descriptor), else passed through. */
   out?: number | undefined;
+  /** Test files at a time in each vitest run (`--maxWorkers`), else the config's (3). */
+  maxWorkers?: number | undefined;
 }
 
 export interface Component {
@@ -99,6 +101,7 @@ function compatFile(id: string, seconds: number, name: () => string, ...files: s
         args: ['--project', 'compat', ...files],
         env: ctx.env,
         out: ctx.out,
+        maxWorkers: ctx.maxWorkers,
       });
       return { component: name(), ...r };
     },
@@ -156,6 +159,7 @@ function pgMajor(version: string): Component {
           args: [...(isDefault ? [] : ['--project', 'integration']), '--project', 'compat', ...files],
           env,
           out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
         });
         figures.failover = readResult<FailoverFigures>(results, 'failover');
         figures.settings = readResult<ServerSettingsFigures>(results, 'server-settings');
@@ -249,6 +253,7 @@ function nodeLine(version: string): Component {
           ],
           env,
           out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
         });
         const buildError = fresh
           ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env, out: ctx.out }).then(

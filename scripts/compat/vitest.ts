@@ -135,6 +135,8 @@ export async function runVitest(options: {
   env: NodeJS.ProcessEnv;
   /** Where its output goes (a file descriptor), else passed through. */
   out?: number | undefined;
+  /** `--maxWorkers`, else the config's. */
+  maxWorkers?: number | undefined;
 }): Promise<RunResult> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-report-'));
   const report = path.join(dir, 'report.json');
@@ -145,6 +147,7 @@ export async function runVitest(options: {
         path.join(options.root, 'node_modules', 'vitest', 'vitest.mjs'),
         'run',
         ...options.args,
+        ...(options.maxWorkers ? [`--maxWorkers=${options.maxWorkers}`] : []),
         '--reporter=default',
         '--reporter=json',
         `--outputFile.json=${report}`,
