@@ -10,9 +10,8 @@
  * statement the library sends in the whole integration and contract projects (58 texts tagged
  * `pgleaderlock:<name>`, literals aside: a statement that runs on a major runs the same
  * wherever it is sent). A file left out sends none of its own and asserts nothing that
- * depends on the major. Re-check after adding a statement or a file: record every
- * statement text of the full integration run and of this selection (e.g. a `--import` hook
- * wrapping `pg.Client.prototype.query`) and compare.
+ * depends on the major. Re-check after adding a statement or a file:
+ * `npx tsx scripts/compat/statements.ts` records both runs and names what the selection misses.
  *
  * Per Node.js line (20.19, 22, 24, 26), beside the unit and contract projects whole and the
  * packed package's smoke test: the files that spawn processes (fork, signals, exit codes,
