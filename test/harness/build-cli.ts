@@ -8,9 +8,15 @@ import configs from '../../tsup.config.js';
 /** Once per run: several projects list this setup, and vitest runs each project's own copy. */
 const built = Symbol.for('pgleaderlock.test.cliBuilt');
 
+/**
+ * Set by the compat driver once it has run `npm run build` itself: its components run side by
+ * side, and one rebuilding dist/cli.js while another spawns it would race.
+ */
+export const CLI_BUILT_ENV = 'PGLEADERLOCK_TEST_CLI_BUILT';
+
 export default async function setup(): Promise<void> {
   const g = globalThis as { [built]?: true };
-  if (g[built]) return;
+  if (g[built] || process.env[CLI_BUILT_ENV] === '1') return;
   const list = Array.isArray(configs) ? configs : [configs];
   const cli = list.find(
     (c) => typeof c === 'object' && c !== null && JSON.stringify(c.entry).includes('cli'),

@@ -92,16 +92,11 @@ function capture(
   });
 }
 
-/** `npm run build` and `npm pack` once for both runtimes: the tarball's path. */
+/** `npm pack` once for both runtimes (of the dist/ the driver built): the tarball's path. */
 let packed: Promise<string> | null = null;
 function packOnce(ctx: Context): Promise<string> {
   packed ??= (async () => {
-    const build = await capture('npm', ['run', 'build', '--silent'], {
-      cwd: ctx.root,
-      env: ctx.env,
-      timeoutMs: 120_000,
-    });
-    if (build.code !== 0) throw new Error(`npm run build exited ${build.code}`);
+    // dist/ is built once by the driver before any component that uses it (usesBuild)
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-pack-'));
     process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true })); // shared by both runtimes
     const pack = await capture('npm', ['pack', '--silent', '--pack-destination', dir], {
@@ -128,6 +123,9 @@ function runtimeComponent(rt: Runtime): Component {
   const failed = (note: string) => ({ component: label, ok: false, passed: 0, total: 0, note });
   return {
     id: rt.id,
+    usesBuild: true,
+    compatProject: false,
+    seconds: 120,
     async run(ctx) {
       let binary: string;
       let tgz: string;
@@ -189,12 +187,16 @@ export function standInComponents(): Component[] {
   return [
     {
       id: 'providers',
+      usesBuild: true,
+      compatProject: true,
+      seconds: 115,
       async run(ctx) {
         const r = await runVitest({
           root: ctx.root,
           node: process.execPath,
           args: ['--project', 'compat', 'test/compat/providers.test.ts'],
           env: ctx.env,
+          maxWorkers: ctx.maxWorkers,
         });
         return {
           component:
