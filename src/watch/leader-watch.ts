@@ -86,7 +86,13 @@ export class LeaderWatch implements AsyncDisposable {
 
   constructor(options: LeaderWatchOptions) {
     this.o = resolveWatchOptions(options);
-    this.callbacks = new Callbacks<WatchCallbackMap>(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
+    const label = `watch ${this.o.key1},${this.o.key2}`;
+    this.callbacks = new Callbacks<WatchCallbackMap>(
+      this.o.logger,
+      this.o.clock,
+      this.o.callbackTimeoutMs,
+      label,
+    );
     this.events = new EventLog(this.o.logger, { key1: this.o.key1, key2: this.o.key2 }, this.callbacks);
   }
 
