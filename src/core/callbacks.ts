@@ -173,10 +173,10 @@ export class Callbacks<M extends EventMap<M>> {
 
   private async failed(event: keyof M & string, error: CallbackError): Promise<void> {
     if (event === 'error') {
-      this.logger.error({ event: 'error_callback_failed', error: error.message }, 'error_callback_failed');
+      this.logger.error({ event: 'error_callback_failed', err: error }, 'error_callback_failed');
       return;
     }
-    this.logger.error({ event: 'callback_failed', callback: event, error: error.message }, 'callback_failed');
+    this.logger.error({ event: 'callback_failed', callback: event, err: error }, 'callback_failed');
     this.unheard(error);
     const onErrors = [...this.list('error')] as unknown as ((e: Error) => unknown)[];
     for (const onError of onErrors) await this.invoke('error', onError as never, [error] as never);

@@ -287,7 +287,7 @@ export class Lifecycle implements RequestTarget {
    */
   private crash(err: unknown): void {
     const error = toError(err);
-    this.o.logger.error({ event: 'lifecycle_failed', error: error.message }, 'lifecycle_failed');
+    this.o.logger.error({ event: 'lifecycle_failed', err: error }, 'lifecycle_failed');
     const p = this.phase;
     this.phase = { kind: 'stopped' };
     this.actions.exit(p, 'stopped', 'internal error');

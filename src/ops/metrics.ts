@@ -10,7 +10,7 @@ import { show } from '../core/validate.js';
 import { LeaderLock } from '../leader/leader-lock.js';
 import { LockState } from '../leader/state.js';
 import { PartitionedLeadership } from '../partitions/partitioned.js';
-import { type PartitionMetricsSnapshot, PartitionSource } from './metrics-partitions.js';
+import { type PartitionMetricsSnapshot, PartitionSource, quoted } from './metrics-partitions.js';
 
 export type { PartitionMetricsSnapshot } from './metrics-partitions.js';
 
@@ -126,7 +126,8 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
 
   /**
    * The Prometheus text exposition format (version 0.0.4): a lock's metrics labelled with
-   * its key (`lock="key1,key2"`), a partition worker's with its name (`name="…"`).
+   * its name when it has one and its keys (`name="jobs",lock="key1,key2"`), a partition
+   * worker's with its name (`name="…"`).
    */
   prometheus(): string {
     const s = this.source.snapshot();
@@ -213,7 +214,9 @@ class LockSource implements MetricsSource<LockMetricsSnapshot> {
   }
 
   render(s: LockMetricsSnapshot, metric: MetricWriter): void {
-    const lock = `lock="${this.lock.key1},${this.lock.key2}"`;
+    // its name when it has one (dashboards read names, not hashed keys), and its keys always
+    const keys = `lock="${this.lock.key1},${this.lock.key2}"`;
+    const lock = this.lock.name === null ? keys : `name=${quoted(this.lock.name)},${keys}`;
     metric('is_leader', 'gauge', '1 while this process may act as leader (lock.isLeader), else 0.', [
       [lock, s.isLeader ? 1 : 0],
     ]);
