@@ -61,7 +61,8 @@ export class Lifecycle implements RequestTarget {
     termIds: TermIds,
     counters: Counters,
   ) {
-    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    // after a connection loss the first reconnect goes at once, then the strategy paces
+    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now(), { atOnceAfterLoss: true });
     this.vitals = new Vitals(o.clock);
     this.report = new Reporter(o, callbacks, counters);
     const phase = (): Phase => this.phase;
