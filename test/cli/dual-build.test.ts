@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { build } from 'tsup';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import configs from '../../tsup.config.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -60,6 +60,7 @@ describe('both builds loaded in one process (ESM and CommonJS)', () => {
     fs.writeFileSync(path.join(OUT, 'package.json'), '{"type":"module"}\n');
     fs.writeFileSync(path.join(OUT, 'main.mjs'), SCRIPT);
   }, 120_000);
+  afterAll(() => fs.rmSync(OUT, { recursive: true, force: true }));
 
   it('probes() and LockMetrics of one build serve a lock, a partition worker and a fake of the other', async () => {
     const stdout = await new Promise<string>((resolve, reject) =>
