@@ -31,13 +31,14 @@ export default defineConfig([
   {
     // pgleaderlock/node-cron: loads the main entry by its package name at run time (one copy of
     // its classes), and never node-cron (an optional peer: the user passes the coordinator to it)
-    entry: { 'node-cron': 'src/node-cron/index.ts' },
+    // pgleaderlock/otel: the same, and @opentelemetry/api (an optional peer) stays external
+    entry: { 'node-cron': 'src/node-cron/index.ts', otel: 'src/otel/index.ts' },
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: false,
     target: 'node20',
     platform: 'node',
     splitting: false,
-    external: ['pgleaderlock'],
+    external: ['pgleaderlock', '@opentelemetry/api'],
   },
 ]);
