@@ -20,6 +20,7 @@ export default defineConfig({
     alias: {
       'pgleaderlock/testing': fileURLToPath(new URL('./src/testing/index.ts', import.meta.url)),
       'pgleaderlock/node-cron': fileURLToPath(new URL('./src/node-cron/index.ts', import.meta.url)),
+      'pgleaderlock/otel': fileURLToPath(new URL('./src/otel/index.ts', import.meta.url)),
       pgleaderlock: fileURLToPath(new URL('./src/index.ts', import.meta.url)),
     },
   },

@@ -24,6 +24,7 @@ export {
 } from './core/errors.js';
 export { FencedError } from './core/fencing.js';
 export type { LogFields, LogFn, Logger } from './core/logger.js';
+export { NoPrimaryError } from './core/primary.js';
 export type { AppliedSettings, Safety } from './core/safety.js';
 export type { Health } from './core/vitals.js';
 export type { LeaderElection } from './leader/election.js';

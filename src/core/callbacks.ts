@@ -7,14 +7,18 @@
  * passed to the `error` callbacks; an `error` callback that throws is only logged. With
  * no `error` callback nothing is thrown anywhere.
  *
+ * Errors are never silent: with no `error` callback and no `logger` option, each distinct
+ * error (by `code`) is printed once, with its causes, through `process.emitWarning` (type
+ * `PgLeaderLockWarning`). Registering an `error` callback or passing a logger silences it.
+ *
  * Callbacks may call back into the lock (`onLost(() => lock.shutdown())`): `inCallback()`
  * tells the lock that a call comes from inside one of its running callbacks, so that it
  * does not wait for the queue that callback is part of.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Clock } from './clock.js';
-import { CallbackError } from './errors.js';
-import type { Logger } from './logger.js';
+import { CallbackError, describeChain } from './errors.js';
+import { isDefaultLogger, type Logger } from './logger.js';
 
 /** Called with every error (nothing is ever thrown at the caller). Sync or async. */
 export type ErrorCallback = (error: Error) => void | Promise<void>;
@@ -50,10 +54,15 @@ export class Callbacks<M extends EventMap<M>> {
     { event: keyof M & string; since: number; overdue: boolean }
   >();
 
+  /** The codes already printed as a process warning. */
+  private readonly warned = new Set<string>();
+
   constructor(
     private readonly logger: Logger,
     private readonly clock: Clock,
     private readonly timeoutMs: number,
+    /** Who reports, in a warning: `lock "jobs"`, `partitioned "jobs"`, `watch 1,2`. */
+    private readonly label = 'pgleaderlock',
   ) {}
 
   private list<E extends keyof M>(event: E): M[E][] {
@@ -91,6 +100,7 @@ export class Callbacks<M extends EventMap<M>> {
 
   /** Queue the callbacks of `event`; they run after every earlier queued callback. */
   emit<E extends keyof M & string>(event: E, ...args: Args<M, E>): void {
+    if (event === 'error') this.unheard(args[0] as unknown as Error);
     const fns = [...this.list(event)] as unknown as ((...a: Args<M, E>) => unknown)[];
     if (fns.length === 0) return;
     this.tail = this.tail.then(async () => {
@@ -163,11 +173,30 @@ export class Callbacks<M extends EventMap<M>> {
 
   private async failed(event: keyof M & string, error: CallbackError): Promise<void> {
     if (event === 'error') {
-      this.logger.error({ event: 'error_callback_failed', error: error.message }, 'error_callback_failed');
+      this.logger.error({ event: 'error_callback_failed', err: error }, 'error_callback_failed');
       return;
     }
-    this.logger.error({ event: 'callback_failed', callback: event, error: error.message }, 'callback_failed');
+    this.logger.error({ event: 'callback_failed', callback: event, err: error }, 'callback_failed');
+    this.unheard(error);
     const onErrors = [...this.list('error')] as unknown as ((e: Error) => unknown)[];
     for (const onError of onErrors) await this.invoke('error', onError as never, [error] as never);
+  }
+
+  /**
+   * An error nobody hears (no `error` callback, no logger): printed once per code as a
+   * process warning, with its causes and how to silence it.
+   */
+  private unheard(error: Error): void {
+    if (this.list('error').length > 0 || !isDefaultLogger(this.logger)) return;
+    const raw = (error as { code?: unknown }).code;
+    const code = typeof raw === 'string' ? raw : error.name;
+    if (this.warned.has(code)) return;
+    this.warned.add(code);
+    process.emitWarning(`${this.label}: ${describeChain(error)}`, {
+      type: 'PgLeaderLockWarning',
+      code,
+      detail:
+        'Printed once per error code while no onError callback and no logger option is set. Register onError(fn) or pass a logger option to handle errors yourself; this warning then stops.',
+    });
   }
 }

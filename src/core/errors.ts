@@ -126,8 +126,26 @@ export function isRefused(err: unknown): boolean {
 
 /** A short one-line description of anything thrown. */
 export function describe(err: unknown): string {
+  if (err instanceof AggregateError && !err.message && err.errors.length > 0) {
+    return err.errors.map(describe).join('; '); // net's connect to every address of a name
+  }
   if (err instanceof Error) return err.message || err.name;
   return String(err);
+}
+
+/**
+ * An error and its causes on one line, each with its code when it has one:
+ * `connection failed [ERR_PGLEADERLOCK_CONNECTION] <- password authentication failed [28P01]`.
+ */
+export function describeChain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 10; depth++) {
+    const code = typeof e === 'object' ? (e as { code?: unknown }).code : undefined;
+    const text = describe(e);
+    parts.push(typeof code === 'string' || typeof code === 'number' ? `${text} [${code}]` : text);
+    e = typeof e === 'object' ? (e as { cause?: unknown }).cause : undefined;
+  }
+  return parts.join(' <- ');
 }
 
 /** Normalise anything thrown into an Error. */

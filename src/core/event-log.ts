@@ -26,7 +26,7 @@ export class EventLog<M extends EventMap<M>> {
   /** An error: logged (`event: 'error'` with its `code`), kept as `lastError`, passed to onError. */
   error(error: Error): void {
     const code = (error as { code?: unknown }).code;
-    this.log('error', 'error', { code, error: error.message });
+    this.log('error', 'error', { code, err: error });
     this.lastError = error;
     (this.callbacks as unknown as Callbacks<{ error: (e: Error) => void }>).emit('error', error);
   }

@@ -6,6 +6,7 @@
  * Connection strings and passwords are never logged.
  */
 import { debuglog } from 'node:util';
+import { describeChain } from './errors.js';
 import { show } from './validate.js';
 
 /** A log record's structured fields (`event`, keys, state, error, …). */
@@ -29,24 +30,45 @@ function format(fields: LogFields, message: string): string {
   const parts = [message];
   for (const [k, v] of Object.entries(fields)) {
     if (v === undefined || (k === 'event' && v === message)) continue;
-    const text = typeof v === 'string' ? (/\s|"/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v);
+    const value = v instanceof Error ? describeChain(v) : v;
+    const text =
+      typeof value === 'string'
+        ? /\s|"/.test(value)
+          ? JSON.stringify(value)
+          : value
+        : JSON.stringify(value);
     parts.push(`${k}=${text}`);
   }
   return parts.join(' ');
 }
 
-/** The default logger: silent unless `NODE_DEBUG` includes `pgleaderlock`. */
+const defaults = new WeakSet<Logger>();
+
+/**
+ * The default logger: silent unless `NODE_DEBUG` includes `pgleaderlock`. An election
+ * whose logger is this one and that has no `error` callback prints each distinct error
+ * once as a process warning (callbacks.ts), so that errors are never silent.
+ */
 export function defaultLogger(): Logger {
   const debug = debuglog('pgleaderlock');
+  let logger: Logger;
   if (!debug.enabled) {
     const noop: LogFn = () => {};
-    return { debug: noop, info: noop, warn: noop, error: noop };
+    logger = { debug: noop, info: noop, warn: noop, error: noop };
+  } else {
+    const emit =
+      (level: string): LogFn =>
+      (fields, message) =>
+        debug('%s %s', level, format(fields, message));
+    logger = { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
   }
-  const emit =
-    (level: string): LogFn =>
-    (fields, message) =>
-      debug('%s %s', level, format(fields, message));
-  return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
+  defaults.add(logger);
+  return logger;
+}
+
+/** Whether `logger` is the default one (no `logger` option was given). */
+export function isDefaultLogger(logger: Logger): boolean {
+  return defaults.has(logger);
 }
 
 /**

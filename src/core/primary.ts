@@ -150,13 +150,22 @@ export async function settingUp<T>(
   }
 }
 
-/** No host is a primary, but standbys answered: a failover in progress (or a standby-only list). */
+/**
+ * No host is a primary, but standbys answered: a failover in progress (or a standby-only
+ * list). Code `ERR_PGLEADERLOCK_NO_PRIMARY`; passed to `onError` once, and the lock waits
+ * for a promotion.
+ */
 export class NoPrimaryError extends LockError {
-  constructor(
-    message: string,
-    readonly standbys: StandbyWatch,
-  ) {
+  override name = 'NoPrimaryError';
+  /**
+   * The connections the survey left open to the standbys (the lock's own business): not
+   * enumerable, so a logger's serializer never walks into the clients.
+   * @internal
+   */
+  declare readonly standbys: StandbyWatch;
+  constructor(message: string, standbys: StandbyWatch) {
     super(message, { code: 'ERR_PGLEADERLOCK_NO_PRIMARY' });
+    Object.defineProperty(this, 'standbys', { value: standbys, enumerable: false });
   }
 }
 

@@ -211,7 +211,7 @@ export class Control {
   }
 
   private report(error: ShutdownError): void {
-    this.d.o.logger.warn({ event: 'shutdown_timeout', error: error.message }, 'shutdown_timeout');
+    this.d.o.logger.warn({ event: 'shutdown_timeout', err: error }, 'shutdown_timeout');
     this.d.counters.lastError = error;
     this.d.callbacks.emit('error', error);
   }

@@ -192,6 +192,7 @@ export class Actions {
       case 'resetRetry':
         return this.c.retry.reset();
       case 'attemptNow':
+        return this.c.retry.goingAtOnce(); // a failure of this attempt is paced by the strategy
       case 'backOff':
       case 'requeue':
       case 'awaitPrimary':

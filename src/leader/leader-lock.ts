@@ -64,6 +64,8 @@ export interface WaitOptions {
  * Callbacks never throw into the lifecycle: errors reach `onError` callbacks.
  */
 export class LeaderLock implements LeaderElection {
+  /** The `name` option the keys were derived from, or null if the lock was given `key1`/`key2`. */
+  readonly name: string | null;
   private readonly o: ResolvedOptions;
   private readonly callbacks: LockCallbacks;
   private readonly counters = new Counters();
@@ -89,7 +91,13 @@ export class LeaderLock implements LeaderElection {
 
   constructor(options: LeaderLockOptions) {
     this.o = resolveOptions(options);
-    this.callbacks = new Callbacks<CallbackMap>(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
+    this.name = options.name ?? null;
+    this.callbacks = new Callbacks<CallbackMap>(
+      this.o.logger,
+      this.o.clock,
+      this.o.callbackTimeoutMs,
+      this.name === null ? `lock ${this.o.key1},${this.o.key2}` : `lock ${JSON.stringify(this.name)}`,
+    );
     this.runners = new Runners<Term>(
       (term, err) => this.callbacks.emit('error', new LeaderWorkError(term.id, err)),
       () => this.o.clock.now(),

@@ -62,7 +62,8 @@ export class Lifecycle implements RequestTarget {
     termIds: TermIds,
     counters: Counters,
   ) {
-    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
+    // after a connection loss the first reconnect goes at once, then the strategy paces
+    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now(), { atOnceAfterLoss: true });
     this.vitals = new Vitals(o.clock);
     this.report = new Reporter(o, callbacks, counters);
     const phase = (): Phase => this.phase;
@@ -288,7 +289,7 @@ export class Lifecycle implements RequestTarget {
    */
   private crash(err: unknown): void {
     const error = toError(err);
-    this.o.logger.error({ event: 'lifecycle_failed', error: error.message }, 'lifecycle_failed');
+    this.o.logger.error({ event: 'lifecycle_failed', err: error }, 'lifecycle_failed');
     const p = this.phase;
     this.phase = { kind: 'stopped' };
     this.actions.exit(p, 'stopped', 'internal error');

@@ -40,7 +40,7 @@ export class Reporter {
   }
 
   lost(error: Error | null): void {
-    this.events.log('warn', 'lock_lost', { error: error?.message });
+    this.events.log('warn', 'lock_lost', { err: error ?? undefined });
     this.counters.losses += 1;
     publish('lost', { ...this.who, error });
     this.callbacks.emit('lost');
@@ -80,7 +80,7 @@ export class Reporter {
 
   /** A log line only: `health_check_failed` (warn) or `leadership_recovered` (info). */
   note(event: 'health_check_failed' | 'leadership_recovered', error: Error | null = null): void {
-    if (event === 'health_check_failed') this.events.log('warn', event, { error: error?.message });
+    if (event === 'health_check_failed') this.events.log('warn', event, { err: error ?? undefined });
     else this.events.log('info', event);
   }
 }

@@ -240,7 +240,7 @@ export class Requests {
   }
 
   private failed(what: 'resign' | 'handover', error: Error): void {
-    this.o.logger.warn({ event: `${what}_failed`, error: error.message }, `${what}_failed`);
+    this.o.logger.warn({ event: `${what}_failed`, err: error }, `${what}_failed`);
   }
 
   private log(event: string, fields: Record<string, unknown>): void {

@@ -290,6 +290,7 @@ export class Steps {
   private async reconnect(phase: PhaseOf<'reconnecting'>): Promise<Input> {
     const { clock } = this.o;
     let lastError: Error | null = null;
+    this.retry.goingAtOnce(); // the loss's first reconnect is the one below
     for (;;) {
       if (this.mail.stop) return STOP;
       const remaining = phase.deadline - clock.now();

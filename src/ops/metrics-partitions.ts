@@ -28,7 +28,7 @@ export interface PartitionMetricsSnapshot {
 const REASONS: readonly RevokeReason[] = ['rebalance', 'lost', 'shutdown'];
 
 /** A label value as the text format wants it: backslash, double quote and newline escaped. */
-function quoted(value: string): string {
+export function quoted(value: string): string {
   return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 }
 

@@ -7,10 +7,10 @@
  */
 
 import { show } from '../core/validate.js';
-import { LeaderLock } from '../leader/leader-lock.js';
+import type { LeaderLock } from '../leader/leader-lock.js';
 import { LockState } from '../leader/state.js';
-import { PartitionedLeadership } from '../partitions/partitioned.js';
-import { type PartitionMetricsSnapshot, PartitionSource } from './metrics-partitions.js';
+import type { PartitionedLeadership } from '../partitions/partitioned.js';
+import { type PartitionMetricsSnapshot, PartitionSource, quoted } from './metrics-partitions.js';
 
 export type { PartitionMetricsSnapshot } from './metrics-partitions.js';
 
@@ -53,6 +53,22 @@ export interface LockMetricsSnapshot {
 }
 
 const STATES = Object.values(LockState) as LockState[];
+
+/** Which of the two a target looks like, by the methods `LockMetrics` reads. */
+function shapeOf(target: unknown): 'lock' | 'partitioned' | null {
+  const t = target as Record<string, unknown> | null;
+  if (
+    typeof t !== 'object' ||
+    t === null ||
+    typeof t.stats !== 'function' ||
+    typeof t.health !== 'function'
+  ) {
+    return null;
+  }
+  if (typeof t.runForEach === 'function' && typeof t.name === 'string') return 'partitioned';
+  if (typeof t.onStateChange === 'function' && typeof t.key1 === 'number') return 'lock';
+  return null;
+}
 
 /** What `LockMetrics` reads: a lock, or a partition worker. */
 export type MetricsTarget = LeaderLock | PartitionedLeadership;
@@ -109,8 +125,11 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
     now: () => number = () => performance.now(),
   ) {
     let source: MetricsSource<LockMetricsSnapshot> | MetricsSource<PartitionMetricsSnapshot>;
-    if (target instanceof PartitionedLeadership) source = new PartitionSource(target);
-    else if (target instanceof LeaderLock) source = new LockSource(target, now);
+    // the public shape, not `instanceof`: a lock made by the other build (ESM and CommonJS
+    // both loaded) is a lock all the same
+    const kind = shapeOf(target);
+    if (kind === 'partitioned') source = new PartitionSource(target as PartitionedLeadership);
+    else if (kind === 'lock') source = new LockSource(target as LeaderLock, now);
     else {
       throw new TypeError(
         `LockMetrics needs a LeaderLock or a PartitionedLeadership, received ${show(target)}`,
@@ -126,7 +145,8 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
 
   /**
    * The Prometheus text exposition format (version 0.0.4): a lock's metrics labelled with
-   * its key (`lock="key1,key2"`), a partition worker's with its name (`name="…"`).
+   * its name when it has one and its keys (`name="jobs",lock="key1,key2"`), a partition
+   * worker's with its name (`name="…"`).
    */
   prometheus(): string {
     const s = this.source.snapshot();
@@ -213,7 +233,10 @@ class LockSource implements MetricsSource<LockMetricsSnapshot> {
   }
 
   render(s: LockMetricsSnapshot, metric: MetricWriter): void {
-    const lock = `lock="${this.lock.key1},${this.lock.key2}"`;
+    // its name when it has one (dashboards read names, not hashed keys), and its keys always
+    const keys = `lock="${this.lock.key1},${this.lock.key2}"`;
+    const name: unknown = this.lock.name; // undefined on a lock of an older build
+    const lock = typeof name === 'string' ? `name=${quoted(name)},${keys}` : keys;
     metric('is_leader', 'gauge', '1 while this process may act as leader (lock.isLeader), else 0.', [
       [lock, s.isLeader ? 1 : 0],
     ]);

@@ -6,8 +6,6 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { show } from '../core/validate.js';
-import { LeaderLock } from '../leader/leader-lock.js';
-import { PartitionedLeadership } from '../partitions/partitioned.js';
 import { LockMetrics, type MetricsTarget } from './metrics.js';
 
 /** Options of {@link probes}. */
@@ -43,16 +41,27 @@ const PATHS = new Set(['/healthz', '/readyz', '/metrics']);
  * ```
  */
 export function probes<T extends MetricsTarget>(target: T, options: ProbesOptions<T> = {}): ProbesListener {
-  if (!(target instanceof LeaderLock || target instanceof PartitionedLeadership)) {
-    throw new TypeError(`probes needs a LeaderLock or a PartitionedLeadership, received ${show(target)}`);
+  // the public shape, not `instanceof`: the test fakes pass, and so does a lock made by the
+  // other build when both the ESM and the CommonJS one are loaded
+  const t = target as unknown as Record<string, unknown> | null;
+  if (typeof t !== 'object' || t === null || typeof t.health !== 'function' || typeof t.id !== 'string') {
+    throw new TypeError(
+      `probes needs a LeaderLock, a PartitionedLeadership or an object of their shape (id, health()), received ${show(target)}`,
+    );
   }
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`probes options must be an object, received ${show(options)}`);
   }
-  if (options.metrics !== undefined && !(options.metrics instanceof LockMetrics)) {
+  const given = options.metrics as unknown as Record<string, unknown> | undefined;
+  if (
+    given !== undefined &&
+    (typeof given !== 'object' || given === null || typeof given.prometheus !== 'function')
+  ) {
     throw new TypeError(`probes metrics must be a LockMetrics, received ${show(options.metrics)}`);
   }
-  const metrics = options.metrics ?? new LockMetrics<MetricsTarget>(target);
+  // a target without stats() (the fakes) has no metrics: /metrics answers 404 then
+  const metrics: Pick<LockMetrics<MetricsTarget>, 'prometheus'> | null =
+    options.metrics ?? (typeof t.stats === 'function' ? new LockMetrics<MetricsTarget>(target) : null);
   return (req, res, next) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     const reply = (
@@ -75,8 +84,10 @@ export function probes<T extends MetricsTarget>(target: T, options: ProbesOption
         const health = target.health();
         const ok = path === '/healthz' ? health.live : health.ready;
         reply(ok ? 200 : 503, 'application/json', `${JSON.stringify({ id: target.id, ...health })}\n`);
-      } else if (path === '/metrics') {
+      } else if (path === '/metrics' && metrics) {
         reply(200, 'text/plain; version=0.0.4; charset=utf-8', metrics.prometheus());
+      } else if (path === '/metrics') {
+        reply(404, 'text/plain', 'no metrics: the target has no stats() (a test fake)\n');
       } else {
         reply(404, 'text/plain', 'not found: try /healthz, /readyz or /metrics\n');
       }

@@ -169,7 +169,7 @@ export class WorkerLifecycle {
 
   private async loop(run: Run): Promise<void> {
     const { o, terms, lease, balance } = this.w;
-    let delay = 100;
+    let failures = 0;
     // the ring watches of lost sessions, still closing: the next session does not wait for them
     let closing: Promise<unknown> = Promise.resolve();
     while (!run.stopping) {
@@ -178,7 +178,7 @@ export class WorkerLifecycle {
       const served = { reconciled: false };
       try {
         session = await this.open(run.stopped.signal);
-        delay = 100;
+        failures = 0;
         await this.serve(session, run, served);
       } catch (err) {
         if (run.stopping && err instanceof ShutdownError) {
@@ -204,10 +204,18 @@ export class WorkerLifecycle {
       }
       if (run.stopping) break;
       // a session that reconciled and then ended: connect again at once (its proof of drain
-      // is due); otherwise back off, doubling while attempts fail
+      // is due); otherwise back off, 100 ms doubling to 5 s while attempts fail, each delay
+      // drawn from [d/2, d] so that workers that lost the server together do not return
+      // in lockstep
       if (served.reconciled) continue;
+      failures += 1;
+      const delay = o.reconnect.nextDelayMs({
+        attempt: failures,
+        elapsedMs: 0,
+        lastError: null,
+        previousDelayMs: null,
+      });
       await sleep(o.clock, delay, this.arm());
-      delay = Math.min(delay * 2, 5000);
     }
     await closing;
     this.phase = { kind: 'stopped' };

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import { fencingTableOf } from '../core/fencing.js';
 import { applicationName } from '../core/identity.js';
+import { ExponentialBackoff } from '../core/retry.js';
 import {
   checkKnownKeys,
   type ResolvedShared,
@@ -39,6 +40,13 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
         /** The epochs table (default `pgleaderlock_epochs`), optionally schema-qualified. */
         table?: string;
       };
+  /**
+   * The source of the reconnect back-off's jitter: numbers in [0, 1) (default
+   * `Math.random`); a seeded source replays a run. After a lost session the worker
+   * reconnects at once, then backs off from 100 ms doubling to 5 s, each delay drawn from
+   * [d/2, d].
+   */
+  random?: () => number;
 }
 
 const KNOWN = new Set<string>([
@@ -49,6 +57,7 @@ const KNOWN = new Set<string>([
   'drainTimeoutMs',
   'watchSliceMs',
   'fencing',
+  'random',
 ]);
 
 export interface ResolvedPartitionOptions extends ResolvedShared {
@@ -59,6 +68,15 @@ export interface ResolvedPartitionOptions extends ResolvedShared {
   watchSliceMs: number;
   /** Quoted table name when fencing is on, else null. */
   fencingTable: string | null;
+  /** The reconnect back-off (100 ms doubling to 5 s, jittered by `random`). */
+  reconnect: ExponentialBackoff;
+}
+
+function checkRandom(value: unknown): (() => number) | undefined {
+  if (value !== undefined && typeof value !== 'function') {
+    throw new TypeError(`random must be a function, received ${show(value)}`);
+  }
+  return value as (() => number) | undefined;
 }
 
 /** The default id: host (ASCII, at most 20 characters), pid and a random suffix. */
@@ -109,5 +127,6 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     drainTimeoutMs,
     watchSliceMs,
     fencingTable: fencingTableOf(options.fencing),
+    reconnect: new ExponentialBackoff({ baseMs: 100, maxMs: 5000, random: checkRandom(options.random) }),
   };
 }

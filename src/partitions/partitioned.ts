@@ -63,6 +63,7 @@ export class PartitionedLeadership implements PartitionedElection {
       this.o.logger,
       this.o.clock,
       this.o.callbackTimeoutMs,
+      `partitioned ${JSON.stringify(this.o.name)}`,
     );
     this.lease = new Lease(this.o.clock, () => this.life.lapsed());
     this.terms = new Terms(

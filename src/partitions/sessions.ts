@@ -102,7 +102,7 @@ export async function openSessions(
   const peers = member.watchPeers(o.healthIntervalMs);
   h.opened({ member, watch, peers });
   member.onDeath((err) => {
-    if (!h.stopping()) h.terms.log('warn', 'session_lost', { error: err.message });
+    if (!h.stopping()) h.terms.log('warn', 'session_lost', { err });
     const { token, pid } = member;
     h.lost({ token, pid, host: member.endpoint.label, partitions: h.terms.openPartitions() });
     void h.terms.revokeAll('lost'); // at once, before the loop runs

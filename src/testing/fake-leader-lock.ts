@@ -25,18 +25,33 @@ import type {
   StateChangeCallback,
   TakeoverFenceCallback,
 } from '../leader/lock-callbacks.js';
+import { type LeaderLockOptions, resolveOptions } from '../leader/options.js';
 import { earlier } from '../leader/release.js';
 import { LockState } from '../leader/state.js';
 import { handoverTimeoutOf } from '../leader/succession.js';
 import type { Term } from '../leader/term.js';
 import { type LeaderWork, LeaderWorkError } from '../leader/work.js';
 import { FakeLifecycle } from './fake-lifecycle.js';
-import { checkKeys, type FakeOptions, type ResolvedFakeOptions, resolveFake } from './options.js';
+import {
+  checkAsReal,
+  checkKeys,
+  type FakeOptions,
+  type ResolvedFakeOptions,
+  resolveFake,
+} from './options.js';
 
 export { FAKE_HOST } from './fake-lifecycle.js';
 
-/** Options of {@link FakeLeaderLock}. */
-export interface FakeLeaderLockOptions extends FakeOptions {
+/**
+ * Options of {@link FakeLeaderLock}: every option of `LeaderLock`, validated by
+ * `LeaderLock`'s own rules, so that one options object serves both. The fake uses `id`,
+ * `name`, `callbackTimeoutMs`, `clock`, `logger` and `autoReacquire`; the others
+ * (connection, keys, timings, `retryStrategy`, `acquireMode`, `fencing`, …) are checked and
+ * ignored (docs/testing-your-code.md).
+ */
+export interface FakeLeaderLockOptions
+  extends FakeOptions,
+    Partial<Omit<LeaderLockOptions, keyof FakeOptions>> {
   /**
    * As on `LeaderLock`: after a loss (`lose()`) or a `stepDown()`, follow again (true) or
    * stop (false). Default true.
@@ -65,6 +80,8 @@ const KNOWN = ['id', 'callbackTimeoutMs', 'clock', 'logger', 'autoReacquire'] as
  * registered but never fire: the fake makes no attempts and holds no takeover delay.
  */
 export class FakeLeaderLock implements LeaderElection {
+  /** The `name` option, or null (as `LeaderLock.name`). */
+  readonly name: string | null;
   private readonly o: ResolvedFakeOptions;
   private readonly autoReacquire: boolean;
   private readonly callbacks: Callbacks<CallbackMap>;
@@ -75,7 +92,13 @@ export class FakeLeaderLock implements LeaderElection {
 
   constructor(options: FakeLeaderLockOptions = {}) {
     this.o = resolveFake('FakeLeaderLock', options);
-    checkKeys('FakeLeaderLock', options, KNOWN);
+    const own = Object.keys(options).every((k) => (KNOWN as readonly string[]).includes(k));
+    if (own) checkKeys('FakeLeaderLock', options, KNOWN);
+    else {
+      const keyed = options.name !== undefined || options.key1 !== undefined || options.key2 !== undefined;
+      checkAsReal('FakeLeaderLock', 'LeaderLock', options, keyed ? {} : { key1: 0, key2: 0 }, resolveOptions);
+    }
+    this.name = options.name ?? null;
     const auto = options.autoReacquire ?? true;
     if (typeof auto !== 'boolean')
       throw new TypeError(`autoReacquire must be a boolean, received ${show(auto)}`);

@@ -118,7 +118,7 @@ export class FakeLifecycle {
   lose(error: Error | undefined): void {
     const { callbacks } = this.d;
     this.endTerm(error ? `leadership lost: ${error.message}` : 'leadership lost');
-    this.log('warn', 'lock_lost', { error: error?.message });
+    this.log('warn', 'lock_lost', { err: error ?? undefined });
     if (this.d.autoReacquire) {
       this.move(LockState.FOLLOWER);
       callbacks.emit('lost');
@@ -195,7 +195,7 @@ export class FakeLifecycle {
   /** Report an error: `onError`, the log, and `health()`'s cause of a stop. */
   error(error: Error): void {
     this.lastError = error;
-    this.log('error', 'error', { code: (error as { code?: unknown }).code, error: error.message });
+    this.log('error', 'error', { code: (error as { code?: unknown }).code, err: error });
     this.d.callbacks.emit('error', error);
   }
 

@@ -13,13 +13,33 @@ import { hungCallback } from '../core/vitals.js';
 import { Balance } from '../partitions/balance.js';
 import type { PartitionedElection } from '../partitions/election.js';
 import { assessPartitionHealth, type PartitionHealth, stuckRun } from '../partitions/health.js';
-import { MAX_PARTITIONS } from '../partitions/options.js';
+import {
+  MAX_PARTITIONS,
+  type PartitionedLeadershipOptions,
+  resolvePartitionOptions,
+} from '../partitions/options.js';
 import type { PartitionWork } from '../partitions/runs.js';
 import { type PartitionCallbackMap, type RevokeReason, Terms } from '../partitions/terms.js';
-import { checkKeys, type FakeOptions, type ResolvedFakeOptions, resolveFake } from './options.js';
+import {
+  checkAsReal,
+  checkKeys,
+  type FakeOptions,
+  type ResolvedFakeOptions,
+  resolveFake,
+} from './options.js';
 
-/** Options of {@link FakePartitionedLeadership}. */
-export interface FakePartitionedLeadershipOptions extends FakeOptions {
+/**
+ * Options of {@link FakePartitionedLeadership}: every option of `PartitionedLeadership`,
+ * validated by its own rules, so that one options object serves both. The fake uses `id`,
+ * `name`, `partitions`, `drainTimeoutMs`, `callbackTimeoutMs`, `clock` and `logger`; the
+ * others (connection, timings, `watchSliceMs`, `fencing`, `random`, …) are checked and
+ * ignored (docs/testing-your-code.md).
+ */
+export interface FakePartitionedLeadershipOptions
+  extends FakeOptions,
+    Partial<
+      Omit<PartitionedLeadershipOptions, keyof FakeOptions | 'partitions' | 'name' | 'drainTimeoutMs'>
+    > {
   /** How many partitions there are (`0 … partitions - 1`), as on `PartitionedLeadership`. */
   partitions: number;
   /** The name the workers share. Default `'fake'`. */
@@ -65,7 +85,18 @@ export class FakePartitionedLeadership implements PartitionedElection {
 
   constructor(options: FakePartitionedLeadershipOptions) {
     this.o = resolveFake('FakePartitionedLeadership', options);
-    checkKeys('FakePartitionedLeadership', options, KNOWN);
+    if (Object.keys(options).every((k) => (KNOWN as readonly string[]).includes(k))) {
+      checkKeys('FakePartitionedLeadership', options, KNOWN);
+    } else {
+      const fill = { name: options.name ?? 'fake' };
+      checkAsReal(
+        'FakePartitionedLeadership',
+        'PartitionedLeadership',
+        options,
+        fill,
+        resolvePartitionOptions,
+      );
+    }
     const { partitions } = options;
     if (typeof partitions !== 'number' || !Number.isInteger(partitions) || partitions < 1) {
       throw new TypeError(`partitions must be an integer >= 1, received ${show(partitions)}`);

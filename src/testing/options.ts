@@ -58,3 +58,32 @@ export function resolveFake(what: string, options: FakeOptions): ResolvedFakeOpt
     logger: guardLogger(options.logger ?? defaultLogger()),
   };
 }
+
+/** Stands in for the connection a fake never opens, so the real rules can check the rest. */
+const NO_CONNECTION = 'postgres://fake@127.0.0.1:1/fake';
+
+/**
+ * The options of the real class that a fake cannot use (connection, timings, retry, mode,
+ * fencing, …): checked by the real class's own validation (`validate`, the real resolver,
+ * which also refuses unknown options), then ignored. `fill` supplies what the real class
+ * requires and a fake does not (a connection, keys). An unknown option is reported under
+ * the fake's name.
+ */
+export function checkAsReal(
+  what: string,
+  real: string,
+  options: object,
+  fill: Record<string, unknown>,
+  validate: (options: never) => unknown,
+): void {
+  const given = options as Record<string, unknown>;
+  const connected = ['connect', 'connectionString', 'clientConfig'].some((k) => given[k] !== undefined);
+  try {
+    validate({ ...(connected ? {} : { connectionString: NO_CONNECTION }), ...fill, ...given } as never);
+  } catch (err) {
+    if (err instanceof TypeError && err.message.startsWith(`unknown ${real} option `)) {
+      throw new TypeError(err.message.replace(`unknown ${real} option `, `unknown ${what} option `));
+    }
+    throw err;
+  }
+}

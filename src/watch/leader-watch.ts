@@ -86,7 +86,13 @@ export class LeaderWatch implements AsyncDisposable {
 
   constructor(options: LeaderWatchOptions) {
     this.o = resolveWatchOptions(options);
-    this.callbacks = new Callbacks<WatchCallbackMap>(this.o.logger, this.o.clock, this.o.callbackTimeoutMs);
+    const label = `watch ${this.o.key1},${this.o.key2}`;
+    this.callbacks = new Callbacks<WatchCallbackMap>(
+      this.o.logger,
+      this.o.clock,
+      this.o.callbackTimeoutMs,
+      label,
+    );
     this.events = new EventLog(this.o.logger, { key1: this.o.key1, key2: this.o.key2 }, this.callbacks);
   }
 
@@ -224,7 +230,7 @@ export class LeaderWatch implements AsyncDisposable {
           if (run.stop.signal.aborted) break;
           const error = asError(err);
           if (!ever) {
-            this.events.log('warn', 'watch_start_failed', { error: error.message });
+            this.events.log('warn', 'watch_start_failed', { err: error });
             run.started.reject(error);
             break;
           }
@@ -330,7 +336,7 @@ export class LeaderWatch implements AsyncDisposable {
   private lost(error: PgLeaderLockError): void {
     const event = this.isConnected ? 'watch_connection_lost' : 'watch_reconnect_failed';
     this.isConnected = false;
-    this.events.log('warn', event, { error: error.message });
+    this.events.log('warn', event, { err: error });
     const before = this.view.leader;
     if (this.view.clear()) this.changed(before);
     this.events.error(error);

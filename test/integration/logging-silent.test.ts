@@ -1,7 +1,8 @@
 /**
- * docs/observability.md, "Logging with pino": the lock is silent by default. A process of
+ * docs/observability.md, "Logging with pino": the lock logs nothing by default. A process of
  * its own (test/fixtures/silent-logger.fixture.ts) takes locks and a partition worker with no
- * `logger` option through every logged event; its stdout and stderr must stay empty. The same
+ * `logger` option through every logged event; its stdout stays empty, and stderr holds only
+ * the one warning of the lock whose errors nobody hears (errors-unheard.test.ts). The same
  * run with `NODE_DEBUG=pgleaderlock` proves the capture: the events are then printed.
  */
 import { spawn } from 'node:child_process';
@@ -41,7 +42,7 @@ function run(extraEnv: Record<string, string>): Promise<Run> {
 }
 
 describe('logging is silent by default (docs/observability.md, "Logging with pino")', () => {
-  it('no logger option, NODE_DEBUG unset: a takeover delay, a hand-over, a terminated backend, an unreachable database and a partition worker write nothing to stdout or stderr', async () => {
+  it('no logger option, NODE_DEBUG unset: a takeover delay, a hand-over, a terminated backend, an unreachable database and a partition worker write nothing to stdout, and to stderr only the one warning of the lock whose errors nobody hears', async () => {
     const r = await run({});
     expect(r.report.done).toBe(true);
     expect(r.code).toBe(0);
@@ -51,9 +52,18 @@ describe('logging is silent by default (docs/observability.md, "Logging with pin
     console.log(`[silent] events: ${JSON.stringify(r.report.seen)}`);
     expect(r.report.seen?.['partition:run']).toBe(4);
     expect(r.report.unreachable).toMatch(/ECONNREFUSED/);
-    // …and nothing was written
+    // …and nothing was written but the unheard lock's one warning (errors-unheard.test.ts)
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe('');
+    const lines = r.stderr.split('\n').filter((l) => l !== '');
+    expect(lines).toHaveLength(3); // the warning, its detail, Node's hint
+    expect(lines[0]).toMatch(
+      /^\(node:\d+\) \[ERR_PGLEADERLOCK_CONNECTION\] PgLeaderLockWarning: lock 7001,\d+: .*ECONNREFUSED/,
+    );
+    expect(lines[1]).toMatch(
+      /^Printed once per error code while no onError callback and no logger option is set/,
+    );
+    expect(lines[2]).toMatch(/--trace-warnings/);
+    expect(r.stderr).not.toMatch(/secret/);
   });
 
   it('the same run with NODE_DEBUG=pgleaderlock prints the events on stderr (the capture works)', async () => {

@@ -126,9 +126,11 @@ describe('probes(lock)', () => {
     expect((await get(`${base}/healthz`)).status).toBe(200);
   });
 
-  it('refuses a target that is neither class, and a metrics option that is not a LockMetrics', () => {
+  it('refuses a target without their shape (id, health()), and a metrics option that is not a LockMetrics', () => {
     expect(() => probes({ id: 'x' } as unknown as LeaderLock)).toThrow(
-      new TypeError('probes needs a LeaderLock or a PartitionedLeadership, received {"id":"x"}'),
+      new TypeError(
+        'probes needs a LeaderLock, a PartitionedLeadership or an object of their shape (id, health()), received {"id":"x"}',
+      ),
     );
     const lock = locks.make(randomKeys());
     expect(() => probes(lock, { metrics: {} as unknown as LockMetrics })).toThrow(

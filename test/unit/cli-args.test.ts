@@ -14,7 +14,7 @@ import {
 import { cacheDir, PG_BINARIES_VERSION } from '../../src/cli/binaries.js';
 import { timeoutOf } from '../../src/cli/doctor.js';
 import { lockOptions, runOptions } from '../../src/cli/run.js';
-import { LeaderLock } from '../../src/index.js';
+import { type ExponentialBackoff, LeaderLock } from '../../src/index.js';
 import { resolveOptions } from '../../src/leader/options.js';
 
 describe('parseDuration', () => {
@@ -133,16 +133,22 @@ describe('defaults (docs/cli.md option tables), as the commands build their sett
     expect([given.healthIntervalMs, given.takeoverDelayMs]).toEqual([1000, 0]);
   });
 
-  it('run: --retry-base 1 s, --retry-max 30 s (1, 2, 4 … 30 s between attempts)', () => {
+  it('run: --retry-base 1 s, --retry-max 30 s (1, 2, 4 … 30 s between attempts, each less up to half by jitter)', () => {
+    const shape = (o: ReturnType<typeof runOptions>) => {
+      const r = resolveOptions(o).retryStrategy as ExponentialBackoff;
+      return [r.baseMs, r.maxMs, r.multiplier, r.jitter];
+    };
+    expect(shape(runOptions({}, dsn, keys))).toEqual([1000, 30_000, 2, 0.5]);
     const retry = resolveOptions(runOptions({}, dsn, keys)).retryStrategy;
-    expect([1, 2, 3, 5, 6, 20].map((a) => retry.nextDelayMs(ctx(a)))).toEqual([
-      1000, 2000, 4000, 16_000, 30_000, 30_000,
-    ]);
+    const full = [1000, 2000, 4000, 16_000, 30_000, 30_000];
+    [1, 2, 3, 5, 6, 20].forEach((a, i) => {
+      const d = retry.nextDelayMs(ctx(a)) as number;
+      expect(d).toBeGreaterThanOrEqual((full[i] as number) / 2);
+      expect(d).toBeLessThanOrEqual(full[i] as number);
+    });
     // one of the two given: the other keeps its default
-    const base = resolveOptions(runOptions({ 'retry-base': '2s' }, dsn, keys)).retryStrategy;
-    expect([1, 20].map((a) => base.nextDelayMs(ctx(a)))).toEqual([2000, 30_000]);
-    const max = resolveOptions(runOptions({ 'retry-max': '5s' }, dsn, keys)).retryStrategy;
-    expect([1, 20].map((a) => max.nextDelayMs(ctx(a)))).toEqual([1000, 5000]);
+    expect(shape(runOptions({ 'retry-base': '2s' }, dsn, keys))).toEqual([2000, 30_000, 2, 0.5]);
+    expect(shape(runOptions({ 'retry-max': '5s' }, dsn, keys))).toEqual([1000, 5000, 2, 0.5]);
   });
 
   it('run: --reconnect-grace off, auto-reacquire on, --acquire-mode wait', () => {

@@ -62,7 +62,7 @@ describe('logging', () => {
     );
     expect(out).toContain('acquiring');
     expect(out).toMatch(
-      /error error key1=1 key2=2 code=ERR_PGLEADERLOCK_CONNECTION error="could not connect to 127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1"/,
+      /error error key1=1 key2=2 code=ERR_PGLEADERLOCK_CONNECTION err="could not connect to 127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1 \[ERR_PGLEADERLOCK_CONNECTION\] <- connect ECONNREFUSED 127.0.0.1:1 \[ECONNREFUSED\]"/,
     );
     expect(out).not.toContain('s3cret-pw');
   }, 20_000);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RetryCycle } from '../../src/core/retry.js';
 import { DecorrelatedJitter, ExponentialBackoff, FixedInterval, type RetryContext } from '../../src/index.js';
 
 const ctx = (attempt: number, previousDelayMs: number | null = null): RetryContext => ({
@@ -20,20 +21,101 @@ function seeded(seed: number): () => number {
 }
 
 describe('ExponentialBackoff', () => {
-  it('defaults: 1 s doubling, capped at 30 s', () => {
-    const b = new ExponentialBackoff();
-    expect([1, 2, 3, 4, 5, 6, 7, 20].map((n) => b.nextDelayMs(ctx(n)))).toEqual([
-      1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000,
-    ]);
+  it('defaults: 1 s doubling, capped at 30 s, each delay drawn from [d/2, d] (jitter 0.5)', () => {
+    const at = (r: number) => new ExponentialBackoff({ random: () => r });
+    const d = [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000];
+    const n = [1, 2, 3, 4, 5, 6, 7, 20];
+    expect(n.map((a) => at(0).nextDelayMs(ctx(a)))).toEqual(d);
+    expect(n.map((a) => at(0.5).nextDelayMs(ctx(a)))).toEqual(d.map((x) => x * 0.75));
+    const top = n.map((a) => at(1 - 1e-12).nextDelayMs(ctx(a)));
+    top.forEach((x, i) => {
+      expect(x).toBeGreaterThanOrEqual((d[i] as number) / 2);
+      expect(x).toBeLessThan((d[i] as number) / 2 + 1e-6);
+    });
   });
-  it('custom base, multiplier and cap', () => {
-    const b = new ExponentialBackoff({ baseMs: 10, maxMs: 100, multiplier: 3 });
+  it('the default source is Math.random: 1,000 first delays spread over [500, 1000], none outside', () => {
+    const b = new ExponentialBackoff();
+    const draws = Array.from({ length: 1000 }, () => b.nextDelayMs(ctx(1)));
+    expect(Math.min(...draws)).toBeGreaterThanOrEqual(500);
+    expect(Math.max(...draws)).toBeLessThanOrEqual(1000);
+    expect(Math.max(...draws) - Math.min(...draws)).toBeGreaterThan(400);
+    expect(new Set(draws).size).toBeGreaterThan(900);
+  });
+  it('jitter 0: the exact delays (custom base, multiplier and cap)', () => {
+    const b = new ExponentialBackoff({ baseMs: 10, maxMs: 100, multiplier: 3, jitter: 0 });
     expect([1, 2, 3, 4].map((n) => b.nextDelayMs(ctx(n)))).toEqual([10, 30, 90, 100]);
+  });
+  it('jitter 1: anywhere in [0, d]; a seeded source replays the same delays', () => {
+    const a = new ExponentialBackoff({ jitter: 1, random: seeded(7) });
+    const b = new ExponentialBackoff({ jitter: 1, random: seeded(7) });
+    const da = [1, 2, 3, 4, 5].map((n) => a.nextDelayMs(ctx(n)));
+    expect([1, 2, 3, 4, 5].map((n) => b.nextDelayMs(ctx(n)))).toEqual(da);
+    da.forEach((x, i) => {
+      expect(x).toBeGreaterThanOrEqual(0);
+      expect(x).toBeLessThanOrEqual(1000 * 2 ** i);
+    });
   });
   it('rejects bad options naming the option and value', () => {
     expect(() => new ExponentialBackoff({ baseMs: -1 })).toThrow(/ExponentialBackoff.baseMs.*-1/);
     expect(() => new ExponentialBackoff({ multiplier: 0.5 })).toThrow(/multiplier.*0.5/);
     expect(() => new ExponentialBackoff({ baseMs: 10, maxMs: 5 })).toThrow(RangeError);
+    expect(() => new ExponentialBackoff({ jitter: 1.5 })).toThrow(/ExponentialBackoff.jitter.*1.5/);
+    expect(() => new ExponentialBackoff({ jitter: Number.NaN })).toThrow(RangeError);
+    expect(() => new ExponentialBackoff({ random: 3 as never })).toThrow(/ExponentialBackoff.random.*number/);
+  });
+});
+
+describe('RetryCycle with atOnceAfterLoss (LeaderLock)', () => {
+  const failing = new Error('connection lost');
+  it('the first failure after a good outcome goes at once; the next ones on the strategy, from its first delay', () => {
+    const asked: (number | null)[][] = [];
+    const cycle = new RetryCycle(
+      {
+        nextDelayMs: (c) => {
+          asked.push([c.attempt, c.previousDelayMs]);
+          return 100 * c.attempt;
+        },
+      },
+      () => 0,
+      { atOnceAfterLoss: true },
+    );
+    // three refused attempts (no error): the strategy paces them
+    for (let i = 0; i < 3; i++) expect(cycle.next()).toEqual({ delayMs: 100 * (i + 1) });
+    // a loss: at once, without asking the strategy
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 0 });
+    // it fails again: the strategy from attempt 1 (a new cycle), then 2
+    expect(cycle.next()).toEqual({ delayMs: 100 });
+    expect(cycle.next()).toEqual({ delayMs: 200 });
+    expect(asked.slice(3)).toEqual([
+      [1, null],
+      [2, 100],
+    ]);
+    // a good outcome again, then a failure: at once once more
+    cycle.lastError = null;
+    expect(cycle.next()).toEqual({ delayMs: 300 });
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 0 });
+    expect(cycle.next()).toEqual({ delayMs: 100 });
+  });
+  it('an attempt that fails every time is retried at once only once (no hot loop)', () => {
+    const cycle = new RetryCycle(new FixedInterval({ intervalMs: 50 }), () => 0, { atOnceAfterLoss: true });
+    cycle.lastError = failing;
+    expect(Array.from({ length: 6 }, () => cycle.next())).toEqual([
+      { delayMs: 0 },
+      ...Array.from({ length: 5 }, () => ({ delayMs: 50 })),
+    ]);
+  });
+  it('goingAtOnce() (a start, a loss of leadership retried at once by the lock): its failure is paced by the strategy', () => {
+    const cycle = new RetryCycle(new FixedInterval({ intervalMs: 50 }), () => 0, { atOnceAfterLoss: true });
+    cycle.goingAtOnce();
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 50 });
+  });
+  it('without the option (LeaderWatch, which retries at once itself): every failure on the strategy', () => {
+    const cycle = new RetryCycle(new FixedInterval({ intervalMs: 50 }), () => 0);
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 50 });
   });
 });
 

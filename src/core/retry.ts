@@ -1,0 +1,256 @@
+/**
+ * Retry strategies (spec §4.5): the delay before the next acquisition attempt, and before
+ * the next connection attempt (spec §12.3: one strategy governs both). These are
+ * pgleaderlock's own `RetryStrategy` objects (one `nextDelayMs(ctx)` method), not
+ * cockatiel's backoffs of the same names: cockatiel's `ExponentialBackoff` is an `IBackoff`
+ * and cannot be passed as `retryStrategy`. Every random choice comes from an injectable
+ * `random` source (default `Math.random`), so a seeded source replays a run.
+ */
+import { LockError, toError } from './errors.js';
+import { checkDuration } from './validate.js';
+
+/** What a strategy knows when asked for the next delay. */
+export interface RetryContext {
+  /**
+   * 1-based attempt number within the current cycle: since the lock was acquired or, after
+   * a connection loss, since the first attempt that failed after the at-once one (a new
+   * cycle then starts, so the first delay is the strategy's first again).
+   */
+  readonly attempt: number;
+  /** Milliseconds since the first attempt of this cycle. */
+  readonly elapsedMs: number;
+  /** The error of the last attempt, or null if it simply found the lock held. */
+  readonly lastError: Error | null;
+  /** The delay this strategy returned last time in this cycle (null on the first call). */
+  readonly previousDelayMs: number | null;
+}
+
+/** Decides how long to wait before the next attempt; `null` gives up (the lock stops). */
+export interface RetryStrategy {
+  /** Milliseconds to wait before the next attempt, or `null` to give up. */
+  nextDelayMs(ctx: RetryContext): number | null;
+}
+
+/** A `random` option, checked: undefined, or a function (returning numbers in [0, 1)). */
+function checkRandom(owner: string, value: unknown): () => number {
+  if (value === undefined) return Math.random;
+  if (typeof value !== 'function') {
+    throw new TypeError(`${owner}.random must be a function, received ${typeof value}`);
+  }
+  return value as () => number;
+}
+
+/** `random()`, checked: a number in [0, 1) (a source that strays is clamped into it). */
+function draw(random: () => number): number {
+  const r = random();
+  return typeof r === 'number' && r > 0 ? Math.min(r, 1 - Number.EPSILON) : 0;
+}
+
+/**
+ * Exponential back-off with jitter (the default retry strategy): the delay
+ * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, shortened by a random part of at most
+ * `jitter × d`, i.e. a delay drawn from `[(1 - jitter) × d, d]`. Defaults: 1 s doubling to
+ * 30 s, `jitter` 0.5 ("equal jitter": between half the delay and all of it), so candidates
+ * that failed together (a server restart) do not retry in lockstep. `jitter: 0` gives the
+ * exact delays. pgleaderlock's own strategy, not cockatiel's `ExponentialBackoff`.
+ */
+export class ExponentialBackoff implements RetryStrategy {
+  /** The first delay (before jitter). */
+  readonly baseMs: number;
+  /** The longest delay. */
+  readonly maxMs: number;
+  /** The factor from one delay to the next. */
+  readonly multiplier: number;
+  /** The largest fraction of a delay the jitter takes off, in [0, 1]. */
+  readonly jitter: number;
+  private readonly random: () => number;
+
+  constructor(
+    options: {
+      baseMs?: number;
+      maxMs?: number;
+      multiplier?: number;
+      /** In [0, 1]; default 0.5. 0: no jitter. */
+      jitter?: number;
+      /** Returns numbers in [0, 1); default `Math.random`. */
+      random?: () => number;
+    } = {},
+  ) {
+    this.baseMs = checkDuration('ExponentialBackoff.baseMs', options.baseMs ?? 1000);
+    this.maxMs = checkDuration('ExponentialBackoff.maxMs', options.maxMs ?? 30_000);
+    this.multiplier = options.multiplier ?? 2;
+    if (!Number.isFinite(this.multiplier) || this.multiplier < 1) {
+      throw new RangeError(
+        `ExponentialBackoff.multiplier must be a finite number >= 1, received ${String(options.multiplier)}`,
+      );
+    }
+    if (this.maxMs < this.baseMs) {
+      throw new RangeError(
+        `ExponentialBackoff.maxMs (${this.maxMs}) must not be less than baseMs (${this.baseMs})`,
+      );
+    }
+    this.jitter = options.jitter ?? 0.5;
+    if (typeof this.jitter !== 'number' || !(this.jitter >= 0 && this.jitter <= 1)) {
+      throw new RangeError(
+        `ExponentialBackoff.jitter must be a number from 0 to 1, received ${String(options.jitter)}`,
+      );
+    }
+    this.random = checkRandom('ExponentialBackoff', options.random);
+  }
+
+  /** `min(baseMs * multiplier^(attempt-1), maxMs)`, less up to `jitter` of it at random. */
+  nextDelayMs(ctx: RetryContext): number {
+    const d = Math.min(this.baseMs * this.multiplier ** Math.max(0, ctx.attempt - 1), this.maxMs);
+    return this.jitter === 0 ? d : d * (1 - this.jitter * draw(this.random));
+  }
+}
+
+/** The same delay every time. Default 5 s. */
+export class FixedInterval implements RetryStrategy {
+  /** The delay. */
+  readonly intervalMs: number;
+
+  constructor(options: { intervalMs?: number } = {}) {
+    this.intervalMs = checkDuration('FixedInterval.intervalMs', options.intervalMs ?? 5000);
+  }
+
+  /** Always `intervalMs`. */
+  nextDelayMs(): number {
+    return this.intervalMs;
+  }
+}
+
+/**
+ * AWS-style decorrelated jitter: `min(maxMs, random(baseMs, previousDelay * 3))`, the
+ * first delay being `random(baseMs, baseMs * 3)`. `random` returns [0, 1) (default Math.random).
+ */
+export class DecorrelatedJitter implements RetryStrategy {
+  /** The shortest delay, and the first one's lower bound. */
+  readonly baseMs: number;
+  /** The longest delay. */
+  readonly maxMs: number;
+  private readonly random: () => number;
+
+  constructor(options: { baseMs?: number; maxMs?: number; random?: () => number } = {}) {
+    this.baseMs = checkDuration('DecorrelatedJitter.baseMs', options.baseMs ?? 1000);
+    this.maxMs = checkDuration('DecorrelatedJitter.maxMs', options.maxMs ?? 30_000);
+    if (this.maxMs < this.baseMs) {
+      throw new RangeError(
+        `DecorrelatedJitter.maxMs (${this.maxMs}) must not be less than baseMs (${this.baseMs})`,
+      );
+    }
+    this.random = checkRandom('DecorrelatedJitter', options.random);
+  }
+
+  /** `min(maxMs, random(baseMs, previousDelay * 3))`. */
+  nextDelayMs(ctx: RetryContext): number {
+    const prev = ctx.previousDelayMs ?? this.baseMs;
+    const upper = Math.max(this.baseMs, prev * 3);
+    return Math.min(this.maxMs, this.baseMs + this.random() * (upper - this.baseMs));
+  }
+}
+
+/** True if `value` has the shape of a {@link RetryStrategy}. */
+export function isRetryStrategy(value: unknown): value is RetryStrategy {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { nextDelayMs?: unknown }).nextDelayMs === 'function'
+  );
+}
+
+/**
+ * One retry cycle's bookkeeping: attempts, elapsed time, last error and previous delay,
+ * reset when the lock is acquired. `next()` asks the strategy and checks its answer.
+ *
+ * With `atOnceAfterLoss`, the first failure that follows a good outcome (a connection
+ * that worked, a wait slice, a refused attempt) is retried at once, without asking the
+ * strategy: a server restart or a dropped connection is usually over by the next attempt.
+ * Only a failure after that one is paced by the strategy, from its first delay again (a
+ * new cycle). An attempt that fails every time is therefore retried at once only once.
+ */
+export class RetryCycle {
+  attempt = 0;
+  lastError: Error | null = null;
+  private cycleStart: number;
+  private previousDelayMs: number | null = null;
+  /** The attempts before the current cycle began (after an at-once retry). */
+  private before = 0;
+  /** The last outcome was not a failure: a failure now is retried at once. */
+  private calm = true;
+  private readonly atOnceAfterLoss: boolean;
+
+  constructor(
+    private readonly strategy: RetryStrategy,
+    private readonly now: () => number,
+    options: { atOnceAfterLoss?: boolean } = {},
+  ) {
+    this.cycleStart = now();
+    this.atOnceAfterLoss = options.atOnceAfterLoss ?? false;
+  }
+
+  /** The delay the last `next()` returned (null before any, and after a reset). */
+  get lastDelayMs(): number | null {
+    return this.previousDelayMs;
+  }
+
+  reset(): void {
+    this.attempt = 0;
+    this.before = 0;
+    this.lastError = null;
+    this.previousDelayMs = null;
+    this.cycleStart = this.now();
+    this.calm = true;
+  }
+
+  /**
+   * The next attempt goes at once anyway (a start, the first reconnect after a loss of
+   * leadership): if it fails, the strategy paces the one after.
+   */
+  goingAtOnce(): void {
+    this.calm = false;
+  }
+
+  /** The next delay, or why the cycle gives up (null from the strategy, a throw, a bad number). */
+  next(): { delayMs: number } | { giveUp: LockError } {
+    this.attempt += 1;
+    const failed = this.lastError !== null;
+    if (this.atOnceAfterLoss && failed && this.calm) {
+      // the first failure after a good outcome: again at once, then a fresh cycle
+      this.calm = false;
+      this.before = this.attempt;
+      this.previousDelayMs = 0;
+      this.cycleStart = this.now();
+      return { delayMs: 0 };
+    }
+    this.calm = !failed;
+    const ctx: RetryContext = {
+      attempt: this.attempt - this.before,
+      elapsedMs: this.now() - this.cycleStart,
+      lastError: this.lastError,
+      previousDelayMs: this.attempt - this.before === 1 ? null : this.previousDelayMs,
+    };
+    const code = 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED';
+    let delay: number | null;
+    try {
+      delay = this.strategy.nextDelayMs(ctx);
+    } catch (err) {
+      return {
+        giveUp: new LockError(`retryStrategy.nextDelayMs threw: ${toError(err).message}`, {
+          cause: err,
+          code,
+        }),
+      };
+    }
+    if (delay === null) {
+      const message = `retry strategy gave up after ${this.attempt - 1} failed attempts`;
+      return { giveUp: new LockError(message, { cause: this.lastError ?? undefined, code }) };
+    }
+    if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0) {
+      const message = `retryStrategy.nextDelayMs must return a finite number >= 0 or null, returned ${String(delay)}`;
+      return { giveUp: new LockError(message, { code }) };
+    }
+    this.previousDelayMs = delay;
+    return { delayMs: delay };
+  }
+}

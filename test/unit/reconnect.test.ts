@@ -1,0 +1,99 @@
+/**
+ * After a connection loss the first reconnect goes at once, then the retry strategy's
+ * back-off (jittered by default) paces the next ones (docs/safety.md, "Reconnecting after a
+ * server restart"). Fake connection and clock; the strategy's randomness injected.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExponentialBackoff, LockState } from '../../src/index.js';
+import { FakeClock, FakeDb, flush } from './fakes.js';
+import { makeLock } from './helpers.js';
+
+/** A lock whose every connection attempt is timed on the fake clock. */
+function timedLock(options: Parameters<typeof makeLock>[0] = {}) {
+  const clock = new FakeClock();
+  const db = new FakeDb(clock);
+  const attempts: number[] = [];
+  const h = makeLock({
+    db,
+    connect: () => {
+      attempts.push(clock.now());
+      return db.connect();
+    },
+    // 1 s doubling, each delay 1 - 0.5 × 0.5 = 0.75 of its full length
+    retryStrategy: new ExponentialBackoff({ random: () => 0.5 }),
+    ...options,
+  });
+  return { ...h, attempts };
+}
+
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await flush();
+  expect(check()).toBe(true);
+}
+
+describe('reconnecting after a connection loss', () => {
+  it('a wait-mode follower that waited through many slices: its session killed, the server down: a reconnect at once, then 750, 1500, 3000 ms later (jittered 1 s doubling), then it queues again', async () => {
+    const h = timedLock({ acquireMode: 'wait', waitSliceMs: 1000 });
+    h.db.takeByOther();
+    await h.lock.start();
+    await until(() => h.db.waiters.length === 1);
+    await h.clock.advance(10_000); // ten slices, each asking the strategy (its delay unused)
+    await until(() => h.db.waiters.length === 1);
+    expect(h.attempts).toEqual([0]);
+    const lostAt = h.clock.now();
+    h.db.connectBehaviour = 'error';
+    h.db.last.kill();
+    await flush();
+    expect(h.attempts).toEqual([0, lostAt]); // at once
+    await h.clock.advance(749);
+    expect(h.attempts).toHaveLength(2);
+    await h.clock.advance(1);
+    expect(h.attempts.at(-1)).toBe(lostAt + 750);
+    await h.clock.advance(1500);
+    expect(h.attempts.at(-1)).toBe(lostAt + 2250);
+    h.db.connectBehaviour = 'normal';
+    await h.clock.advance(3000);
+    expect(h.attempts.at(-1)).toBe(lostAt + 5250);
+    await until(() => h.db.waiters.length === 1);
+    expect(h.lock.state).toBe(LockState.ACQUIRING);
+    await h.lock.shutdown();
+  });
+
+  it('a poll-mode follower: its next poll finds the session dead; that reconnect failing is retried at once, then on the back-off', async () => {
+    const h = timedLock({ acquireMode: 'poll' });
+    h.db.takeByOther();
+    await h.lock.start();
+    await flush();
+    await h.clock.advance(750 + 1500); // refused at 0, 750, 2250: its connection stays open
+    expect(h.attempts).toEqual([0]);
+    const lostAt = h.clock.now();
+    h.db.connectBehaviour = 'error';
+    h.db.last.kill();
+    await h.clock.advance(3000); // the next poll finds the session dead and reconnects (refused)
+    const first = h.attempts[1] as number;
+    expect(first).toBeGreaterThan(lostAt);
+    // the poll's own reconnect failed (ConnectFailed after a refusal): at once again, then paced
+    expect(h.attempts[2]).toBe(first);
+    await h.clock.advance(750);
+    expect(h.attempts[3]).toBe(first + 750);
+    await h.lock.shutdown();
+  });
+
+  it('a leader with reconnectGraceMs: its session killed, the server down: the grace reconnect at once, then 750 ms later (not twice at once)', async () => {
+    const h = timedLock({ reconnectGraceMs: 10_000 });
+    await h.lock.start();
+    await until(() => h.lock.isLeader);
+    await h.clock.advance(2000);
+    const lostAt = h.clock.now();
+    h.db.connectBehaviour = 'error';
+    h.db.last.kill();
+    await flush();
+    expect(h.lock.state).toBe(LockState.RECONNECTING);
+    expect(h.attempts).toEqual([0, lostAt]);
+    await h.clock.advance(749);
+    expect(h.attempts).toHaveLength(2);
+    await h.clock.advance(1);
+    expect(h.attempts.at(-1)).toBe(lostAt + 750);
+    await h.lock.shutdown();
+  });
+});
