@@ -28,6 +28,10 @@ export interface Pick {
 
 export const PER_MAJOR: readonly Pick[] = [
   {
+    file: 'test/integration/ids.test.ts',
+    why: 'application_name as each server keeps it (63 bytes, non-ASCII escaped: pg_clean_ascii changed in PG16); client_connection_check_interval (PG14+) takes a successor killed 100 ms before a handover out of the queue',
+  },
+  {
     file: 'test/integration/faults.test.ts',
     why: 'idle_session_timeout (PG14+) ends a frozen leader’s session; what the server applied read back (idle_session_timeout armed only once leader, keepalives)',
   },
@@ -37,7 +41,7 @@ export const PER_MAJOR: readonly Pick[] = [
   },
   {
     file: 'test/integration/safety-claims.test.ts',
-    why: 'client_connection_check_interval’s 1 s cap read back; a backend crash’s 57P02; a role’s tcp_user_timeout; the pooler probe (SHOW pool_version) and the pinned check',
+    why: 'client_connection_check_interval’s 50 ms read back; a backend crash’s 57P02; a role’s tcp_user_timeout; the pooler probe (SHOW pool_version) and the pinned check',
   },
   {
     file: 'test/integration/no-cancel.test.ts',
