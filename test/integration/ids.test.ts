@@ -95,7 +95,7 @@ describe.each(['wait', 'poll'] as const)('an id that application_name cannot car
 describe.each(['wait', 'poll'] as const)(
   'handoverTo a successor whose process just died (%s mode)',
   (mode) => {
-    it('killed (SIGKILL) 100 ms before the call: handoverTo rejects naming it, and the leader keeps its term', async () => {
+    it('killed (SIGKILL) 100 ms before the call: handoverTo rejects naming it, and the lock keeps a leader (the same term, or the old leader again after its takeover delay)', async () => {
       const t = team(mode);
       const a = t.make();
       await t.leading(a);
@@ -130,14 +130,19 @@ describe.each(['wait', 'poll'] as const)(
         code: 'ERR_PGLEADERLOCK_HANDOVER',
         message: expect.stringContaining(`"${id}"`),
       });
+      const rejectedMs = performance.now() - t0;
+      const kept = a.isLeader && a.term === term;
+      // the lock keeps a leader: the same term when the server had taken the dead waiter out of
+      // the queue before the release (50 ms after the death, on a server with the CPU to run
+      // it), else a again after its takeover delay (the dead successor proved no drain)
+      await eventually(() => a.isLeader, { timeoutMs: 3000, what: 'a to lead again' });
       console.log(
-        `[ids ${mode}] handoverTo a candidate killed 100 ms before: rejected in ${(performance.now() - t0).toFixed(1)} ms`,
+        `[ids ${mode}] handoverTo a candidate killed 100 ms before: rejected in ${rejectedMs.toFixed(1)} ms; ${kept ? 'refused before the release, the term kept' : `granted, then gone: a led again ${(performance.now() - t0).toFixed(0)} ms after the call`}`,
       );
-      expect(a.isLeader).toBe(true);
-      expect(a.term).toBe(term);
       const holders = await lockHolders(databaseUrl(), t.keys.key1, t.keys.key2);
       expect(holders.filter((h) => h.granted)).toHaveLength(1);
       expect(holders.filter((h) => !h.granted)).toHaveLength(0);
+      expect(t.overlaps()).toEqual([]);
     });
   },
 );
