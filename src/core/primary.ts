@@ -163,6 +163,7 @@ export class NoPrimaryError extends LockError {
    * @internal
    */
   declare readonly standbys: StandbyWatch;
+  /** @internal The lock makes it; users only receive it. */
   constructor(message: string, standbys: StandbyWatch) {
     super(message, { code: 'ERR_PGLEADERLOCK_NO_PRIMARY' });
     Object.defineProperty(this, 'standbys', { value: standbys, enumerable: false });
