@@ -20,6 +20,11 @@
  *   from its diagnostics channel so that no `onError` is registered: the lock's warning for
  *   unheard errors stays on);
  * - `pgleaderlock.partitions.owned` (gauge, a partition worker).
+ *
+ * For a `LeaderWatch` (which leads nothing): `pgleaderlock.watch.connected` (gauge, 1 while
+ * its connection is up), `pgleaderlock.watch.leader` (gauge, 1 while it knows of a leader)
+ * and `pgleaderlock.watch.changes` (counter: leader changes it reported). Its errors are not
+ * counted: that would take its `onError`, and so its warning for unheard errors.
  * The function returned unregisters them.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
@@ -28,6 +33,7 @@ import {
   CHANNELS,
   type ErrorMessage,
   type LeaderLock,
+  type LeaderWatch,
   LockMetrics,
   type PartitionedLeadership,
 } from 'pgleaderlock';
@@ -40,15 +46,17 @@ export interface InstrumentOptions {
 
 /** Register the metrics of `target`; returns the function that unregisters them. */
 export function instrument(
-  target: LeaderLock | PartitionedLeadership,
+  target: LeaderLock | PartitionedLeadership | LeaderWatch,
   options: InstrumentOptions = {},
 ): () => void {
   const t = target as unknown as Record<string, unknown>;
-  if (typeof t !== 'object' || t === null || typeof t.health !== 'function') {
-    throw new TypeError('instrument needs a LeaderLock or a PartitionedLeadership');
+  const isWatch = typeof t === 'object' && t !== null && typeof t.onChange === 'function' && 'connected' in t;
+  if (typeof t !== 'object' || t === null || (typeof t.health !== 'function' && !isWatch)) {
+    throw new TypeError('instrument needs a LeaderLock, a PartitionedLeadership or a LeaderWatch');
   }
   const provider = options.meterProvider ?? metrics.getMeterProvider();
   const meter = provider.getMeter('pgleaderlock');
+  if (isWatch) return instrumentWatch(target as LeaderWatch, meter);
   const listening = new AbortController();
   const signal = listening.signal;
   const partitioned = typeof t.runForEach === 'function';
@@ -129,5 +137,33 @@ export function instrument(
   return () => {
     listening.abort();
     for (const c of cleanups) c();
+  };
+}
+
+/** `instrument` for a `LeaderWatch`: connected, a leader known, changes. */
+function instrumentWatch(watch: LeaderWatch, meter: ReturnType<MeterProvider['getMeter']>): () => void {
+  const attrs: Attributes = { 'pgleaderlock.lock': `${watch.key1},${watch.key2}` };
+  const connected = meter.createObservableGauge('pgleaderlock.watch.connected', {
+    description: '1 while the watch is connected, else 0',
+    unit: '1',
+  });
+  const known = meter.createObservableGauge('pgleaderlock.watch.leader', {
+    description: '1 while the watch knows of a leader, else 0',
+    unit: '1',
+  });
+  const changes = meter.createCounter('pgleaderlock.watch.changes', {
+    description: 'Leader changes the watch reported',
+    unit: '{change}',
+  });
+  const observeConnected = (r: ObservableResult): void => r.observe(watch.connected ? 1 : 0, attrs);
+  const observeKnown = (r: ObservableResult): void => r.observe(watch.leader ? 1 : 0, attrs);
+  connected.addCallback(observeConnected);
+  known.addCallback(observeKnown);
+  const listening = new AbortController();
+  watch.onChange(() => changes.add(1, attrs), { signal: listening.signal });
+  return () => {
+    listening.abort();
+    connected.removeCallback(observeConnected);
+    known.removeCallback(observeKnown);
   };
 }

@@ -9,7 +9,7 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
-import { LeaderLock, PartitionedLeadership } from '../../src/index.js';
+import { LeaderLock, LeaderWatch, PartitionedLeadership } from '../../src/index.js';
 import { instrument } from '../../src/otel/index.js';
 import { databaseUrl, eventually, randomKeys } from '../harness/db.js';
 
@@ -129,6 +129,41 @@ describe('pgleaderlock/otel', () => {
     } finally {
       stop();
       await w.shutdown();
+    }
+  });
+
+  it('a LeaderWatch: connected 1, leader known 1 and changes counted as a lock leads and steps down; unregistered after', async () => {
+    const { provider, read } = sdk();
+    const keys = randomKeys();
+    const lock = new LeaderLock({ connectionString: databaseUrl(), ...keys, takeoverDelayMs: 0 });
+    const watch = new LeaderWatch({ connectionString: databaseUrl(), ...keys });
+    const stop = instrument(watch, { meterProvider: provider });
+    const attributes = { 'pgleaderlock.lock': `${keys.key1},${keys.key2}` };
+    try {
+      await watch.start();
+      let m = await read();
+      expect(m.get('pgleaderlock.watch.connected')).toEqual([{ attributes, value: 1 }]);
+      expect(m.get('pgleaderlock.watch.leader')).toEqual([{ attributes, value: 0 }]);
+      await lock.start();
+      await eventually(() => watch.leader !== null, { what: 'the watch to see the leader' });
+      await lock.shutdown();
+      await eventually(() => watch.leader === null, { what: 'the watch to see nobody' });
+      for (let i = 0; i < 100; i++) {
+        m = await read();
+        if (m.get('pgleaderlock.watch.changes')?.[0]?.value === 2) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(m.get('pgleaderlock.watch.changes')).toEqual([{ attributes, value: 2 }]);
+      // unregistered: closed after stop(), the watch is no longer observed (its last value stays 1, never 0)
+      stop();
+      await watch.close();
+      expect(watch.connected).toBe(false);
+      m = await read();
+      expect((m.get('pgleaderlock.watch.connected') ?? []).map((p) => p.value)).not.toContain(0);
+    } finally {
+      stop();
+      await lock.shutdown();
+      await watch.close();
     }
   });
 });
