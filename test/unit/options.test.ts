@@ -30,6 +30,7 @@ describe('option validation', () => {
     [{ logger: console.log }, TypeError, /logger must have debug, info, warn and error/],
     [{ id: '' }, TypeError, /id must be a non-empty string/],
     [{ keyOne: 1 }, TypeError, /unknown LeaderLock option "keyOne"/],
+    [{ random: 0.5 }, TypeError, /random must be a function, received 0.5/],
     [{ connect: async () => ({}) }, TypeError, /either connect or connectionString/],
   ])('%o is rejected', (opts, type, message) => {
     expect(() => make(opts as Partial<LeaderLockOptions>)).toThrow(type);
