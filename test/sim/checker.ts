@@ -3,9 +3,11 @@
  *  - `isLeader` only while the server grants the key to that candidate, or, after the key
  *    was taken from it at once (terminate, restart, reset, crash), within its lease;
  *  - never two open terms, never two running `runWhileLeader` bodies (a body runs from its
- *    start until it returns), except for a process that could not hear its loss (frozen
- *    during the term, or its lock taken at once while its connection was blackholed):
- *    the lease covers those, the takeover delay does not (docs/safety.md);
+ *    start until it returns), except for a process that cannot hear its loss: while it is
+ *    frozen (its term must end as it thaws, its work within the drain after), or after its
+ *    lock was taken at once while its connection was blackholed (until its next check's
+ *    deadline and the drain): the lease covers those, the takeover delay does not
+ *    (docs/safety.md);
  *  - after the last fault, a leader within the bound, and no leaderless stretch after it;
  *  - after shutdown(), no open connection and no timer left.
  */
@@ -55,7 +57,10 @@ export class Checker {
     prev.lastLoss = { at: this.world.now, cause };
     // taken at once while it could not hear of it: only the lease covers it
     if (INSTANT.has(cause) && (prevBackend.link.state === 'blackhole' || prev.proc.frozen)) {
-      prev.excusedBefore = Math.max(prev.excusedBefore, this.world.now);
+      // it hears of it at its next check's deadline, its work stops within the drain
+      const p = this.profile;
+      const until = this.world.now + p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
+      prev.excusedUntil = Math.max(prev.excusedUntil, until);
     }
   }
   private current: Backend | null = null;
@@ -75,12 +80,12 @@ export class Checker {
   }
 
   frozen(c: Candidate): void {
-    c.excusedBefore = Number.POSITIVE_INFINITY;
+    c.excusedUntil = Number.POSITIVE_INFINITY;
   }
 
   thawed(c: Candidate): void {
-    c.excusedBefore = this.world.now;
-    // (a thaw ends the excuse for what starts from now on)
+    // thawed, its timers run first: a lapsed lease ends the term at once, the work stops within the drain
+    c.excusedUntil = this.world.now + this.profile.drainMaxMs + 1;
   }
 
   /**
@@ -107,7 +112,7 @@ export class Checker {
           c.termId = term.id;
           c.termOpenedAt = now;
         }
-        if (c.termOpenedAt > c.excusedBefore) terms.push(c);
+        if (now > c.excusedUntil) terms.push(c);
       }
       if (!lock.isLeader) continue;
       leaders.push(c);
@@ -128,7 +133,7 @@ export class Checker {
       return;
     }
     const running = new Set<Candidate>();
-    for (const b of this.bodies) if (b.start > b.cand.excusedBefore && b.cand.live) running.add(b.cand);
+    for (const b of this.bodies) if (now > b.cand.excusedUntil && b.cand.live) running.add(b.cand);
     if (running.size > 1) {
       this.fail(`two runWhileLeader bodies running: ${[...running].map((c) => c.name).join(', ')}`);
       return;

@@ -135,6 +135,11 @@ export class SimClient extends EventEmitter {
     },
   };
 
+  /** Told of an 'error' nobody listens to (it would crash the process). */
+  onUnhandled: ((err: Error) => void) | null = null;
+  /** What the client ran, for reports. */
+  readonly history: string[] = [];
+
   constructor(readonly proc: Proc) {
     super();
   }
@@ -153,6 +158,7 @@ export class SimClient extends EventEmitter {
     const next = this.queue.shift();
     if (!next) return;
     this.active = next;
+    this.history.push(next.text.slice(0, 40));
     this.link.toServer((b) => this.link.server.receive(b, next.text, next.values));
   }
 
@@ -186,8 +192,12 @@ export class SimClient extends EventEmitter {
     this.active = null;
     if (q) q.reject(err);
     else if (!this._ending) {
-      this.emit('error', err);
-      this.emit('error', new Error('Connection terminated unexpectedly'));
+      // with no listener, Node throws: the process would crash (the run reports it)
+      if (this.listenerCount('error') === 0) this.onUnhandled?.(err);
+      else {
+        this.emit('error', err);
+        this.emit('error', new Error('Connection terminated unexpectedly'));
+      }
     }
     this.rejectQueued();
     this.link.state = 'closed';

@@ -172,8 +172,8 @@ export class Candidate {
   /** The lock's term as last seen, and when it opened. */
   termId = 0;
   termOpenedAt = 0;
-  /** Terms and bodies that began before this are excused (a freeze, or an instant loss it could not hear). */
-  excusedBefore = -1;
+  /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
+  excusedUntil = -1;
   lastLoss: { at: number; cause: string } | null = null;
   generation = 0;
 
@@ -252,6 +252,10 @@ export async function runScenario(
       retryStrategy: retry(),
       connect: connector(world, server, netRng, profile.net, proc, owner, (client) => {
         c.clients.push(client);
+        client.onUnhandled = (err) =>
+          checker.fail(
+            `${owner}: an 'error' with no listener (the process would crash): ${err.message}; the client ran ${JSON.stringify(client.history)}, its listeners: ${client.eventNames().join(',')}`,
+          );
       }) as never,
       clock: proc.clock,
       random: () => libRng.next(),
