@@ -154,6 +154,19 @@ export class Checker {
     if (now - this.ledSince >= live.holdMs) this.stable = true;
   }
 
+  /** A fault lasts until `t` (a freeze on a grant): the quiet phase starts no earlier. */
+  faultUntil(t: number): void {
+    if (this.live && t > this.live.quiet) {
+      this.live.quiet = t;
+      this.ledSince = null;
+      this.stable = false;
+    }
+  }
+
+  get quiet(): number {
+    return this.live?.quiet ?? 0;
+  }
+
   /** Converged: a leader has led for the window without a break (or nobody is running). */
   stable = false;
   private ledSince: number | null = null;

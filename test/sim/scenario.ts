@@ -34,7 +34,16 @@ export interface Profile {
 export type Step =
   | {
       at: number;
-      op: 'start' | 'stepDown' | 'shutdown' | 'crash' | 'freeze' | 'blackhole' | 'reset' | 'terminate';
+      op:
+        | 'start'
+        | 'stepDown'
+        | 'shutdown'
+        | 'crash'
+        | 'freeze'
+        | 'freezeOnGrant'
+        | 'blackhole'
+        | 'reset'
+        | 'terminate';
       who: number;
       ms?: number;
     }
@@ -132,17 +141,18 @@ export function drawPlan(rng: Random, p: Profile): Step[] {
   for (let i = 0; i < n; i++) steps.push({ at: rng.between(0, 300), op: 'start', who: i });
   const release = 2 * (p.healthIntervalMs + p.queryTimeoutMs);
   const faults = rng.pick([0, 1, 3, 6]);
-  const kinds = (['terminate', 'restart', 'freeze', 'blackhole', 'reset', 'crash'] as const).filter(() =>
-    rng.chance(0.6),
-  );
+  const all = ['terminate', 'restart', 'freeze', 'freezeOnGrant', 'blackhole', 'reset', 'crash'] as const;
+  const kinds = all.filter(() => rng.chance(0.6));
   for (let k = 0; k < faults && kinds.length > 0; k++) {
     const at = rng.between(200, p.chaosMs);
     const who = rng.int(-1, n - 1); // -1: whoever leads then
     const kind = rng.pick(kinds);
     if (kind === 'restart') steps.push({ at, op: 'restart', ms: rng.pick([20, 300, 1500]) });
-    else if (kind === 'freeze')
-      steps.push({ at, op: 'freeze', who, ms: rng.pick([50, release / 2, release * 1.5]) });
-    else steps.push({ at, op: kind, who });
+    else if (kind === 'freeze' || kind === 'freezeOnGrant') {
+      // freezeOnGrant: the process freezes as the server grants it the key, before it reads the grant
+      const ms = rng.pick([50, release / 2, release * 1.5]);
+      steps.push({ at, op: kind, who: kind === 'freeze' ? who : rng.int(0, n - 1), ms });
+    } else steps.push({ at, op: kind, who });
     if (kind === 'crash' && rng.chance(0.6))
       steps.push({ at: at + rng.between(50, 2000), op: 'start', who: who });
   }
@@ -175,6 +185,8 @@ export class Candidate {
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
   lastLoss: { at: number; cause: string } | null = null;
+  /** Armed by a freezeOnGrant step: freeze this long when next granted the key. */
+  freezeOnGrant = 0;
   generation = 0;
 
   constructor(
@@ -296,6 +308,20 @@ export async function runScenario(
   const swallow = (what: string) => (e: unknown) =>
     world.log(() => `${what} rejected: ${e instanceof Error ? e.message : String(e)}`);
 
+  const freeze = (c: Candidate, ms: number): void => {
+    if (c.proc.frozen || c.crashed) return;
+    world.log(`${c.name} frozen for ${ms} ms`);
+    c.proc.frozen = true;
+    checker.frozen(c);
+    const proc = c.proc;
+    checker.faultUntil(world.now + ms);
+    world.schedule(ms, null, 'server', () => {
+      world.thaw(proc);
+      checker.thawed(c);
+      world.log(`${c.name} thawed`);
+    });
+  };
+
   let quietAt = 0;
   const run = (s: Step): void => {
     world.log(() => `do ${JSON.stringify(s)}`);
@@ -355,14 +381,10 @@ export async function runScenario(
         for (const x of c.clients) if (!x.ended) x.link.clientGone('crash');
         return;
       case 'freeze':
-        if (c.proc.frozen || c.crashed) return;
-        c.proc.frozen = true;
-        checker.frozen(c);
-        world.schedule(s.ms ?? 0, null, 'server', () => {
-          world.thaw(c.proc);
-          checker.thawed(c);
-          world.log(`${c.name} thawed`);
-        });
+        freeze(c, s.ms ?? 0);
+        return;
+      case 'freezeOnGrant':
+        c.freezeOnGrant = s.ms ?? 0;
         return;
       case 'blackhole':
         lockLink(c)?.link.blackhole();
@@ -381,6 +403,7 @@ export async function runScenario(
   for (const s of plan) {
     world.schedule(s.at, null, 'server', () => run(s));
     const end = s.op === 'restart' || s.op === 'freeze' ? s.at + (s.ms ?? 0) : s.at;
+    // an armed freezeOnGrant fires at the next grant (the quiet phase waits for it to end, below)
     quietAt = Math.max(quietAt, end);
   }
   // quiet: no more faults or operations; a leader must come within the bound and stay
@@ -399,10 +422,13 @@ export async function runScenario(
     100;
   const hold = Math.max(3 * p.healthIntervalMs, p.mode === 'wait' ? 1.5 * p.waitSliceMs : 0, 500);
   checker.liveness(quietAt, bound, hold);
-  const end = quietAt + bound + hold;
-  while (!checker.done && !checker.stable && (await world.step(end))) checker.check();
+  world.schedule(quietAt, null, 'server', () => {
+    for (const c of cands) c.freezeOnGrant = 0; // disarmed: no fault after the quiet point
+  });
+  const end = (): number => checker.quiet + bound + hold;
+  while (!checker.done && !checker.stable && (await world.step(end()))) checker.check();
   if (!checker.done && !checker.stable) {
-    world.now = Math.max(world.now, end);
+    world.now = Math.max(world.now, end());
     checker.check();
     checker.endOfLiveness();
   }
