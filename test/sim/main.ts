@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
+import { describeProfile, runScenario } from './scenario.js';
 import { shrink } from './shrink.js';
 import type { WorkerResult } from './worker.js';
 
@@ -54,24 +54,28 @@ const results = await Promise.all(
   }),
 );
 const all = results.flat().sort((a, b) => a.index - b.index);
+const failedSeeds = all.filter((r) => r.violations.length > 0).map((r) => r.seed);
 const seconds = (performance.now() - started) / 1000;
 if (tracePath) writeFileSync(tracePath, all.map((r) => r.trace ?? '').join(''));
 const failed = all.filter((r) => r.violations.length > 0);
-for (const r of failed.slice(0, 10)) {
-  console.log(`\nscenario ${r.index}: seed ${r.seed}`);
-  for (const v of r.violations) console.log(`  ${v}`);
-  console.log(`  profile: ${describeProfile(r.seed, { verbatimIds })}`);
-  const s = await shrink(r.seed, { verbatimIds });
-  console.log(
-    `  shrunk plan (${s.kept.length} of ${s.total} steps; replay: SIM_REPLAY=${r.seed}${s.dropped.length ? ` SIM_DROP=${s.dropped.join(',')}` : ''} npm run test:sim):`,
-  );
-  for (const line of s.kept) console.log(`    ${line}`);
-}
 const steps = all.reduce((n, r) => n + r.steps, 0);
 const simSeconds = all.reduce((n, r) => n + r.simMs, 0) / 1000;
 console.log(
   `${count} scenarios in ${seconds.toFixed(1)} s on ${workers} worker(s): ${(count / seconds).toFixed(1)} scenarios/s, ${steps} steps (${(steps / seconds / 1000).toFixed(1)}k steps/s), ${simSeconds.toFixed(0)} s simulated`,
 );
+if (failed.length > 0) console.log(`failing scenario seeds: ${failedSeeds.join(' ')}`);
+/** Failing scenarios shrunk (each shrink reruns the scenario up to 100 times, on one core). */
+const shrinkFirst = Number(process.env.SIM_SHRINK ?? 3);
+for (const [i, r] of failed.slice(0, 20).entries()) {
+  console.log(`\nscenario ${r.index}: seed ${r.seed}`);
+  for (const v of r.violations) console.log(`  ${v}`);
+  console.log(`  profile: ${describeProfile(r.seed, { verbatimIds })}`);
+  if (i >= shrinkFirst) continue;
+  const s = await shrink(r.seed, { verbatimIds });
+  console.log(
+    `  shrunk plan (${s.kept.length} of ${s.total} steps; replay: SIM_REPLAY=${r.seed}${s.dropped.length ? ` SIM_DROP=${s.dropped.join(',')}` : ''}${verbatimIds ? ' SIM_IDS=verbatim' : ''} npm run test:sim):`,
+  );
+  for (const line of s.kept) console.log(`    ${line}`);
+}
 console.log(`sim: ${count} scenarios, ${failed.length} violations, base seed ${base}`);
 process.exitCode = failed.length > 0 ? 1 : 0;
-void scenarioSeed;

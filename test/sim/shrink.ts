@@ -14,9 +14,9 @@ export async function shrink(
   const dropped = new Set<number>();
   let progress = true;
   let tries = 0;
-  while (progress && tries < 200) {
+  while (progress && tries < 100) {
     progress = false;
-    for (let i = 0; i < total && tries < 200; i++) {
+    for (let i = 0; i < total && tries < 100; i++) {
       if (dropped.has(i) || first.plan[i]?.op === 'start') continue;
       tries++;
       const next = new Set(dropped).add(i);
