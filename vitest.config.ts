@@ -48,7 +48,8 @@ export default defineConfig({
           // the deterministic simulation's short run (test/sim/main.ts, `npm run test:sim`, runs the long one)
           name: 'sim',
           include: ['test/sim/**/*.test.ts'],
-          testTimeout: 60_000,
+          // 300 scenarios take 10–20 s alone on the 2-core machine; room for a loaded run
+          testTimeout: 120_000,
         },
       },
       {

@@ -224,8 +224,8 @@ export class SimClient extends EventEmitter {
     if (!this._ending) {
       this._ending = true;
       this.rejectQueued();
-      // Terminate: the server closes the backend, then the socket (EOF)
-      this.link.toServer((b) => this.link.server.close(b, 'client'));
+      // Terminate and FIN: an idle backend ends at once, a busy one as peerClosed says; then EOF
+      this.link.toServer((b) => this.link.server.peerClosed(b, 'client'));
     }
     return done;
   }

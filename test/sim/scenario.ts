@@ -185,6 +185,8 @@ export class Candidate {
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
   lastLoss: { at: number; cause: string } | null = null;
+  /** A start is on its way to the process (it runs there when the process next runs). */
+  starting = false;
   /** Armed by a freezeOnGrant step: freeze this long when next granted the key. */
   freezeOnGrant = 0;
   generation = 0;
@@ -348,7 +350,9 @@ export async function runScenario(
           c.clients = [];
           c.lock = null;
         }
+        c.starting = true;
         inProc(() => {
+          c.starting = false;
           c.lock ??= build(c);
           c.lock.start().catch(swallow(`${c.name} start`));
         });
