@@ -140,7 +140,9 @@ export class Checker {
     }
     const live = this.live;
     if (!live || now < live.quiet) return;
-    const someone = this.cands.some((c) => c.starting || (c.live && c.lock?.state !== 'stopped'));
+    const someone = this.cands.some(
+      (c) => (c.starting && !c.crashed) || (c.live && c.lock?.state !== 'stopped'),
+    );
     const led = leaders.length > 0 && holder !== undefined && leaders.includes(holder);
     if (!someone) {
       this.stable = true; // nobody is meant to lead

@@ -380,6 +380,7 @@ export async function runScenario(
       case 'crash':
         if (c.crashed || !c.lock) return;
         c.crashed = true;
+        c.starting = false; // a start held by its frozen process dies with it
         c.proc.dead = true;
         checker.crashed(c);
         for (const x of c.clients) if (!x.ended) x.link.clientGone('crash');
