@@ -48,7 +48,7 @@ export default defineConfig({
           // the deterministic simulation's short run (test/sim/main.ts, `npm run test:sim`, runs the long one)
           name: 'sim',
           include: ['test/sim/**/*.test.ts'],
-          // 300 scenarios take 10–20 s alone on the 2-core machine; room for a loaded run
+          // 1000 scenarios take 10–30 s alone on the 2-core machine; room for a loaded run
           testTimeout: 120_000,
         },
       },

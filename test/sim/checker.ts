@@ -50,18 +50,25 @@ export class Checker {
   holderChanged(holder: Backend | null, cause: ReleaseCause | null): void {
     const prevBackend = this.current;
     this.current = holder;
+    const granted = this.owner(holder);
+    if (granted) granted.lostUnheard = false;
     if (holder || !prevBackend || !cause) return;
     // the key left a backend: remember how, for its candidate
     const prev = this.owner(prevBackend);
     if (!prev) return;
     prev.lastLoss = { at: this.world.now, cause };
-    // taken at once while it could not hear of it: only the lease covers it
-    if (INSTANT.has(cause) && (prevBackend.link.state === 'blackhole' || prev.proc.frozen)) {
-      // it hears of it at its next check's deadline, its work stops within the drain
-      const p = this.profile;
-      const until = this.world.now + p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
-      prev.excusedUntil = Math.max(prev.excusedUntil, until);
+    // taken at once while its connection is blackholed: it hears of it at its next check's
+    // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
+    if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
+      prev.lostUnheard = true;
+      prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
     }
+  }
+
+  /** A check's period and deadline, and the drain after it. */
+  private checkMs(): number {
+    const p = this.profile;
+    return p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
   }
   private current: Backend | null = null;
 
@@ -84,8 +91,10 @@ export class Checker {
   }
 
   thawed(c: Candidate): void {
-    // thawed, its timers run first: a lapsed lease ends the term at once, the work stops within the drain
-    c.excusedUntil = this.world.now + this.profile.drainMaxMs + 1;
+    // thawed, its timers run first and it reads what came: a lapsed lease or a loss it can
+    // read ends the term at once, the work stops within the drain; a loss it cannot hear
+    // (blackholed) shows at its next check's deadline
+    c.excusedUntil = this.world.now + (c.lostUnheard ? this.checkMs() : this.profile.drainMaxMs + 1);
   }
 
   /**

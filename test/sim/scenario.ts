@@ -185,6 +185,8 @@ export class Candidate {
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
   lastLoss: { at: number; cause: string } | null = null;
+  /** Its key was taken at once while its connection was blackholed, and it has not been granted since. */
+  lostUnheard = false;
   /** A start is on its way to the process (it runs there when the process next runs). */
   starting = false;
   /** Armed by a freezeOnGrant step: freeze this long when next granted the key. */

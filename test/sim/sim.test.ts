@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
 
-const COUNT = Number(process.env.SIM_TEST_SCENARIOS ?? 300);
+const COUNT = Number(process.env.SIM_TEST_SCENARIOS ?? 1000);
 const BASE = 20_261_201;
 
 describe('deterministic simulation', () => {
