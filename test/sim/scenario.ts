@@ -46,6 +46,8 @@ export type Step =
         | 'terminate';
       who: number;
       ms?: number;
+      /** freezeOnGrant: its lock connection is blackholed as it thaws. */
+      thenBlackhole?: boolean;
     }
   | { at: number; op: 'handoverTo'; who: number; to: number }
   | { at: number; op: 'restart'; ms: number };
@@ -151,7 +153,8 @@ export function drawPlan(rng: Random, p: Profile): Step[] {
     else if (kind === 'freeze' || kind === 'freezeOnGrant') {
       // freezeOnGrant: the process freezes as the server grants it the key, before it reads the grant
       const ms = rng.pick([50, release / 2, release * 1.5]);
-      steps.push({ at, op: kind, who: kind === 'freeze' ? who : rng.int(0, n - 1), ms });
+      if (kind === 'freeze') steps.push({ at, op: kind, who, ms });
+      else steps.push({ at, op: kind, who: rng.int(0, n - 1), ms, thenBlackhole: rng.chance(0.5) });
     } else steps.push({ at, op: kind, who });
     if (kind === 'crash' && rng.chance(0.6))
       steps.push({ at: at + rng.between(50, 2000), op: 'start', who: who });
@@ -191,6 +194,7 @@ export class Candidate {
   starting = false;
   /** Armed by a freezeOnGrant step: freeze this long when next granted the key. */
   freezeOnGrant = 0;
+  thenBlackhole = false;
   generation = 0;
 
   constructor(
@@ -232,7 +236,16 @@ export async function runScenario(
         () =>
           `server: ${key} ${holder ? `granted to ${holder.owner} pid ${holder.pid}` : `freed (${cause})`}`,
       );
-      if (key === KEY_ID) checker.holderChanged(holder, cause);
+      if (key !== KEY_ID) return;
+      checker.holderChanged(holder, cause);
+      // an armed freezeOnGrant: frozen now, before the process reads its grant; maybe
+      // blackholed as it thaws (it reads the grant, then hears nothing more)
+      const c = holder ? cands.find((x) => x.name === holder.owner && !x.crashed) : undefined;
+      if (c && c.freezeOnGrant > 0) {
+        const link = holder?.link;
+        freeze(c, c.freezeOnGrant, c.thenBlackhole ? () => link?.blackhole() : null);
+        c.freezeOnGrant = 0;
+      }
     },
     onGap: (what) => checker.fail(`simulator gap: ${what}`),
   });
@@ -312,7 +325,7 @@ export async function runScenario(
   const swallow = (what: string) => (e: unknown) =>
     world.log(() => `${what} rejected: ${e instanceof Error ? e.message : String(e)}`);
 
-  const freeze = (c: Candidate, ms: number): void => {
+  const freeze = (c: Candidate, ms: number, onThaw: (() => void) | null = null): void => {
     if (c.proc.frozen || c.crashed) return;
     world.log(`${c.name} frozen for ${ms} ms`);
     c.proc.frozen = true;
@@ -322,6 +335,7 @@ export async function runScenario(
     world.schedule(ms, null, 'server', () => {
       world.thaw(proc);
       checker.thawed(c);
+      onThaw?.();
       world.log(`${c.name} thawed`);
     });
   };
@@ -392,6 +406,7 @@ export async function runScenario(
         return;
       case 'freezeOnGrant':
         c.freezeOnGrant = s.ms ?? 0;
+        c.thenBlackhole = s.thenBlackhole === true;
         return;
       case 'blackhole':
         lockLink(c)?.link.blackhole();
