@@ -11,7 +11,7 @@ import type { TestUserConfig } from 'vitest/node';
  */
 // named, not negated: vitest ORs the entries, and '!compat' alone matches 'chaos'
 const byDefault: Pick<TestUserConfig, 'project'> = {
-  project: ['unit', 'integration', 'contract'],
+  project: ['unit', 'integration', 'contract', 'sim'],
 };
 
 export default defineConfig({
@@ -41,6 +41,16 @@ export default defineConfig({
           // examples/*.test.ts: users' unit tests built on pgleaderlock/testing (no database)
           include: ['test/unit/**/*.test.ts', 'examples/**/*.test.ts'],
           testTimeout: 5_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // the deterministic simulation's short run (test/sim/main.ts, `npm run test:sim`, runs the long one)
+          name: 'sim',
+          include: ['test/sim/**/*.test.ts'],
+          // 1000 scenarios take 10–30 s alone on the 2-core machine; room for a loaded run
+          testTimeout: 120_000,
         },
       },
       {

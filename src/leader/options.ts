@@ -8,7 +8,7 @@ import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
 import type { Endpoint } from '../core/primary.js';
 import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
-import { checkBoolean, checkKey, checkPositiveDuration, show } from '../core/validate.js';
+import { checkBoolean, checkFunction, checkKey, checkPositiveDuration, show } from '../core/validate.js';
 import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
 
 /** Options of {@link LeaderLock}. Durations are milliseconds. */
@@ -133,6 +133,12 @@ export interface LeaderLockOptions {
   logger?: Logger;
   /** Time source (tests). Default: `performance.now()` and the global timers. */
   clock?: Clock;
+  /**
+   * Random source, returning [0, 1) (tests: a seeded one replays a run exactly). Used for
+   * the session marker token and the wait slice's ±10 %. Default: `crypto.randomBytes` for
+   * the token and `Math.random` for the slice.
+   */
+  random?: () => number;
 }
 
 export { DEFAULT_TAKEOVER_DELAY_MS } from '../core/shared-options.js';
@@ -164,6 +170,8 @@ export interface ResolvedOptions {
   fencingTable: string | null;
   logger: Logger;
   clock: Clock;
+  /** null: the defaults (crypto for the token, Math.random for the slice). */
+  random: (() => number) | null;
 }
 
 const KNOWN = new Set<string>([
@@ -191,6 +199,7 @@ const KNOWN = new Set<string>([
   'unref',
   'logger',
   'clock',
+  'random',
 ]);
 
 /**
@@ -266,5 +275,6 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     acquireMode,
     waitSliceMs,
     fencingTable,
+    random: options.random === undefined ? null : checkFunction('random', options.random),
   };
 }

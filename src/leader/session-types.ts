@@ -19,6 +19,7 @@ export type SessionOptions = Pick<
   | 'closeTimeoutMs'
   | 'unref'
   | 'priority'
+  | 'random'
 >;
 
 /** Where a session runs: its host, that server's timeline, and the other configured hosts. */

@@ -49,7 +49,7 @@ const SLICE_ENDED = '55P03';
 
 export class Session {
   /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
-  private readonly token = randomBytes(8).toString('hex');
+  private readonly token: string;
   /** Set when a pooler is in the path (null: a direct connection). */
   private pooler: PoolerGuard | null = null;
   /** A check under the takeover delay is running: the pooler guard's statement is marked so (`inspect`). */
@@ -83,10 +83,15 @@ export class Session {
     /** Which host this session is on, its timeline, and what the other hosts said. */
     readonly place: SessionPlace,
   ) {
+    // a seeded `random` (tests) replays a run exactly; by default the token is crypto's
+    const random = o.random;
+    const byte = (): string => (Math.floor((random ?? Math.random)() * 256) + 256).toString(16).slice(1);
+    this.token = random ? Array.from({ length: 8 }, byte).join('') : randomBytes(8).toString('hex');
     this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
     this.channel = new KeyChannel(conn, o, this.token, this.handover);
     const w = o.waitSliceMs;
-    this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + Math.random() * 0.2)));
+    const jitter = (random ?? Math.random)();
+    this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + jitter * 0.2)));
   }
 
   /**

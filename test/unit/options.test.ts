@@ -39,6 +39,7 @@ describe('option validation', () => {
       /connectionString must be a postgres:\/\/ or postgresql:\/\/ URL, keyword\/value pairs .* received "not a url at all"/,
     ],
     [{ keyOne: 1 }, TypeError, /unknown LeaderLock option "keyOne"/],
+    [{ random: 0.5 }, TypeError, /random must be a function, received 0.5/],
     [{ connect: async () => ({}) }, TypeError, /either connect or connectionString/],
   ])('%o is rejected', (opts, type, message) => {
     expect(() => make(opts as Partial<LeaderLockOptions>)).toThrow(type);

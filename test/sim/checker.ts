@@ -1,0 +1,210 @@
+/**
+ * The invariants, checked after every step against the simulated server's ground truth:
+ *  - `isLeader` only while the server grants the key to that candidate, or, after the key
+ *    was taken from it at once (terminate, restart, reset, crash), within its lease;
+ *  - never two open terms, never two running `runWhileLeader` bodies (a body runs from its
+ *    start until it returns), except for a process that cannot hear its loss: while it is
+ *    frozen (its term must end as it thaws, its work within the drain after), or after its
+ *    lock was taken at once while its connection was blackholed (until its next check's
+ *    deadline and the drain): the lease covers those, the takeover delay does not
+ *    (docs/safety.md);
+ *  - after the last fault, a leader within the bound, and no leaderless stretch after it;
+ *  - after shutdown(), no open connection and no timer left.
+ */
+
+import { type Candidate, KEY_ID, type Profile } from './scenario.js';
+import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
+import type { World } from './world.js';
+
+interface Body {
+  cand: Candidate;
+  start: number;
+}
+
+export class Checker {
+  readonly violations: string[] = [];
+  server!: SimServer;
+  private readonly bodies = new Set<Body>();
+  private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
+
+  constructor(
+    private readonly world: World,
+    private readonly profile: Profile,
+    private readonly cands: Candidate[],
+  ) {}
+
+  get done(): boolean {
+    return this.violations.length > 0;
+  }
+
+  fail(what: string): void {
+    const line = `t=${this.world.now.toFixed(3)} ${what}`;
+    this.world.log(`VIOLATION ${what}`);
+    if (this.violations.length < 5) this.violations.push(line);
+  }
+
+  private owner(b: Backend | null): Candidate | undefined {
+    return b ? this.cands.find((c) => c.name === b.owner && !c.crashed) : undefined;
+  }
+
+  holderChanged(holder: Backend | null, cause: ReleaseCause | null): void {
+    const prevBackend = this.current;
+    this.current = holder;
+    const granted = this.owner(holder);
+    if (granted) granted.lostUnheard = false;
+    if (holder || !prevBackend || !cause) return;
+    // the key left a backend: remember how, for its candidate
+    const prev = this.owner(prevBackend);
+    if (!prev) return;
+    prev.lastLoss = { at: this.world.now, cause };
+    // taken at once while its connection is blackholed: it hears of it at its next check's
+    // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
+    if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
+      prev.lostUnheard = true;
+      prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
+    }
+  }
+
+  /** A check's period and deadline, and the drain after it. */
+  private checkMs(): number {
+    const p = this.profile;
+    return p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
+  }
+  private current: Backend | null = null;
+
+  bodyStart(cand: Candidate): Body {
+    const b = { cand, start: this.world.now };
+    this.bodies.add(b);
+    return b;
+  }
+
+  bodyEnd(b: Body): void {
+    this.bodies.delete(b);
+  }
+
+  crashed(c: Candidate): void {
+    for (const b of this.bodies) if (b.cand === c) this.bodies.delete(b);
+  }
+
+  frozen(c: Candidate): void {
+    c.excusedUntil = Number.POSITIVE_INFINITY;
+  }
+
+  thawed(c: Candidate): void {
+    // thawed, its timers run first and it reads what came: a lapsed lease or a loss it can
+    // read ends the term at once, the work stops within the drain; a loss it cannot hear
+    // (blackholed) shows at its next check's deadline
+    c.excusedUntil = this.world.now + (c.lostUnheard ? this.checkMs() : this.profile.drainMaxMs + 1);
+  }
+
+  /**
+   * From `quiet` (the last fault or operation) on: a leader within `boundMs`, leading then
+   * for `holdMs` without a break (a group that keeps handing over, or never settles, fails).
+   */
+  liveness(quiet: number, boundMs: number, holdMs: number): void {
+    this.live = { quiet, boundMs, holdMs };
+  }
+
+  check(): void {
+    const now = this.world.now;
+    const h = this.server.holderOf(KEY_ID);
+    const holder = this.owner(h);
+    const leaders: Candidate[] = [];
+    const terms: Candidate[] = [];
+    for (const c of this.cands) {
+      if (!c.live) continue;
+      const lock = c.lock;
+      if (!lock) continue;
+      const term = lock.term;
+      if (term && !term.signal.aborted) {
+        if (term.id !== c.termId) {
+          c.termId = term.id;
+          c.termOpenedAt = now;
+        }
+        if (now > c.excusedUntil) terms.push(c);
+      }
+      if (!lock.isLeader) continue;
+      leaders.push(c);
+      if (holder === c) continue;
+      const lease = lock.safety?.leaseMs ?? 0;
+      const loss = c.lastLoss;
+      if (!loss || !INSTANT.has(loss.cause as ReleaseCause) || now >= loss.at + lease) {
+        this.fail(
+          `${c.name} isLeader while the server grants the key to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease ${lease} ms)`,
+        );
+        return;
+      }
+    }
+    if (terms.length > 1) {
+      this.fail(
+        `two open terms: ${terms.map((c) => `${c.name} term ${c.termId} opened t=${c.termOpenedAt.toFixed(3)}`).join(', ')}`,
+      );
+      return;
+    }
+    const running = new Set<Candidate>();
+    for (const b of this.bodies) if (now > b.cand.excusedUntil && b.cand.live) running.add(b.cand);
+    if (running.size > 1) {
+      this.fail(`two runWhileLeader bodies running: ${[...running].map((c) => c.name).join(', ')}`);
+      return;
+    }
+    const live = this.live;
+    if (!live || now < live.quiet) return;
+    const someone = this.cands.some(
+      (c) => (c.starting && !c.crashed) || (c.live && c.lock?.state !== 'stopped'),
+    );
+    const led = leaders.length > 0 && holder !== undefined && leaders.includes(holder);
+    if (!someone) {
+      this.stable = true; // nobody is meant to lead
+      return;
+    }
+    if (!led) {
+      this.ledSince = null;
+      return;
+    }
+    this.ledSince ??= now;
+    if (now - this.ledSince >= live.holdMs) this.stable = true;
+  }
+
+  /** A fault lasts until `t` (a freeze on a grant): the quiet phase starts no earlier. */
+  faultUntil(t: number): void {
+    if (this.live && t > this.live.quiet) {
+      this.live.quiet = t;
+      this.ledSince = null;
+      this.stable = false;
+    }
+  }
+
+  get quiet(): number {
+    return this.live?.quiet ?? 0;
+  }
+
+  /** Converged: a leader has led for the window without a break (or nobody is running). */
+  stable = false;
+  private ledSince: number | null = null;
+
+  /** The quiet phase ended (at quiet + bound + hold) without a stable leader. */
+  endOfLiveness(): void {
+    const live = this.live;
+    if (!live || this.stable) return;
+    const states = this.cands.map((c) => `${c.name}:${c.live ? c.lock?.state : 'gone'}`).join(' ');
+    const h = this.server.holderOf(KEY_ID);
+    this.fail(
+      `liveness: no leader that held for ${live.holdMs} ms within ${live.boundMs.toFixed(0)} ms of the last fault (t=${live.quiet.toFixed(3)}) [holder ${h ? `${h.owner} pid ${h.pid}` : 'none'}; ${states}]`,
+    );
+  }
+
+  /** After every shutdown(): no connection of a live candidate left open, no timer pending on its clock. */
+  leaks(): void {
+    for (const c of this.cands) {
+      if (!c.live) continue;
+      const open = c.clients.filter((x) => !x.ended);
+      if (open.length > 0) this.fail(`${c.name}: ${open.length} connection(s) left open after shutdown()`);
+      const timers = c.proc.clock.pending;
+      if (timers > 0) this.fail(`${c.name}: ${timers} timer(s) left after shutdown()`);
+      if (c.lock?.state !== 'stopped') this.fail(`${c.name}: state ${c.lock?.state} after shutdown()`);
+    }
+    if (this.bodies.size > 0)
+      this.fail(`${this.bodies.size} runWhileLeader body(ies) still running after shutdown()`);
+    void this.profile;
+  }
+}

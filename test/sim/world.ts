@@ -1,0 +1,160 @@
+/**
+ * The simulation's scheduler: one simulated time, one queue of events (timers of the
+ * simulated processes, messages on the simulated network, the server's own timers), run
+ * one at a time in (time, sequence) order. After each event every microtask and immediate
+ * it caused runs (one macrotask turn) before the next event: the library under test reacts
+ * to it completely. A process can be frozen: its timers and the messages it would read are
+ * held, in order, until it thaws (or dropped if it is killed).
+ */
+import type { Clock } from '../../src/core/clock.js';
+
+export interface SimEvent {
+  at: number;
+  seq: number;
+  /** The process that runs it (null: the server or the network). */
+  proc: Proc | null;
+  kind: 'timer' | 'io' | 'server';
+  fn: () => void;
+  cancelled: boolean;
+}
+
+/** A simulated client process: its clock's timers and its reads stop while it is frozen. */
+export class Proc {
+  frozen = false;
+  dead = false;
+  /** Events due while frozen, run in order when it thaws. */
+  held: SimEvent[] = [];
+  readonly clock: Clock & { readonly pending: number };
+  private readonly timers = new Set<SimEvent>();
+
+  constructor(
+    readonly world: World,
+    readonly name: string,
+  ) {
+    const timers = this.timers;
+    this.clock = {
+      now: () => world.now,
+      setTimeout: (fn, ms) => {
+        const ev = world.schedule(Math.max(0, ms), this, 'timer', () => {
+          timers.delete(ev);
+          fn();
+        });
+        timers.add(ev);
+        return ev;
+      },
+      clearTimeout: (handle) => {
+        const ev = handle as SimEvent | undefined;
+        if (!ev || !timers.has(ev)) return;
+        ev.cancelled = true;
+        timers.delete(ev);
+      },
+      get pending() {
+        return timers.size;
+      },
+    };
+  }
+}
+
+export class World {
+  now = 0;
+  private seq = 0;
+  private readonly heap: SimEvent[] = [];
+  /** The event trace (only when tracing). */
+  readonly trace: string[] | null;
+  steps = 0;
+
+  constructor(tracing: boolean) {
+    this.trace = tracing ? [] : null;
+  }
+
+  log(line: string | (() => string)): void {
+    if (this.trace) this.trace.push(`${this.now.toFixed(3)} ${typeof line === 'string' ? line : line()}`);
+  }
+
+  schedule(delayMs: number, proc: Proc | null, kind: SimEvent['kind'], fn: () => void): SimEvent {
+    const ev: SimEvent = { at: this.now + delayMs, seq: this.seq++, proc, kind, fn, cancelled: false };
+    this.push(ev);
+    return ev;
+  }
+
+  /** Thaw a frozen process: its held timers (by due time), then its held reads, run now. */
+  thaw(proc: Proc): void {
+    if (!proc.frozen) return;
+    proc.frozen = false;
+    const held = proc.held;
+    proc.held = [];
+    const timers = held.filter((e) => e.kind === 'timer').sort((a, b) => a.at - b.at || a.seq - b.seq);
+    const reads = held.filter((e) => e.kind !== 'timer');
+    for (const ev of [...timers, ...reads]) {
+      ev.at = this.now;
+      ev.seq = this.seq++;
+      this.push(ev);
+    }
+  }
+
+  /** Time of the next event, or Infinity. */
+  get nextAt(): number {
+    return this.heap[0]?.at ?? Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * Run the next event (and everything it causes). False when none is due by `until`.
+   */
+  async step(until: number): Promise<boolean> {
+    for (;;) {
+      const ev = this.heap[0];
+      if (!ev || ev.at > until) return false;
+      this.pop();
+      if (ev.cancelled) continue;
+      if (ev.proc?.dead) continue;
+      if (ev.proc?.frozen) {
+        ev.proc.held.push(ev);
+        continue;
+      }
+      if (ev.at > this.now) this.now = ev.at;
+      this.steps++;
+      ev.fn();
+      await turn();
+      return true;
+    }
+  }
+
+  private push(ev: SimEvent): void {
+    const h = this.heap;
+    h.push(ev);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!before(h[i] as SimEvent, h[p] as SimEvent)) break;
+      [h[i], h[p]] = [h[p] as SimEvent, h[i] as SimEvent];
+      i = p;
+    }
+  }
+
+  private pop(): void {
+    const h = this.heap;
+    const last = h.pop() as SimEvent;
+    if (h.length === 0) return;
+    h[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && before(h[l] as SimEvent, h[m] as SimEvent)) m = l;
+      if (r < h.length && before(h[r] as SimEvent, h[m] as SimEvent)) m = r;
+      if (m === i) return;
+      [h[i], h[m]] = [h[m] as SimEvent, h[i] as SimEvent];
+      i = m;
+    }
+  }
+}
+
+function before(a: SimEvent, b: SimEvent): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
+
+/** One macrotask turn: every microtask queued so far, and the immediates queued before it, run. */
+function turn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
