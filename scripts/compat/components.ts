@@ -185,7 +185,7 @@ export const FRESH_INSTALL_LINE: (typeof NODE_VERSIONS)[number] = '24.21.0';
 
 function nodeLine(version: string): Component {
   const fresh = version === FRESH_INSTALL_LINE;
-  const what = `unit, contract, ${PER_NODE.length} integration files of scripts/compat/selection.ts`;
+  const what = `unit, contract, simulation, ${PER_NODE.length} integration files of scripts/compat/selection.ts`;
   const label = fresh
     ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; ${what}, build, smoke)`
     : `Node.js ${version} (${what}, smoke)`;
@@ -245,10 +245,11 @@ function nodeLine(version: string): Component {
           root,
           node,
           args: [
-            ...['unit', 'contract', 'integration'].flatMap((p) => ['--project', p]),
+            ...['unit', 'contract', 'integration', 'sim'].flatMap((p) => ['--project', p]),
             'test/unit/',
             'examples/',
             'test/contract/',
+            'test/sim/',
             ...PER_NODE.map((p) => p.file),
           ],
           env,

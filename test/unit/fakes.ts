@@ -22,9 +22,13 @@ export function uninline(template: string, text: string): unknown[] {
       return "(NULL|\\(-?\\d+\\)| ?E?'(?:[^']|'')*')";
     })
     .join('');
-  // the lock session tags each statement with its priority after its name (sql.ts `tagged`)
+  // the lock session tags each statement with its priority after its name, and with its id
+  // when its application_name cannot carry it (sql.ts `tagged`)
   const found = new RegExp(`^${pattern}$`).exec(
-    text.replace(/^(\/\* pgleaderlock:[a-z-]+ \*\/) \/\* p=-?\d+ \*\//, '$1'),
+    text.replace(
+      /^(\/\* pgleaderlock:[a-z-]+ \*\/) \/\* p=-?\d+(?:, pending)? \*\/(?: \/\* id="(?:[^"\\]|\\.)*" \*\/)?/,
+      '$1',
+    ),
   );
   if (!found) throw new Error(`not an inlined form of the template: ${text.slice(0, 80)}`);
   const values: unknown[] = [];
