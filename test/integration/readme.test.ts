@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { runWorker } from '../../examples/worker.js';
-import { LeaderLock } from '../../src/index.js';
+import { FixedInterval, LeaderLock } from '../../src/index.js';
 import { adminQuery, databaseUrl, eventually, lockHolders } from '../harness/db.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -27,9 +27,18 @@ describe('README', () => {
       for (const acquireMode of ['wait', 'poll'] as const) {
         const keys = { key1: 8, key2: process.pid };
         const tag = `bare-${acquireMode}-${process.pid}`;
+        // a steps down for good; b attempts every 100 ms (poll mode: the default back-off grows
+        // to seconds, and a, re-attempting after its own, could take the lock back first)
         const [a, b] = [0, 1].map(
           (i) =>
-            new LeaderLock({ connectionString: url.toString(), ...keys, id: `${tag}-${i}`, acquireMode }),
+            new LeaderLock({
+              connectionString: url.toString(),
+              ...keys,
+              id: `${tag}-${i}`,
+              acquireMode,
+              autoReacquire: i === 1,
+              retryStrategy: new FixedInterval({ intervalMs: 100 }),
+            }),
         ) as [LeaderLock, LeaderLock];
         // every session of the role, looked at without pause from before the first start()
         let most = 0;
