@@ -6,8 +6,8 @@
 import type pg from 'pg';
 import { DEFAULT_FENCING_TABLE } from '../core/fencing.js';
 import { idOfSession } from '../core/identity.js';
+import type { LeaderLockOptions } from '../core/lock-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
-import type { LeaderLockOptions } from '../leader/options.js';
 import type { Keys } from './args.js';
 import { humanMs } from './common.js';
 import type { Check } from './doctor-checks.js';

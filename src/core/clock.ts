@@ -80,3 +80,8 @@ export function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispo
   });
   return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
 }
+
+/** The earlier of two deadlines (null: no limit). */
+export function earlier(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.min(a, b);
+}

@@ -1,29 +1,29 @@
-import { deferred } from '../core/clock.js';
+import { deferred, earlier } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
+import type { SessionIdentity } from '../core/handover.js';
+import type { LockCallbacks } from '../core/lock-callbacks.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import { PEER_BOUND_MS } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
 import { withEndpointAdvice } from '../core/providers.js';
+import { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
+import { LockState, type SpecState } from '../core/state.js';
+import type { Term } from '../core/term.js';
 import { Vitals } from '../core/vitals.js';
 import { type Input, transition } from './fsm.js';
 import { Actions } from './fsm-actions.js';
 import { HandingOver } from './handing-over.js';
-import type { SessionIdentity } from './handover.js';
 import type { TermIds } from './leadership.js';
-import type { LockCallbacks } from './lock-callbacks.js';
-import type { ResolvedOptions } from './options.js';
 import { Mailbox, type Phase } from './phase.js';
-import { earlier, newRelease, Releases } from './release.js';
+import { newRelease, Releases } from './release.js';
 import { Reporter } from './report.js';
 import { Requests, type RequestTarget } from './requests.js';
-import { RetryCycle } from './retry.js';
 import { Session } from './session.js';
-import { LockState, type SpecState } from './state.js';
 import type { Counters } from './stats.js';
 import { Steps } from './steps.js';
-import type { Term } from './term.js';
 
 /** Told about every state change, before the change's effects run. */
 export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;

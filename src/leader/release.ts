@@ -5,7 +5,7 @@
  */
 import type { Deferred } from '../core/clock.js';
 import { ShutdownError } from '../core/errors.js';
-import type { ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Phase } from './phase.js';
 
 export interface Release {
@@ -30,11 +30,6 @@ export interface Handover {
 
 export function newRelease(deadline: number | null): Release {
   return { deadline, waiters: [], expired: null, timer: null, handover: null };
-}
-
-/** The earlier of two deadlines (null: no limit). */
-export function earlier(a: number | null, b: number | null): number | null {
-  return a === null ? b : b === null ? a : Math.min(a, b);
 }
 
 /** Arms and settles the releases of one lifecycle. */

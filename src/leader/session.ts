@@ -10,7 +10,15 @@ import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
+import {
+  type Directive,
+  HandoverLog,
+  type NewHandover,
+  payload,
+  type SessionIdentity,
+} from '../core/handover.js';
 import { idOfSession } from '../core/identity.js';
+import { channelFor } from '../core/keys.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
@@ -18,7 +26,6 @@ import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import { type Directive, HandoverLog, type NewHandover, payload, type SessionIdentity } from './handover.js';
 import { KeyChannel } from './key-channel.js';
 import type {
   Acquired,
@@ -34,7 +41,6 @@ import {
   CHECK,
   CHECK_PENDING,
   CURRENT_HOLDER,
-  channelFor,
   FREE_STRANDED,
   LATE_GRANT,
   markOf,

@@ -6,9 +6,9 @@
  */
 
 import pg from 'pg';
+import { type Directive, forwardPayload, type NewHandover, payload } from '../core/handover.js';
 import { idTag } from '../core/identity.js';
 import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
-import { type Directive, forwardPayload, type NewHandover, payload } from './handover.js';
 
 /**
  * Free the key held by backend $3 when this session has proven not to be pinned to it
@@ -176,11 +176,6 @@ export const CHECK_PENDING = CHECK.replace('pgleaderlock:check', 'pgleaderlock:p
 /** The backend holding (key1, key2), if any: its application_name and last statement (its id, core/identity.ts). */
 export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name, a.query FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted`;
-
-/** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
-export function channelFor(key1: number, key2: number): string {
-  return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
-}
 
 /** What a candidate's statements carry: its priority, and its id (shown when its application_name cannot carry it). */
 export interface Mark {

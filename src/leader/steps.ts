@@ -8,19 +8,19 @@
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import { NoPrimaryError } from '../core/primary.js';
+import type { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
+import type { Term } from '../core/term.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Input, STOP } from './fsm.js';
-import type { ResolvedOptions } from './options.js';
 import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf, type TakeoverDelay } from './phase.js';
 import { ReleaseSteps } from './release-steps.js';
-import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
 import { Succession } from './succession.js';
 import { Takeover } from './takeover.js';
-import type { Term } from './term.js';
 
 /** What the steps need from the loop. */
 export interface StepContext {

@@ -8,10 +8,10 @@
  */
 import { sleep } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import { PEER_BOUND_MS, probePeers } from '../core/peers.js';
 import { type Input, STOP } from './fsm.js';
 import type { Grant } from './leadership.js';
-import type { ResolvedOptions } from './options.js';
 import type { Mailbox, PhaseOf } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired, Epoch } from './session-types.js';

@@ -6,9 +6,9 @@
  * partition worker's part is metrics-partitions.ts.
  */
 
+import { LockState } from '../core/state.js';
 import { show } from '../core/validate.js';
 import type { LeaderLock } from '../leader/leader-lock.js';
-import { LockState } from '../leader/state.js';
 import type { PartitionedLeadership } from '../partitions/partitioned.js';
 import { type PartitionMetricsSnapshot, PartitionSource, quoted } from './metrics-partitions.js';
 

@@ -6,9 +6,9 @@ import { applicationName, checkId } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
 import type { Endpoint } from '../core/primary.js';
+import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from '../core/retry.js';
 import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
 import { checkKey, checkPositiveDuration, MAX_TIMER_MS, show } from '../core/validate.js';
-import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from '../leader/retry.js';
 
 /** Options of {@link LeaderWatch}. Durations are milliseconds. Each means what it means for `LeaderLock`. */
 export interface LeaderWatchOptions {
