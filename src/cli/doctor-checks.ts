@@ -15,19 +15,12 @@ import { connectSettings, type Safety } from '../core/safety.js';
 import { LeaderLock } from '../leader/leader-lock.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
+import type { Check, Verdict } from './doctor-check.js';
 import { lockTableCheck, lockTableSize } from './doctor-locktable.js';
 import { pgpoolChecks } from './doctor-pgpool.js';
 import { defaultsCheck, holderCheck, latencyCheck, permissionChecks } from './doctor-queries.js';
 
-export type Verdict = 'ok' | 'warn' | 'fail';
-
-export interface Check {
-  readonly id: string;
-  readonly verdict: Verdict;
-  readonly reason: string;
-  /** What to do about a warn or a fail. */
-  readonly fix?: string;
-}
+export type { Check, Verdict };
 
 export interface DoctorInput {
   dsn: Dsn;

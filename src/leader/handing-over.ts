@@ -7,7 +7,7 @@
 import { deferred, sleep } from '../core/clock.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Mailbox, Phase, PhaseOf } from './phase.js';
-import { type Handover, newRelease } from './release.js';
+import { type Handover, newRelease } from './phase.js';
 import { handoverError } from './succession.js';
 
 /** What a handover reads and asks of the lifecycle. */

@@ -10,32 +10,21 @@ import { withEndpointAdvice } from '../core/providers.js';
 import { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
-import { LockState, type SpecState } from '../core/state.js';
+import { LockState } from '../core/state.js';
 import type { Term } from '../core/term.js';
 import { Vitals } from '../core/vitals.js';
 import { type Input, transition } from './fsm.js';
+import type { LifecycleHooks } from './fsm-actions.js';
 import { Actions } from './fsm-actions.js';
 import { HandingOver } from './handing-over.js';
 import type { TermIds } from './leadership.js';
-import { Mailbox, type Phase } from './phase.js';
-import { newRelease, Releases } from './release.js';
+import { Mailbox, newRelease, type Phase } from './phase.js';
+import { Releases } from './release.js';
 import { Reporter } from './report.js';
 import { Requests, type RequestTarget } from './requests.js';
 import { Session } from './session.js';
 import type { Counters } from './stats.js';
 import { Steps } from './steps.js';
-
-/** Told about every state change, before the change's effects run. */
-export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;
-
-/** What the lifecycle reports to the lock that runs it. */
-export interface LifecycleHooks {
-  changed: TransitionListener;
-  /** A term opened (first of a leadership, or reopened after a lapse). */
-  termOpened(term: Term): void;
-  /** The lease was renewed. */
-  renewed(): void;
-}
 
 export class Lifecycle implements RequestTarget {
   private phase: Phase = { kind: 'stopped' };

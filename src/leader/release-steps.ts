@@ -10,7 +10,7 @@ import type { Runners } from '../core/runner.js';
 import type { Term } from '../core/term.js';
 import type { Input } from './fsm.js';
 import type { Mailbox, PhaseOf } from './phase.js';
-import type { StepContext } from './steps.js';
+import type { StepContext } from './step-context.js';
 import type { Succession } from './succession.js';
 
 export class ReleaseSteps {

@@ -215,3 +215,6 @@ export function priorityOf(query: string | null): number | null {
   const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, pending)? \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;
 }
+
+/** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
+export const SLICE_ENDED = '55P03';

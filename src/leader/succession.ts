@@ -15,7 +15,7 @@ import { sleep } from '../core/clock.js';
 import { LockError } from '../core/errors.js';
 import { MAX_HANDOVER_TIMEOUT_MS } from '../core/handover.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
-import type { Handover } from './release.js';
+import type { Handover } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
 

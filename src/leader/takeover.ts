@@ -15,7 +15,7 @@ import type { Grant } from './leadership.js';
 import type { Mailbox, PhaseOf } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired, Epoch } from './session-types.js';
-import type { StepContext } from './steps.js';
+import type { StepContext } from './step-context.js';
 
 type Attempt = PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>;
 
