@@ -7,7 +7,7 @@ import { applicationName, checkId } from './identity.js';
 import { keysFromName } from './keys.js';
 import type { Logger } from './logger.js';
 import type { Endpoint } from './primary.js';
-import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
+import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from './retry.js';
 import { checkKnownKeys, resolveShared } from './shared-options.js';
 import { checkBoolean, checkFunction, checkKey, checkPositiveDuration, show } from './validate.js';
 
@@ -234,12 +234,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new RangeError(`priority must be an integer, received ${show(options.priority)}`);
   }
 
-  const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
-  if (!isRetryStrategy(retryStrategy)) {
-    throw new TypeError(
-      `retryStrategy must have a nextDelayMs(ctx) method, received ${show(options.retryStrategy)}`,
-    );
-  }
+  const retryStrategy = resolveRetryStrategy(options.retryStrategy, () => new ExponentialBackoff());
 
   const appName = applicationName(id);
   const shared = resolveShared(options, appName);
