@@ -85,3 +85,16 @@ export function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispo
 export function earlier(a: number | null, b: number | null): number | null {
   return a === null ? b : b === null ? a : Math.min(a, b);
 }
+
+/**
+ * The keep-alive rule of every loop that runs until told to stop (`LeaderLock`,
+ * `LeaderWatch`): a started one keeps the process alive until it stops, as a server socket
+ * would, even while it waits with no timer of its own (a server-side wait, an idle socket).
+ * One long interval, cleared by the function returned; `enabled` false (the `unref`
+ * option): nothing.
+ */
+export function keepAlive(enabled: boolean): () => void {
+  if (!enabled) return () => {};
+  const timer = setInterval(() => {}, 1 << 30);
+  return () => clearInterval(timer);
+}

@@ -1,4 +1,4 @@
-import { deferred, earlier } from '../core/clock.js';
+import { deferred, earlier, keepAlive } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
 import type { SessionIdentity } from '../core/handover.js';
 import type { LockCallbacks } from '../core/lock-callbacks.js';
@@ -257,7 +257,7 @@ export class Lifecycle implements RequestTarget {
 
   private async loop(): Promise<void> {
     // a started lock keeps the process alive until it stops (unless `unref`)
-    const keepAlive = this.o.unref ? null : setInterval(() => {}, 1 << 30);
+    const release = keepAlive(!this.o.unref);
     this.vitals.start();
     try {
       await this.apply({ type: 'Start' });
@@ -267,7 +267,7 @@ export class Lifecycle implements RequestTarget {
     } finally {
       this.releases.settle(this.mail.stepDown);
       this.mail.stepDown = null;
-      if (keepAlive) clearInterval(keepAlive);
+      release();
       this.vitals.stop();
     }
   }
