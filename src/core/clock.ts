@@ -25,6 +25,13 @@ export const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/** Has the three methods of a {@link Clock}. */
+export function isClock(value: unknown): value is Clock {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof c[m] === 'function');
+}
+
 /**
  * Sleep `ms` on `clock`. Resolves `true` when the time elapsed and `false` as soon as
  * `signal` aborts (never rejects). Leaves no timer or listener behind.
