@@ -3,7 +3,7 @@ import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.j
 import type { SessionIdentity } from '../core/handover.js';
 import type { LockCallbacks } from '../core/lock-callbacks.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
-import { PEER_BOUND_MS } from '../core/peers.js';
+import { PEER_INTERVAL_MS, splitBrainDelayMs } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
 import { withEndpointAdvice } from '../core/providers.js';
@@ -125,7 +125,7 @@ export class Lifecycle implements RequestTarget {
         o.healthIntervalMs,
         this.retry.lastDelayMs ?? 0,
         o.reconnectGraceMs ?? 0,
-        o.takeoverDelayMs + PEER_BOUND_MS,
+        splitBrainDelayMs(o.takeoverDelayMs, PEER_INTERVAL_MS),
         o.closeTimeoutMs,
       ) +
       // an acquisition is a chain of round trips (survey, configure, settings, LISTEN,

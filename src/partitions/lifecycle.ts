@@ -8,7 +8,7 @@
 import { type Deferred, deferred, sleep } from '../core/clock.js';
 import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
-import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
+import { type PeerWatch, splitBrainDelayMs } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { RetryCycle } from '../core/retry.js';
 import { Vitals } from '../core/vitals.js';
@@ -149,12 +149,16 @@ export class WorkerLifecycle {
   /**
    * Another primary is up beside this worker's (an old primary after a promotion): its
    * workers may still run the partitions this one takes until their peer watch sees the
-   * promotion, within one health interval plus a probe. Takes wait that long on top of the
-   * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
+   * promotion (one health interval plus a probe) and their work stops (the takeover delay).
+   * Every take waits that long, clean hand-overs included (core/peers.ts
+   * `splitBrainDelayMs`; docs/partitions.md, "Primary failover"); 0 when no other primary is up.
    */
   splitDelayMs(): number {
     const p = this.phase;
-    return p.kind === 'running' && p.peers?.otherPrimary ? this.w.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
+    const { takeoverDelayMs, healthIntervalMs } = this.w.o;
+    return p.kind === 'running' && p.peers?.otherPrimary
+      ? splitBrainDelayMs(takeoverDelayMs, healthIntervalMs)
+      : 0;
   }
 
   private wake(): void {
