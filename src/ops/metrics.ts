@@ -6,6 +6,7 @@
  * partition worker's part is metrics-partitions.ts.
  */
 
+import { systemClock } from '../core/clock.js';
 import { LockState } from '../core/state.js';
 import { show } from '../core/validate.js';
 import type { LeaderLock } from '../leader/leader-lock.js';
@@ -107,7 +108,7 @@ export class LockMetrics<T extends MetricsTarget = LeaderLock> implements Dispos
   constructor(
     target: T,
     /** The clock `leaseExpiresAt` is on: `performance.now()` unless the lock was given a clock. */
-    now: () => number = () => performance.now(),
+    now: () => number = () => systemClock.now(),
   ) {
     let source: MetricsSource<LockMetricsSnapshot> | MetricsSource<PartitionMetricsSnapshot>;
     // the public shape, not `instanceof`: a lock made by the other build (ESM and CommonJS

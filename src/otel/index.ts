@@ -37,6 +37,7 @@ import {
   LockMetrics,
   type PartitionedLeadership,
 } from 'pgleaderlock';
+import { systemClock } from '../core/clock.js';
 
 /** Options of {@link instrument}. */
 export interface InstrumentOptions {
@@ -104,17 +105,17 @@ export function instrument(
     leader.addCallback(observeLeader);
     // registered before this function's onAcquired: its failover figure is ready by then
     const lm = new LockMetrics(lock);
-    let following: number | null = lock.isLeader ? null : performance.now();
+    let following: number | null = lock.isLeader ? null : systemClock.now();
     lock.onStateChange(
       (_from, to) => {
-        if ((to === 'follower' || to === 'acquiring') && following === null) following = performance.now();
+        if ((to === 'follower' || to === 'acquiring') && following === null) following = systemClock.now();
       },
       { signal },
     );
     lock.onAcquired(
       () => {
         terms.add(1, attrs);
-        if (following !== null) acquisition.record((performance.now() - following) / 1000, attrs);
+        if (following !== null) acquisition.record((systemClock.now() - following) / 1000, attrs);
         following = null;
         const failover = lm.snapshot().lastFailoverMs;
         if (failover !== null) handoff.record(failover / 1000, attrs);

@@ -78,6 +78,21 @@ describe('the source tree', () => {
     expect(cycles).toEqual([]);
   });
 
+  it('reads time and sets timers only through src/core/clock.ts (the CLI aside): every loop runs on the injected clock', () => {
+    const raw = all
+      .filter((f) => !['core/clock.ts'].includes(rel(f)) && folder(f) !== 'cli')
+      .flatMap((f) =>
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .map((line, i) => [line, i + 1] as const)
+          .filter(([line]) => !/^\s*(\*|\/\/|\/\*)/.test(line))
+          .filter(([line]) => /\b(setTimeout|setInterval|Date\.now|performance\.now)\s*\(/.test(line))
+          .filter(([line]) => !/\bclock\.setTimeout\(/i.test(line))
+          .map(([line, n]) => `${rel(f)}:${n}: ${line.trim()}`),
+      );
+    expect(raw).toEqual([]);
+  });
+
   it('has no file over 400 lines', () => {
     const long = all
       .map((f) => [rel(f), readFileSync(f, 'utf8').split('\n').length - 1] as const)
