@@ -66,7 +66,7 @@ it('a sequence replays: the same seed gives the same choice list, another seed a
 });
 
 it.each(['wait', 'poll'] as const)(
-  `chaos (%s mode): 5 candidates, ${BASIC_SEQUENCES} seeded sequences of 1–2 faults (kill, stepDown, blackhole, freeze by SIGSTOP or a busy loop, terminate, reset, restart; on the leader, or on a follower), every kind at least once, work that takes 100 ms to stop, takeover delay 200 ms: never two leaders nor two runs at once, a leader after each fault within its bound, the same leader after a fault on a follower`,
+  `chaos (%s mode): 5 candidates, ${BASIC_SEQUENCES} seeded sequences of 1 or 2 faults (kill, stepDown, blackhole, freeze by SIGSTOP or a busy loop, terminate, reset, restart; on the leader, or on a follower), every kind at least once, work that takes 100 ms to stop, takeover delay 200 ms: never two leaders nor two runs at once, a leader after each fault within its bound, the same leader after a fault on a follower`,
   async (acquireMode) => {
     const report = await runChaos({
       candidates: 5,
@@ -91,7 +91,7 @@ it.each(['wait', 'poll'] as const)(
 const UNCHOSEN: ReadonlySet<FaultKind> = new Set(['join', 'leave', 'respawn', 'kill', 'terminate']);
 
 describe.each(['wait', 'poll'] as const)('priority churn (%s mode)', (acquireMode) => {
-  it(`5 candidates, ${CHURN_SEQUENCES} seeded sequences of 1–2 steps: candidates with seeded priorities 0–3 join, leave (SIGTERM) and come back with new priorities; the leader is asked to resign or hand over (NOTIFY) or calls handoverTo; kills and terminates; each kind at least once: never two leaders nor two runs at once, a leader after each fault within its bound, first the named successor or a higher joiner (no takeover delay), the leader kept when a follower leaves or a joiner no higher comes; after each join, leave, respawn, kill and terminate a top-priority candidate leads again within the bound`, async () => {
+  it(`5 candidates, ${CHURN_SEQUENCES} seeded sequences of 1 or 2 steps: candidates with seeded priorities 0–3 join, leave (SIGTERM) and come back with new priorities; the leader is asked to resign or hand over (NOTIFY) or calls handoverTo; kills and terminates; each kind at least once: never two leaders nor two runs at once, a leader after each fault within its bound, first the named successor or a higher joiner (no takeover delay), the leader kept when a follower leaves or a joiner no higher comes; after each join, leave, respawn, kill and terminate a top-priority candidate leads again within the bound`, async () => {
     const kinds: FaultKind[] = [...CHURN_KINDS, 'kill', 'terminate'];
     const report = await runChaos({
       candidates: 5,

@@ -76,7 +76,7 @@ export interface ChaosOptions {
   seeds: readonly number[];
   /** Stop after the sequence during which this much time has passed (the long form). Default: run every seed. */
   durationMs?: number;
-  /** Steps per sequence: 1 to this. Default 2. */
+  /** Steps per sequence: 1, or up to this one time in four. Default 2. */
   maxSteps?: number;
   /** Default: BASIC_KINDS. */
   faults?: readonly FaultKind[];
