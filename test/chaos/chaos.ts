@@ -28,7 +28,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { requestPayload } from '../../src/leader/handover.js';
 import { channelFor } from '../../src/leader/sql.js';
-import { adminQuery, lockHolders, randomKeys, terminate } from '../harness/db.js';
+import { adminQuery, lockHolders, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { overlapsOf } from '../harness/overlaps.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
@@ -284,7 +284,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const settleBoundMs = Object.fromEntries(
     Object.entries(gapBoundMs).map(([k, v]) => [k, v + clean]),
   ) as Record<FaultKind, number>;
-  const keys = randomKeys();
+  // the run's key from its first seed too (the run has a server of its own)
+  const keyRandom = new Random((seeds[0] as number) ^ 0x27d4eb2f);
+  const keys = { key1: keyRandom.int(-(2 ** 31), 2 ** 31 - 1), key2: keyRandom.int(-(2 ** 31), 2 ** 31 - 1) };
   const channel = channelFor(keys.key1, keys.key2);
   // the first processes boot while the server starts, with a spare when candidates join
   const first = Array.from({ length: opts.candidates }, () => boot());

@@ -140,7 +140,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
   const takeoverDelayMs = opts.takeoverDelayMs ?? stopMs + 150;
   const freezeMs = opts.freezeMs ?? serverReleaseMs + 600;
   const settleTimeoutMs = opts.settleTimeoutMs ?? 60_000;
-  const name = `chaos-p-${Date.now()}`;
+  const name = `chaos-p-${opts.seeds[0] ?? 0}`; // the run has a server of its own
   const server: PgServer = await startPgServer();
   const c = partitionCluster({
     url: server.url,
