@@ -4,10 +4,11 @@
  * different processes compare. An interval ends when the state leaves LEADER or when the
  * lease lapsed before that, whichever is earlier: that is when the process stops believing.
  * The process boots (`booted`), then waits for `start` (its configuration, lock id and
- * priority: a process booted ahead, while the server starts or as a spare, joins at once). Commands from the parent: stepDown, freeze (busy loop),
+ * priority: a process booted ahead, while the server starts or as a spare, joins at once). Commands from the parent: stepDown, freeze (busy loop; the parent also freezes it with SIGSTOP),
  * handoverTo (answered by `handoverResult`), shutdown; SIGTERM shuts down too.
  */
 import { type Clock, FixedInterval, LeaderLock } from '../../src/index.js';
+import { Random } from '../sim/random.js';
 
 export interface CandidateConfig {
   url: string;
@@ -20,6 +21,8 @@ export interface CandidateConfig {
   /** The work stops this long after its term's signal aborts. */
   workStopMs: number;
   takeoverDelayMs: number;
+  /** Seeds the lock's `random` option (its session marker token, the wait slice's ±10 %). Default: the library's own. */
+  randomSeed?: number;
 }
 
 export type CandidateMessage =
@@ -57,6 +60,11 @@ function stderrLogger(id: string) {
   return { debug: line, info: line, warn: line, error: line };
 }
 
+function seededRandom(seed: number): () => number {
+  const r = new Random(seed);
+  return () => r.next();
+}
+
 function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLock {
   const lock = new LeaderLock({
     connectionString: cfg.url,
@@ -70,6 +78,7 @@ function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLo
     acquireMode: cfg.acquireMode,
     takeoverDelayMs: cfg.takeoverDelayMs,
     clock,
+    ...(cfg.randomSeed === undefined ? {} : { random: seededRandom(cfg.randomSeed) }),
     ...(process.env.PGLEADERLOCK_CHAOS_LOG ? { logger: stderrLogger(id) } : {}),
   });
 

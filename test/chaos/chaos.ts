@@ -1,14 +1,15 @@
 /**
  * Chaos run: N candidate processes on one key, each behind its own fault proxy, on a
- * server of the run's own. Random faults are injected one at a time; after each, the run
- * waits for a leader. Leadership intervals and `runWhileLeader` runs reported by the
+ * server of the run's own. The run is a list of short seeded sequences (plan.ts): each
+ * sequence's steps (which fault, whom it hits, how long, the pauses) are drawn from its
+ * seed; the steps are injected one at a time; after each, the run waits for a leader. Leadership intervals and `runWhileLeader` runs reported by the
  * candidates (monotonic clock shared through process.hrtime) are checked for overlaps
  * afterwards. The candidates' work takes `workStopMs` to stop after its term aborts.
  *
  * Faults the safety bound covers (no overlap allowed): kill -9 of the leader process,
- * step-down, blackhole of the leader's connection, freeze of the leader's event loop.
- * Faults where the lock vanishes at once, pg_terminate_backend of the leader's backend and
- * a server restart, are covered by the takeover delay when `takeoverDelayMs` exceeds the
+ * step-down, blackhole of the leader's connection, freeze of the leader (SIGSTOP or a busy
+ * event loop). Faults where the lock vanishes at once, pg_terminate_backend of the leader's
+ * backend, a reset of its connections and a server restart, are covered by the takeover delay when `takeoverDelayMs` exceeds the
  * work's stop time plus the old leader's detection (then no overlap is allowed either);
  * without it, an overlap up to the detection latency plus the work's stop time.
  *
@@ -24,51 +25,28 @@
  */
 
 import { type ChildProcess, fork } from 'node:child_process';
-import { randomInt } from 'node:crypto';
 import path from 'node:path';
 import { requestPayload } from '../../src/core/handover.js';
 import { channelFor } from '../../src/core/keys.js';
-import { adminQuery, lockHolders, randomKeys, terminate } from '../harness/db.js';
+import { adminQuery, lockHolders, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { overlapsOf } from '../harness/overlaps.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
+import { Random } from '../sim/random.js';
 import type { CandidateConfig, CandidateMessage, ParentCommand } from './candidate.js';
+import {
+  BASIC_KINDS,
+  CHURN_KINDS,
+  choose,
+  describeStep,
+  type FaultKind,
+  initialPriorities,
+  planSequence,
+  type Step,
+} from './plan.js';
 
-export type FaultKind =
-  | 'kill'
-  | 'stepDown'
-  | 'blackhole'
-  | 'freeze'
-  | 'terminate'
-  | 'restart'
-  | 'join'
-  | 'leave'
-  | 'respawn'
-  | 'resign'
-  | 'handover'
-  | 'handoverTo';
-export const BASIC_KINDS: readonly FaultKind[] = [
-  'kill',
-  'stepDown',
-  'blackhole',
-  'freeze',
-  'terminate',
-  'restart',
-];
-/**
- * Priority churn: `join` (a new candidate, a drawn priority), `leave` (SIGTERM: it shuts
- * down), `respawn` (SIGTERM, then the same id back with a new priority), `resign` and
- * `handover` (a NOTIFY on the key's channel to a waiting candidate), `handoverTo` (called
- * by the leader). Half of the leaves and respawns hit the leader, half a follower.
- */
-export const CHURN_KINDS: readonly FaultKind[] = [
-  'join',
-  'leave',
-  'respawn',
-  'resign',
-  'handover',
-  'handoverTo',
-];
+export { BASIC_KINDS, CHURN_KINDS, type FaultKind };
+
 /** Kinds whose handover is clean (a released event before the unlock): the successor holds no takeover delay. */
 export const CLEAN: ReadonlySet<FaultKind> = new Set(['stepDown', ...CHURN_KINDS]);
 export const COVERED: ReadonlySet<FaultKind> = new Set([
@@ -79,7 +57,12 @@ export const COVERED: ReadonlySet<FaultKind> = new Set([
   ...CHURN_KINDS,
 ]);
 /** With the takeover delay on, every fault is covered. */
-export const COVERED_WITH_DELAY: ReadonlySet<FaultKind> = new Set([...COVERED, 'terminate', 'restart']);
+export const COVERED_WITH_DELAY: ReadonlySet<FaultKind> = new Set([
+  ...COVERED,
+  'terminate',
+  'reset',
+  'restart',
+]);
 
 /** The old leader's detection of a vanished session (terminate: ms; restart: ms): the takeover delay adds this to the work's stop time. */
 export const DETECTION_ALLOWANCE_MS = 100;
@@ -89,8 +72,12 @@ export const HOLD_MS = 500;
 
 export interface ChaosOptions {
   candidates: number;
-  /** Faults are injected this long, and until each kind was once. */
-  durationMs: number;
+  /** The sequences' seeds (plan.ts `sequenceSeeds`), run in this order on one cluster. */
+  seeds: readonly number[];
+  /** Stop after the sequence during which this much time has passed (the long form). Default: run every seed. */
+  durationMs?: number;
+  /** Steps per sequence: 1, or up to this one time in four. Default 2. */
+  maxSteps?: number;
   /** Default: BASIC_KINDS. */
   faults?: readonly FaultKind[];
   healthIntervalMs?: number;
@@ -106,37 +93,7 @@ export interface ChaosOptions {
    * range, so that ties happen). Default: off, every candidate at priority 0.
    */
   priorities?: number;
-  /**
-   * Seeds the fault schedule: the first faults are every kind once, in a seeded order, then
-   * seeded draws. The report carries it, so a failing run can be replayed. Default: random.
-   */
-  seed?: number;
   log?: (line: string) => void;
-}
-
-/** mulberry32: a small seeded generator of floats in [0, 1). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** The fault schedule: every kind once in a shuffled order, then draws; the same for a seed. */
-export function faultSchedule(kinds: readonly FaultKind[], seed: number): () => FaultKind {
-  const next = seeded(seed);
-  const first = [...kinds];
-  for (let i = first.length - 1; i > 0; i--) {
-    const j = Math.floor(next() * (i + 1));
-    [first[i], first[j]] = [first[j] as FaultKind, first[i] as FaultKind];
-  }
-  let n = 0;
-  return () =>
-    n < first.length ? (first[n++] as FaultKind) : (kinds[Math.floor(next() * kinds.length)] as FaultKind);
 }
 
 export interface Interval {
@@ -147,6 +104,11 @@ export interface Interval {
 
 export interface FaultRecord {
   kind: FaultKind;
+  /** The seed of the sequence this step belongs to, and the step in words (plan.ts). */
+  seed: number;
+  step: string;
+  /** It hit the leader (false: a follower; then the leader must stay). */
+  onLeader: boolean;
   at: number;
   /** Time from the fault to the next leadership start (null if none came in time); 0: the leader was kept, as expected. */
   gapMs: number | null;
@@ -185,6 +147,8 @@ export interface Overlap {
   b: string;
   ms: number;
   fault: FaultKind | 'none';
+  /** The seed of the sequence of that fault (null: before the first). */
+  seed: number | null;
 }
 
 export interface ChaosReport {
@@ -214,12 +178,12 @@ export interface ChaosReport {
   candidatesStarted: number;
   /** One line per fault: who led, with which priorities, what came next (to read a failure). */
   trace: string[];
-  /** The schedule's seed (ChaosOptions.seed). */
-  seed: number;
+  /** The sequences run: each seed and its steps in words (its choice list). */
+  sequences: { seed: number; steps: string[] }[];
 }
 
 const hrtimeMs = (): number => Number(process.hrtime.bigint()) / 1e6;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 interface Candidate {
   /** Unique per process (a respawn's lock id with `@n`): the owner of its intervals. */
@@ -287,21 +251,26 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const covered = takeoverDelayMs >= workStopMs + DETECTION_ALLOWANCE_MS ? COVERED_WITH_DELAY : COVERED;
   const kinds = opts.faults ?? BASIC_KINDS;
   const priorities = opts.priorities ?? 0;
-  const seed = opts.seed ?? randomInt(2 ** 31);
-  const nextKind = faultSchedule(kinds, seed);
-  // the churn's own draws (priorities, whom a fault acts on), so that the schedule of a seed stays as it was
-  const churn = seeded(seed ^ 0x5bd1e995);
-  const draw = (n: number): number => Math.floor(churn() * n);
-  const drawPriority = (): number => (priorities > 0 ? draw(priorities) : 0);
-  const minCandidates = Math.max(2, opts.candidates - 2);
-  const maxCandidates = opts.candidates + 2;
-  log(`fault schedule seed ${seed}`);
+  const seeds = opts.seeds;
+  if (seeds.length === 0) throw new RangeError('seeds: at least one sequence');
+  const plans = seeds.map((seed) => ({
+    seed,
+    steps: planSequence(seed, {
+      kinds,
+      candidates: opts.candidates,
+      priorities,
+      serverReleaseMs,
+      ...(opts.maxSteps === undefined ? {} : { maxSteps: opts.maxSteps }),
+    }),
+  }));
+  const sequences: { seed: number; steps: string[] }[] = [];
   // an unclean handover waits for the takeover delay; a clean one for the work to stop
   const clean = 1000 + workStopMs;
   const gapBoundMs: Record<FaultKind, number> = {
     kill: 1000 + takeoverDelayMs,
     stepDown: clean,
     terminate: 1000 + takeoverDelayMs,
+    reset: 1000 + takeoverDelayMs,
     blackhole: serverReleaseMs + 1000 + takeoverDelayMs,
     freeze: serverReleaseMs + 1000 + takeoverDelayMs,
     restart: 5000 + takeoverDelayMs,
@@ -315,7 +284,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const settleBoundMs = Object.fromEntries(
     Object.entries(gapBoundMs).map(([k, v]) => [k, v + clean]),
   ) as Record<FaultKind, number>;
-  const keys = randomKeys();
+  // the run's key from its first seed too (the run has a server of its own)
+  const keyRandom = new Random((seeds[0] as number) ^ 0x27d4eb2f);
+  const keys = { key1: keyRandom.int(-(2 ** 31), 2 ** 31 - 1), key2: keyRandom.int(-(2 ** 31), 2 ** 31 - 1) };
   const channel = channelFor(keys.key1, keys.key2);
   // the first processes boot while the server starts, with a spare when candidates join
   const first = Array.from({ length: opts.candidates }, () => boot());
@@ -343,10 +314,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const generation = new Map<string, number>();
   const leaves = { total: 0, clean: 0 };
   let started = 0;
+  /** The sequence running (seeds each candidate's own random source). */
+  let currentSeed = seeds[0] as number;
   let cleanExits = 0;
   let candidatesAtEnd = 0;
 
-  const cfg = (proxy: FaultProxy): CandidateConfig => ({
+  const cfg = (proxy: FaultProxy, randomSeed: number): CandidateConfig => ({
     url: proxy.url(server.url),
     ...keys,
     healthIntervalMs,
@@ -355,6 +328,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     acquireMode,
     workStopMs,
     takeoverDelayMs,
+    randomSeed,
   });
 
   /** A booted process: the spare if one is ready, and another boots in the background. */
@@ -417,7 +391,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     });
     candidates.set(name, c);
     c.startedAt = hrtimeMs();
-    command(c, { type: 'start', cfg: cfg(proxy), id, priority });
+    // the library's own randomness (its session marker token, the wait slice's ±10 %) is seeded too
+    command(c, { type: 'start', cfg: cfg(proxy, (currentSeed * 31 + started) >>> 0), id, priority });
     await ready;
     return c;
   };
@@ -509,11 +484,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       await sleep(20);
     }
   };
-  const pickWaiting = async (leaderId: string): Promise<string | null> => {
+  const pickWaiting = async (leaderId: string, pick: number): Promise<string | null> => {
     const until = hrtimeMs() + 2000;
     for (;;) {
       const ids = await waitingIds(leaderId);
-      if (ids.length > 0) return ids[draw(ids.length)] as string;
+      if (ids.length > 0) return choose([...ids].sort(), pick) as string;
       if (hrtimeMs() > until) return null;
       await sleep(20);
     }
@@ -521,197 +496,272 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const notify = (payload: string) => adminQuery(server.url, 'SELECT pg_notify($1, $2)', [channel, payload]);
 
   try {
-    // the first ones join side by side
+    // the first ones join side by side, with priorities drawn from the first sequence's seed
+    const firstPriorities = initialPriorities(seeds[0] as number, opts.candidates, priorities);
     const booted = await Promise.all(first);
-    await Promise.all(booted.map((b) => spawnCandidate(drawPriority(), undefined, b)));
+    await Promise.all(booted.map((b, i) => spawnCandidate(firstPriorities[i] ?? 0, undefined, b)));
     log(`${hrtimeMs().toFixed(1)} ${opts.candidates} candidates started`);
     if ((await waitForLeader(0, 10_000)) === null) throw new Error('no first leader');
-    const endAt = hrtimeMs() + opts.durationMs;
+    const endAt = opts.durationMs === undefined ? Number.POSITIVE_INFINITY : hrtimeMs() + opts.durationMs;
     /** The last fault was not followed by a top-priority leader in time (do not wait for one again). */
     let unsettled = false;
-
-    // at least one fault of each kind (the schedule's first pass), however long that takes
-    while (hrtimeMs() < endAt || faults.length < kinds.length) {
-      // inject the next fault only once the view is settled: exactly one open interval
-      // (a frozen process reports the end of its interval only when it thaws); with
-      // priorities, of the top priority, unless that did not come after the last fault
-      // churn: every candidate has its session (and so hears a release), so that a successor
-      // that held a takeover delay after a clean handover is a finding, not a late connect
-      const ready = priorities === 0 || (await everyoneWaits());
-      const settleUntil = hrtimeMs() + 5000;
-      const calm = (): boolean => open().length === 1 && (priorities === 0 || unsettled || settled());
-      while (!calm() && hrtimeMs() < settleUntil) await sleep(10);
-      const current = leader();
-      if (!current || open().length !== 1) {
-        await sleep(20);
-        continue;
+    const byName = (a: Candidate, b: Candidate): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+    /** Freeze a candidate (SIGSTOP, or a busy event loop); resolves once it runs again. */
+    const freeze = (c: Candidate, step: Step): Promise<void> => {
+      if (step.freezeHow === 'busy') {
+        command(c, { type: 'freeze', ms: step.holdMs });
+        return sleep(step.holdMs);
       }
+      c.proc.kill('SIGSTOP');
+      return sleep(step.holdMs).then(() => {
+        if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGCONT');
+      });
+    };
+    /** The network is back: the connections given up on are reset (as the peer's kernel would), new ones pass. */
+    const heal = (c: Candidate): void => {
+      c.proxy.reset();
+      c.proxy.pass();
+    };
 
-      let kind = nextKind();
-      // churn keeps the number of candidates within two of the start
-      if (kind === 'leave' && live().length <= minCandidates) kind = 'join';
-      else if (kind === 'join' && live().length >= maxCandidates) kind = 'leave';
-      const before = view();
-      const topBefore = priorities > 0 && settled();
-      let at = hrtimeMs();
-      let expectsChange = true;
-      let expected: string | null = null;
-      let target: string | null = null;
-      let notName: string | undefined;
-      let holdFrom = at;
-      /** A kill's or respawn's new process may be the top priority: from its start. */
-      let settleFrom: number | null = null;
-      let note = '';
-      let pending: Promise<unknown> = Promise.resolve();
-      log(`${hrtimeMs().toFixed(1)} fault ${kind} on ${current.name} [${view()}]`);
-      switch (kind) {
-        case 'kill':
-          current.leaving = true;
-          current.proc.kill('SIGKILL');
-          // a dead process believes nothing and runs nothing: its interval and its run end now
-          if (current.openSince !== null)
-            intervals.push({ id: current.name, start: current.openSince, end: at });
-          if (current.runSince !== null) runs.push({ id: current.name, start: current.runSince, end: at });
-          current.openSince = null;
-          current.runSince = null;
-          await retire(current, 'SIGKILL');
-          notName = current.name;
-          break;
-        case 'stepDown':
-          command(current, { type: 'stepDown' });
-          break;
-        case 'blackhole':
-          current.proxy.blackhole();
-          break;
-        case 'freeze':
-          command(current, { type: 'freeze', ms: serverReleaseMs + 600 });
-          break;
-        case 'terminate': {
-          const holder = (await lockHolders(server.url, keys.key1, keys.key2)).find((r) => r.granted);
-          if (holder) await terminate(server.url, holder.pid);
-          break;
+    for (const plan of plans) {
+      if (hrtimeMs() > endAt) break;
+      const seed = plan.seed;
+      currentSeed = seed;
+      const described = plan.steps.map(describeStep);
+      sequences.push({ seed, steps: described });
+      log(`${hrtimeMs().toFixed(1)} sequence ${seed}: ${described.join('; ')}`);
+      // each sequence starts with the configured number of candidates (churn moves it):
+      // followers leave (the last by name), or candidates join with priorities from the seed
+      const setup = new Random(seed ^ 0x85ebca6b);
+      while (live().length > opts.candidates) {
+        const l = leader();
+        const extra = live()
+          .filter((c) => c !== l)
+          .sort(byName)
+          .at(-1);
+        if (extra === undefined) break;
+        await retire(extra, 'SIGTERM');
+      }
+      while (live().length < opts.candidates)
+        await spawnCandidate(priorities > 0 ? setup.int(0, priorities - 1) : 0);
+
+      for (const step of plan.steps) {
+        await sleep(step.pauseMs);
+        // inject the next fault only once the view is settled: exactly one open interval
+        // (a frozen process reports the end of its interval only when it thaws); with
+        // priorities, of the top priority, unless that did not come after the last fault;
+        // every candidate has its session (and so hears a release), so that a successor
+        // that held a takeover delay after a clean handover is a finding, not a late connect
+        let current: Candidate | undefined;
+        let ready = false;
+        const calmBy = hrtimeMs() + 30_000;
+        for (;;) {
+          ready = await everyoneWaits();
+          const settleUntil = hrtimeMs() + 5000;
+          const calm = (): boolean => open().length === 1 && (priorities === 0 || unsettled || settled());
+          while (!calm() && hrtimeMs() < settleUntil) await sleep(10);
+          current = leader();
+          if (current && open().length === 1) break;
+          if (hrtimeMs() > calmBy)
+            throw new Error(
+              `sequence seed ${seed}: no single leader within 30 s before ${describeStep(step)}`,
+            );
+          await sleep(20);
         }
-        case 'restart':
-          await server.restart('fast');
-          break;
-        case 'join': {
-          const priority = drawPriority();
-          target = `chaos-${started}`;
-          expectsChange = priority > current.priority;
-          if (expectsChange) expected = target;
-          at = (await spawnCandidate(priority)).startedAt;
+        const kind = step.kind;
+        const followers = live()
+          .filter((c) => c !== current)
+          .sort(byName);
+        const victim = step.target === 'follower' ? (choose(followers, step.pick) ?? current) : current;
+        const onLeader = victim === current;
+        const before = view();
+        const topBefore = priorities > 0 && settled();
+        let at = hrtimeMs();
+        let expectsChange = true;
+        let expected: string | null = null;
+        let target: string | null = onLeader ? null : victim.id;
+        let notName: string | undefined;
+        let holdFrom = at;
+        /** A kill's or respawn's new process may be the top priority: from its start. */
+        let settleFrom: number | null = null;
+        let note = '';
+        let pending: Promise<unknown> = Promise.resolve();
+        log(`${hrtimeMs().toFixed(1)} [${seed}] ${describeStep(step)} on ${victim.name} [${view()}]`);
+        /** A fault on a follower: the leader must stay until HOLD_MS after it ended. */
+        const onFollower = (): void => {
+          expectsChange = false;
           holdFrom = hrtimeMs();
-          note = `p${priority}`;
-          break;
-        }
-        case 'leave':
-        case 'respawn': {
-          // half of them hit the leader
-          const followers = live().filter((c) => c !== current);
-          const victim =
-            draw(2) === 0 || followers.length === 0
-              ? current
-              : (followers[draw(followers.length)] as Candidate);
-          target = victim.id;
-          const priority = kind === 'respawn' ? drawPriority() : 0;
-          expectsChange = victim === current || (kind === 'respawn' && priority > current.priority);
-          if (kind === 'respawn' && victim !== current && expectsChange) expected = victim.id;
-          at = hrtimeMs();
-          const gone = retire(victim, 'SIGTERM').then((code) => {
-            if (code !== 0) note += ` ${victim.name} exited ${code}`;
-          });
-          if (kind === 'leave') pending = gone;
-          else {
-            // the same id comes back once the old process is gone
-            await gone;
-            settleFrom = (await spawnCandidate(priority, victim.id)).startedAt;
-            note = `back as p${priority}`;
-          }
-          holdFrom = hrtimeMs();
-          break;
-        }
-        case 'resign':
-          at = hrtimeMs();
-          await notify(requestPayload(null));
-          break;
-        case 'handover':
-        case 'handoverTo': {
-          target = await pickWaiting(current.id);
-          if (target === null) {
-            note = 'no candidate waiting';
+        };
+        switch (kind) {
+          case 'kill':
+            victim.leaving = true;
+            victim.proc.kill('SIGKILL');
+            // a dead process believes nothing and runs nothing: its interval and its run end now
+            if (victim.openSince !== null)
+              intervals.push({ id: victim.name, start: victim.openSince, end: at });
+            if (victim.runSince !== null) runs.push({ id: victim.name, start: victim.runSince, end: at });
+            victim.openSince = null;
+            victim.runSince = null;
+            await retire(victim, 'SIGKILL');
+            if (onLeader) notName = victim.name;
+            else onFollower();
+            break;
+          case 'stepDown':
+            command(current, { type: 'stepDown' });
+            break;
+          case 'blackhole':
+            victim.proxy.blackhole();
+            if (!onLeader) {
+              await sleep(step.holdMs);
+              heal(victim);
+              onFollower();
+            }
+            break;
+          case 'freeze':
+            if (onLeader) pending = freeze(victim, step);
+            else {
+              await freeze(victim, step);
+              onFollower();
+            }
+            break;
+          case 'terminate':
+            if (onLeader) {
+              const holder = (await lockHolders(server.url, keys.key1, keys.key2)).find((r) => r.granted);
+              if (holder) await terminate(server.url, holder.pid);
+            } else {
+              await adminQuery(
+                server.url,
+                'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+                [`pgleaderlock:${victim.id}`],
+              );
+              onFollower();
+            }
+            break;
+          case 'reset':
+            victim.proxy.reset();
+            if (!onLeader) onFollower();
+            break;
+          case 'restart':
+            await server.restart('fast');
+            break;
+          case 'join': {
+            target = `chaos-${started}`;
+            expectsChange = step.priority > current.priority;
+            if (expectsChange) expected = target;
+            at = (await spawnCandidate(step.priority)).startedAt;
+            holdFrom = hrtimeMs();
+            note = `p${step.priority}`;
             break;
           }
-          expected = target;
-          at = hrtimeMs();
-          if (kind === 'handover') await notify(requestPayload({ to: target }));
-          else {
-            const result = new Promise<string | null>((resolve) => {
-              current.handoverResult = resolve;
+          case 'leave':
+          case 'respawn': {
+            target = victim.id;
+            const priority = kind === 'respawn' ? step.priority : 0;
+            expectsChange = onLeader || (kind === 'respawn' && priority > current.priority);
+            if (kind === 'respawn' && !onLeader && expectsChange) expected = victim.id;
+            at = hrtimeMs();
+            const gone = retire(victim, 'SIGTERM').then((code) => {
+              if (code !== 0) note += ` ${victim.name} exited ${code}`;
             });
-            command(current, { type: 'handoverTo', to: target, timeoutMs: 2000 });
-            pending = Promise.race([result, sleep(5000).then(() => 'no answer within 5 s')]).then((error) => {
-              if (error !== null) note += ` handoverTo rejected: ${error}`;
-            });
+            if (kind === 'leave') pending = gone;
+            else {
+              // the same id comes back once the old process is gone
+              await gone;
+              settleFrom = (await spawnCandidate(priority, victim.id)).startedAt;
+              note = `back as p${priority}`;
+            }
+            holdFrom = hrtimeMs();
+            break;
           }
-          break;
+          case 'resign':
+            at = hrtimeMs();
+            await notify(requestPayload(null));
+            break;
+          case 'handover':
+          case 'handoverTo': {
+            target = await pickWaiting(current.id, step.pick);
+            if (target === null) {
+              note = 'no candidate waiting';
+              break;
+            }
+            expected = target;
+            at = hrtimeMs();
+            if (kind === 'handover') await notify(requestPayload({ to: target }));
+            else {
+              const leaderNow = current;
+              const result = new Promise<string | null>((resolve) => {
+                leaderNow.handoverResult = resolve;
+              });
+              command(current, { type: 'handoverTo', to: target, timeoutMs: 2000 });
+              pending = Promise.race([result, sleep(5000).then(() => 'no answer within 5 s')]).then(
+                (error) => {
+                  if (error !== null) note += ` handoverTo rejected: ${error}`;
+                },
+              );
+            }
+            break;
+          }
         }
+        let gapMs: number | null;
+        let next: Start | null = null;
+        if (expectsChange) {
+          // after a kill the dead process cannot be the new leader; after a step-down in poll
+          // mode the same process may win again after its back-off, which counts as a leader
+          next = await waitForLeader(at, gapBoundMs[kind] + 2000, notName);
+          gapMs = next === null ? null : next.at - at;
+        } else {
+          // the leader stays: no term may open until HOLD_MS after the fault ended (a follower
+          // thawed, healed, exited; a candidate joined or left)
+          await sleep(Math.max(0, holdFrom + HOLD_MS - hrtimeMs()));
+          next = firstStart(at) ?? null;
+          gapMs = next !== null ? next.at - at : current.openSince !== null ? 0 : null;
+        }
+        await pending;
+        if (kind === 'blackhole' && onLeader) heal(current);
+        if (kind === 'kill') settleFrom = (await spawnCandidate(step.priority)).startedAt;
+        // priority churn: how soon a candidate of the top priority leads (the one that led
+        // first may hand over once more)
+        let settledMs: number | null = null;
+        if (priorities > 0) {
+          // a leader below the top priority that nothing moved stays (do not wait for it again)
+          const from = settleFrom ?? at;
+          const until = unsettled && firstStart(at) === undefined ? 0 : from + settleBoundMs[kind];
+          while (!settled() && hrtimeMs() < until) await sleep(5);
+          const l = leader();
+          if (settled() && l?.openSince != null) settledMs = Math.max(0, l.openSince - from);
+          unsettled = settledMs === null;
+        }
+        const fenced =
+          next !== null && fences.some((f) => f.name === next.name && f.at > at && f.at <= next.at);
+        const record: FaultRecord = {
+          kind,
+          seed,
+          step: describeStep(step),
+          onLeader,
+          at,
+          gapMs,
+          leader: `${current.id}:${current.priority}`,
+          target,
+          expectsChange,
+          expected,
+          next: next === null ? (gapMs === 0 ? current.id : null) : next.id,
+          fenced,
+          ready,
+          topBefore,
+          settledMs,
+          note: note.trim(),
+        };
+        faults.push(record);
+        trace.push(
+          `[${seed}] ${kind}${target === null ? '' : ` ${target}`}${note ? ` (${record.note})` : ''}: [${before}] -> first ${
+            record.next ?? 'none'
+          } after ${gapMs === null ? '-' : gapMs.toFixed(0)} ms${fenced ? ' (fenced)' : ''}${ready ? '' : ' (not all waiting before)'}${
+            priorities > 0
+              ? `, top priority leads after ${settledMs === null ? '-' : settledMs.toFixed(0)} ms`
+              : ''
+          } [${view()}]`,
+        );
       }
-      let gapMs: number | null;
-      let next: Start | null = null;
-      if (expectsChange) {
-        // after a kill the dead process cannot be the new leader; after a step-down in poll
-        // mode the same process may win again after its back-off, which counts as a leader
-        next = await waitForLeader(at, gapBoundMs[kind] + 2000, notName);
-        gapMs = next === null ? null : next.at - at;
-      } else {
-        // the leader stays: no term may open until HOLD_MS after the candidate joined or left
-        await sleep(Math.max(0, holdFrom + HOLD_MS - hrtimeMs()));
-        next = firstStart(at) ?? null;
-        gapMs = next !== null ? next.at - at : current.openSince !== null ? 0 : null;
-      }
-      await pending;
-      if (kind === 'blackhole') current.proxy.pass();
-      if (kind === 'kill') settleFrom = (await spawnCandidate(drawPriority())).startedAt;
-      // priority churn: how soon a candidate of the top priority leads (the one that led
-      // first may hand over once more)
-      let settledMs: number | null = null;
-      if (priorities > 0) {
-        // a leader below the top priority that nothing moved stays (do not wait for it again)
-        const from = settleFrom ?? at;
-        const until = unsettled && firstStart(at) === undefined ? 0 : from + settleBoundMs[kind];
-        while (!settled() && hrtimeMs() < until) await sleep(5);
-        const l = leader();
-        if (settled() && l?.openSince != null) settledMs = Math.max(0, l.openSince - from);
-        unsettled = settledMs === null;
-      }
-      const fenced =
-        next !== null && fences.some((f) => f.name === next.name && f.at > at && f.at <= next.at);
-      const record: FaultRecord = {
-        kind,
-        at,
-        gapMs,
-        leader: `${current.id}:${current.priority}`,
-        target,
-        expectsChange,
-        expected,
-        next: next === null ? (gapMs === 0 ? current.id : null) : next.id,
-        fenced,
-        ready,
-        topBefore,
-        settledMs,
-        note: note.trim(),
-      };
-      faults.push(record);
-      trace.push(
-        `${kind}${target === null ? '' : ` ${target}`}${note ? ` (${record.note})` : ''}: [${before}] -> first ${
-          record.next ?? 'none'
-        } after ${gapMs === null ? '-' : gapMs.toFixed(0)} ms${fenced ? ' (fenced)' : ''}${ready ? '' : ' (not all waiting before)'}${
-          priorities > 0
-            ? `, top priority leads after ${settledMs === null ? '-' : settledMs.toFixed(0)} ms`
-            : ''
-        } [${view()}]`,
-      );
-      await sleep(150);
     }
 
     // clean shutdown: every child must release and exit by itself
@@ -755,7 +805,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     leaves,
     candidatesStarted: started,
     trace,
-    seed,
+    sequences,
   };
 }
 
@@ -766,6 +816,7 @@ export function findOverlaps(intervals: Interval[], faults: FaultRecord[]): Over
     b: b.id,
     ms,
     fault: [...faults].reverse().find((f) => f.at <= b.start)?.kind ?? 'none',
+    seed: [...faults].reverse().find((f) => f.at <= b.start)?.seed ?? null,
   }));
 }
 

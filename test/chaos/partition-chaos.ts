@@ -1,6 +1,8 @@
 /**
  * Chaos for PartitionedLeadership: N worker processes, each behind a fault proxy of its own,
- * on a server of the run's own. Faults are injected one at a time (a storm is several joins,
+ * on a server of the run's own. The run is a list of seeded sequences (plan.ts): every
+ * choice (which fault, which worker, the storm's order and pauses, how a worker is frozen)
+ * is drawn from the sequence's seed. Faults are injected one at a time (a storm is several joins,
  * clean leaves and kills in quick succession, overlapping each other); after each the run
  * waits until every partition runs again, ⌊P/N⌋ or ⌈P/N⌉ per live worker, and nothing moved
  * for 300 ms. Afterwards the runs the workers reported (monotonic clock shared through
@@ -16,7 +18,6 @@
  */
 
 import type { ChildProcess } from 'node:child_process';
-import { randomInt } from 'node:crypto';
 import { eventually } from '../harness/db.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
 import {
@@ -28,16 +29,15 @@ import {
   type RunOverlap,
   sleep,
 } from './partition-cluster.js';
+import {
+  choose,
+  describePartitionStep,
+  type PartitionFault,
+  type PartitionStep,
+  planPartitionSequence,
+} from './plan.js';
 
-export type PartitionFault =
-  | 'kill'
-  | 'terminate'
-  | 'restart'
-  | 'blackhole'
-  | 'freeze'
-  | 'leave'
-  | 'storm'
-  | 'freezeInFence';
+export type { PartitionFault };
 /**
  * The random run's faults. `freezeInFence`: a SIGKILL, then another worker frozen 10–60 ms
  * later, while its takeover delays on the dead worker's partitions are pending; on waking
@@ -59,11 +59,13 @@ export const ALL_PARTITION_FAULTS: readonly PartitionFault[] = PARTITION_FAULTS;
 export interface PartitionChaosOptions {
   workers: number;
   partitions: number;
-  /** Random faults until this much time has passed (or `script`). */
+  /** The sequences' seeds (plan.ts `sequenceSeeds`), run in this order on one cluster. */
+  seeds: readonly number[];
+  /** Faults per sequence. Default 1. */
+  steps?: number;
+  /** Stop after the sequence during which this much time has passed (the long form). Default: run every seed. */
   durationMs?: number;
-  /** These faults, in order, instead of random ones. */
-  script?: readonly PartitionFault[];
-  /** The random run picks from these (default PARTITION_FAULTS). */
+  /** The sequences draw from these (default PARTITION_FAULTS); sequence i's first is kinds[seed % kinds.length]. */
   kinds?: readonly PartitionFault[];
   /** Defaults as the LeaderLock chaos: 200, 500 (server release bound 1400 ms, lease 1260 ms). */
   healthIntervalMs?: number;
@@ -84,6 +86,9 @@ export interface PartitionChaosOptions {
 
 export interface PartitionFaultRecord {
   kind: PartitionFault;
+  /** The seed of its sequence, and the step in words (its choices). */
+  seed: number;
+  step: string;
   at: number;
   /** The worker it hit (a storm: what it did). */
   target: string;
@@ -94,6 +99,8 @@ export interface PartitionFaultRecord {
 }
 
 export interface PartitionChaosReport {
+  /** The sequences run: each seed and its steps in words (its choice list). */
+  sequences: { seed: number; steps: string[] }[];
   faults: PartitionFaultRecord[];
   runs: Run[];
   overlaps: (RunOverlap & { fault: PartitionFault | 'none' })[];
@@ -123,8 +130,6 @@ export interface PartitionChaosReport {
   };
 }
 
-const pick = <T>(xs: readonly T[]): T => xs[randomInt(xs.length)] as T;
-
 export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<PartitionChaosReport> {
   const log = opts.log ?? (() => {});
   const P = opts.partitions;
@@ -135,7 +140,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
   const takeoverDelayMs = opts.takeoverDelayMs ?? stopMs + 150;
   const freezeMs = opts.freezeMs ?? serverReleaseMs + 600;
   const settleTimeoutMs = opts.settleTimeoutMs ?? 60_000;
-  const name = `chaos-p-${Date.now()}`;
+  const name = `chaos-p-${opts.seeds[0] ?? 0}`; // the run has a server of its own
   const server: PgServer = await startPgServer();
   const c = partitionCluster({
     url: server.url,
@@ -161,25 +166,18 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
   /** Every partition runs and none on `id`. */
   const movedOff = (id: string) => () => c.running().size === P && ![...c.running().values()].includes(id);
 
-  const storm = async (): Promise<string> => {
-    const removals = Math.floor((opts.stormActions ?? 6) / 2);
-    const plan = [...Array(removals).fill('join'), ...Array(removals).fill('remove')] as (
-      | 'join'
-      | 'remove'
-    )[];
-    for (let i = plan.length - 1; i > 0; i--) {
-      const j = randomInt(i + 1);
-      [plan[i], plan[j]] = [plan[j] as 'join' | 'remove', plan[i] as 'join' | 'remove'];
-    }
+  /** Live workers by id (workers are named w0, w1, …: by number). */
+  const liveSorted = (): string[] => live().sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+  const storm = async (step: PartitionStep): Promise<string> => {
     const pending: Promise<unknown>[] = [];
     const done: string[] = [];
-    for (const step of plan) {
-      if (step === 'join' || live().length <= 1) {
+    for (const action of step.storm) {
+      if (action.join || live().length <= 1) {
         const id = await spawn();
         done.push(`+${id}`);
       } else {
-        const id = pick(live());
-        if (randomInt(3) === 0) {
+        const id = choose(liveSorted(), action.pick) as string;
+        if (action.kill) {
           c.kill(id);
           done.push(`kill ${id}`);
         } else {
@@ -187,14 +185,15 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
           done.push(`-${id}`);
         }
       }
-      await sleep(randomInt(50, 300));
+      await sleep(action.pauseMs);
     }
     await Promise.all(pending);
     return done.join(' ');
   };
 
-  const inject = async (kind: PartitionFault, seen: number): Promise<string> => {
-    const victim = pick(live());
+  const inject = async (step: PartitionStep, seen: number): Promise<string> => {
+    const kind = step.kind;
+    const victim = choose(liveSorted(), step.pick) as string;
     switch (kind) {
       case 'kill':
         c.kill(victim);
@@ -222,17 +221,20 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
         c.heal(victim);
         return victim;
       case 'freeze':
-        await c.freeze(victim, freezeMs);
+        await c.freeze(victim, freezeMs, step.freezeHow);
         await sleep(freezeMs);
         await eventually(ended(seen, victim), { what: 'the frozen worker to wake' });
         return victim;
       case 'storm':
-        return storm();
+        return storm(step);
       case 'freezeInFence': {
-        const other = pick(live().filter((id) => id !== victim));
+        const other = choose(
+          liveSorted().filter((id) => id !== victim),
+          step.other,
+        ) as string;
         c.kill(victim);
-        await sleep(randomInt(10, 60));
-        await c.freeze(other, freezeMs);
+        await sleep(step.fenceGapMs);
+        await c.freeze(other, freezeMs, step.freezeHow);
         await sleep(freezeMs);
         await eventually(ended(seen, other), { what: 'the frozen worker to wake' });
         await spawn();
@@ -246,19 +248,37 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
   let ownerlessAtEnd: number[] = [];
   let perWorkerAtEnd: number[] = [];
   let workersAtEnd = 0;
+  const sequences: { seed: number; steps: string[] }[] = [];
   try {
     for (let i = 0; i < opts.workers; i++) await spawn();
     await c.balanced('the first balance', settleTimeoutMs, 300);
-    const endAt = now() + (opts.durationMs ?? 0);
-    const script = [...(opts.script ?? [])];
-    while (opts.script ? script.length > 0 : now() < endAt) {
-      const kind = opts.script ? (script.shift() as PartitionFault) : pick(opts.kinds ?? PARTITION_FAULTS);
+    const endAt = opts.durationMs === undefined ? Number.POSITIVE_INFINITY : now() + opts.durationMs;
+    const kinds = opts.kinds ?? PARTITION_FAULTS;
+    const planned = opts.seeds.flatMap((seed) => {
+      const steps = planPartitionSequence(seed, kinds, opts.steps ?? 1, opts.stormActions ?? 6);
+      return steps.map((step, i) => ({ seed, step, first: i === 0, all: steps }));
+    });
+    for (const { seed, step, first, all } of planned) {
+      if (first) {
+        if (now() > endAt) break;
+        sequences.push({ seed, steps: all.map(describePartitionStep) });
+      }
+      const kind = step.kind;
       const at = now();
       const seen = c.msgs.length;
-      const record: PartitionFaultRecord = { kind, at, target: '', moved: 0, balancedMs: null };
+      const record: PartitionFaultRecord = {
+        kind,
+        seed,
+        step: describePartitionStep(step),
+        at,
+        target: '',
+        moved: 0,
+        balancedMs: null,
+      };
       faults.push(record);
+      log(`[${seed}] ${record.step}`);
       try {
-        record.target = await inject(kind, seen);
+        record.target = await inject(step, seen);
         await c.balanced(`balance after ${kind}`, settleTimeoutMs, 300);
         record.balancedMs = now() - at;
       } catch (err) {
@@ -279,7 +299,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
         );
         if (!settled) break;
       }
-      await sleep(randomInt(100, 300));
+      await sleep(step.pauseMs);
     }
     heldAtEnd = await heldPartitions(server.url, name);
     const running = c.running();
@@ -306,6 +326,7 @@ export async function runPartitionChaos(opts: PartitionChaosOptions): Promise<Pa
     }
   }
   return {
+    sequences,
     faults,
     runs,
     overlaps: findRunOverlaps(runs).map((o) => ({ ...o, fault: faultAt(o.at) })),

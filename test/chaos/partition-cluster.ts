@@ -167,10 +167,19 @@ export function partitionCluster(o: ClusterOptions) {
       [id, o.partitions],
     );
 
-  /** Freeze the worker's event loop for `ms` (once it has joined). */
-  const freeze = async (id: string, ms: number): Promise<void> => {
-    await all.get(id)?.ready;
-    command(id, { type: 'freeze', ms });
+  /**
+   * Freeze the worker for `ms` (once it has joined): its event loop busy (`busy`, the
+   * default), or the whole process stopped (`sigstop`: SIGSTOP, then SIGCONT after `ms`).
+   */
+  const freeze = async (id: string, ms: number, how: 'busy' | 'sigstop' = 'busy'): Promise<void> => {
+    const w = all.get(id);
+    await w?.ready;
+    if (how === 'busy') return command(id, { type: 'freeze', ms });
+    if (!w || w.proc.exitCode !== null || w.proc.signalCode !== null) return;
+    w.proc.kill('SIGSTOP');
+    setTimeout(() => {
+      if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill('SIGCONT');
+    }, ms);
   };
 
   const proxyOf = (id: string): FaultProxy => {

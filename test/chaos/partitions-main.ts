@@ -1,7 +1,9 @@
 /**
  * Long chaos run for PartitionedLeadership:
  * npm run chaos:partitions [-- seconds workers partitions [kind,kind,…]].
- * Random faults (default: every kind of PARTITION_FAULTS, partition-chaos.ts); prints a markdown table per fault kind;
+ * Seeded sequences of faults (default: every kind of PARTITION_FAULTS, partition-chaos.ts;
+ * seeds from CHAOS_BASE_SEED, default fixed, or only CHAOS_SEED) until the time is up;
+ * prints a markdown table per fault kind and each fault's seed and choices;
  * exits 1 on two runs of one partition at once, a term opened past its lease, a fault after
  * which the workers did not balance again, or a partition without a run at the end.
  */
@@ -13,6 +15,7 @@ import {
   type PartitionFault,
   runPartitionChaos,
 } from './partition-chaos.js';
+import { sequenceSeeds } from './plan.js';
 
 stopServersOnSignals();
 
@@ -29,6 +32,8 @@ const r = await runPartitionChaos({
   workers,
   partitions,
   durationMs: seconds * 1000,
+  // enough seeds for any duration: the run stops when the time is up
+  seeds: sequenceSeeds(30_000, 100_000),
   kinds,
   log: (l) => process.stderr.write(`${l}\n`),
 });
@@ -37,6 +42,7 @@ console.log(
   `Partition chaos: ${workers} workers, ${partitions} partitions, ${((Date.now() - started) / 1000).toFixed(0)} s, ${r.faults.length} faults, ${r.runs.length} runs, ${r.workersStarted} worker processes started; healthIntervalMs ${s.healthIntervalMs}, queryTimeoutMs ${s.queryTimeoutMs}, server release bound ${s.serverReleaseMs} ms, work stops ${s.stopMs} ms after its abort, takeover delay ${s.takeoverDelayMs} ms, freezes of ${s.freezeMs} ms\n`,
 );
 console.log(formatPartitionReport(r));
+for (const f of r.faults) console.log(`${f.seed}: ${f.step}: ${f.target}`);
 const unsettled = r.faults.filter((f) => f.balancedMs === null);
 console.log(
   `\noverlaps: ${r.overlaps.length}; terms opened past their lease: ${r.lateStarts.length}; faults not balanced within 60 s: ${unsettled.length}; at the end: ${r.heldAtEnd} partition locks held, ${r.runningAtEnd} partitions running, ownerless: [${r.ownerlessAtEnd.join(',')}]; errors reported to onError: ${r.errors}`,

@@ -9,10 +9,19 @@
 import { describe, expect, it } from 'vitest';
 import { useChildren } from '../harness/children.js';
 import { adminQuery, eventually, ownServer } from '../harness/db.js';
-import { formatPartitionReport, type PartitionChaosReport, runPartitionChaos } from './partition-chaos.js';
+import {
+  formatPartitionReport,
+  PARTITION_FAULTS,
+  type PartitionChaosReport,
+  runPartitionChaos,
+} from './partition-chaos.js';
 import { findRunOverlaps, heldPartitions as held, now, partitionCluster } from './partition-cluster.js';
+import { replayHint, sequenceSeeds } from './plan.js';
 
 const track = useChildren(8000);
+/** Seeded partition sequences (plan.ts; CHAOS_SEED=<seed> runs only that one), seeds from base + 4000. */
+const PARTITION_SEQUENCES = 8;
+const PARTITION_OFFSET = 4000;
 const cluster = (url: string, name: string, partitions: number, takeoverDelayMs: number, stopMs = 0) =>
   partitionCluster({ url, name, partitions, takeoverDelayMs, stopMs, track });
 /** Two runs of one partition at once, in words. */
@@ -218,51 +227,55 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     expect(moves).toBeLessThanOrEqual(2.5 * P);
   }, 120_000);
 
-  it('a frozen worker (2 s, past the server release bound 1.4 s), a blackholed one, and one frozen while its takeover delays are pending, 128 partitions over 4 workers, healthIntervalMs 200, work that takes 100 ms to stop, fence 250 ms: the others take their partitions; never two runs of a partition at once (a run ends at its lease end if its work stops later), no term opened past its lease; every partition owned and balanced afterwards', async () => {
+  it(`${PARTITION_SEQUENCES} seeded sequences of one fault each, 128 partitions starting on 4 workers, healthIntervalMs 200, work that takes 100 ms to stop, fence 250 ms: every kind at least once (SIGKILL, pg_terminate_backend, a server restart, a blackholed worker, one frozen 2 s by SIGSTOP or a busy loop, past the server release bound 1.4 s, a clean leave, a join/leave storm of 6 joins, clean leaves and SIGKILLs 50–300 ms apart, one frozen while its takeover delays are pending): never two runs of a partition at once (a run ends at its lease end if its work stops later), no term opened past its lease; balanced after each fault (⌊P/N⌋ or ⌈P/N⌉ per live worker), every partition owned at the end`, async () => {
     const P = 128;
     const r = await runPartitionChaos({
       workers: 4,
       partitions: P,
-      script: ['freeze', 'blackhole', 'freezeInFence'],
+      seeds: sequenceSeeds(PARTITION_OFFSET, PARTITION_SEQUENCES),
       track,
     });
     console.log(
-      `[partitions chaos] freeze, blackhole, freezeInFence: ${r.runs.length} runs\n${formatPartitionReport(r)}`,
+      `[partitions chaos] ${r.sequences.length} sequences, ${r.faults.length} faults, ${r.runs.length} runs\n${formatPartitionReport(r)}\n${r.faults.map((f) => `  ${f.seed}: ${f.step}: ${f.target}`).join('\n')}`,
     );
     expectSafe(r, P);
+    if (r.sequences.length >= PARTITION_FAULTS.length)
+      for (const k of PARTITION_FAULTS)
+        expect(r.faults.filter((f) => f.kind === k).length, `${k} injected`).toBeGreaterThanOrEqual(1);
     // the faults took effect: the server freed the worker's locks and the others ran its share
     for (const f of r.faults)
-      expect.soft(f.moved, `runs started after ${f.kind}`).toBeGreaterThanOrEqual(P / 4);
-  }, 60_000);
-
-  it('a join/leave storm (8 actions: joins, clean leaves and SIGKILLs in random order, 50–300 ms apart, overlapping), 128 partitions starting on 4 workers: never two runs of a partition at once; balanced afterwards over the workers left (⌊P/N⌋ or ⌈P/N⌉ each), no partition ownerless', async () => {
-    const P = 128;
-    const r = await runPartitionChaos({
-      workers: 4,
-      partitions: P,
-      script: ['storm'],
-      stormActions: 8,
-      track,
-    });
-    console.log(
-      `[partitions chaos] storm ${r.faults[0]?.target}: ${r.runs.length} runs\n${formatPartitionReport(r)}`,
-    );
-    expectSafe(r, P);
-    // 4 workers unless a removal found one worker left and joined instead
+      if (f.kind === 'freeze' || f.kind === 'blackhole' || f.kind === 'freezeInFence')
+        expect
+          .soft(f.moved, `runs started after ${f.step}, sequence ${replayHint(f.seed)}`)
+          .toBeGreaterThanOrEqual(P / 8);
     const n = r.workersAtEnd;
-    expect(n).toBeGreaterThanOrEqual(4);
     expect(r.perWorkerAtEnd).toHaveLength(n);
     for (const k of r.perWorkerAtEnd) expect([Math.floor(P / n), Math.ceil(P / n)]).toContain(k);
-  }, 60_000);
+  }, 120_000);
 });
 
 /** What every chaos run must show: no overlap, no term opened past its lease, balanced after each fault, all owned at the end. */
 function expectSafe(r: PartitionChaosReport, P: number): void {
+  const seedOf = (t: number): string => {
+    const f = [...r.faults].reverse().find((x) => x.at <= t);
+    return f ? `after ${f.step}, sequence ${replayHint(f.seed)}` : 'before the first fault';
+  };
   expect
-    .soft(r.overlaps.slice(0, 5), `${r.overlaps.length} times two runs of one partition at once`)
+    .soft(
+      r.overlaps.slice(0, 5).map((o) => ({ ...o, after: seedOf(o.at) })),
+      `${r.overlaps.length} times two runs of one partition at once`,
+    )
     .toEqual([]);
-  expect.soft(r.lateStarts, 'terms opened past their lease').toEqual([]);
-  for (const f of r.faults) expect.soft(f.balancedMs, `balanced again after ${f.kind}`).not.toBeNull();
+  expect
+    .soft(
+      r.lateStarts.map((l) => ({ ...l, after: seedOf(l.start) })),
+      'terms opened past their lease',
+    )
+    .toEqual([]);
+  for (const f of r.faults)
+    expect
+      .soft(f.balancedMs, `balanced again after ${f.step}, sequence ${replayHint(f.seed)}`)
+      .not.toBeNull();
   expect(r.ownerlessAtEnd).toEqual([]);
   expect(r.runningAtEnd).toBe(P);
   expect(r.heldAtEnd).toBe(P);
