@@ -3,7 +3,6 @@ import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.j
 import { PEER_BOUND_MS } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
-import { withEndpointAdvice } from '../core/providers.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
 import { Vitals } from '../core/vitals.js';
@@ -340,9 +339,7 @@ export class Lifecycle implements RequestTarget {
       { host, timeline: found.timeline, others: found.others },
       drained,
       signal,
-    ).catch((err: unknown) => {
-      throw withEndpointAdvice(err, found.endpoint.target); // a known pooled endpoint: which to use
-    });
+    ); // a refusal on a known pooled endpoint names the endpoint to use (settingUp, core/primary.ts)
     this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
     if (session.pgpool && !this.pgpoolSeen) {
       this.pgpoolSeen = true;
