@@ -26,7 +26,7 @@
  * own pg_locks.
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { FixedInterval, LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { FixedInterval, LeaderLock, type LeaderLockOptions, LockState } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { eventually, lockHolders, randomKeys, testTag } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
@@ -39,8 +39,8 @@ const QUERY_TIMEOUT_MS = 2000;
 const DEFAULT_TAKEOVER_MS = 250;
 /**
  * The latest a candidate may lead after the move, given its takeover delay: 3x the delay plus
- * 700 ms. Seen in two runs on the shared 2-core machine (2026-12-02): 448–668 ms with the
- * default delay (at most 418 ms beyond it), 2556–2618 ms with 2300 ms.
+ * 700 ms. Seen in five runs on the shared 2-core machine (2026-12-02): 421–668 ms with the
+ * default delay (at most 418 ms beyond it), 2501–2689 ms with 2300 ms.
  */
 const leadBudgetMs = (takeoverDelayMs: number): number => 3 * (takeoverDelayMs + 700);
 
@@ -141,7 +141,7 @@ async function leaderThenPromotion(s: Setup): Promise<{ a: LeaderLock; aRun: Run
 describe('an endpoint whose address moves while the old primary keeps running (Aurora cluster endpoint, a DNS name, a VIP): one address for every candidate', () => {
   it('existing connections kept open: the old leader keeps leading on the old primary while a candidate connecting after the move leads on the promoted one; the overlap lasts until the old connections end (2 s held here), not bounded by the lock', async () => {
     const s = await endpointCluster();
-    const { aRun } = await leaderThenPromotion(s);
+    const { a, aRun } = await leaderThenPromotion(s);
     s.endpoint.retarget({ host: s.standby.host, port: s.standby.port });
     const movedAt = performance.now();
     s.candidate('c'); // a new replica, a restarted process: connects after the move
@@ -150,7 +150,7 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     expect(cIn).toBeLessThanOrEqual(leadBudgetMs(DEFAULT_TAKEOVER_MS));
     // "for a while": the old primary and the connections to it stay up 2 s more
     await sleep(2000);
-    expect(aRun.end).toBeNull();
+    expect(a.state).toBe(LockState.LEADER); // still leading on the old primary
     expect(cRun.end).toBeNull();
     expect(await s.holders(s.old)).toBe(1); // a, on the old primary
     expect(await s.holders(s.standby)).toBe(1); // c, on the promoted one
@@ -158,13 +158,20 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     // at last the old primary goes (fenced, stopped): a's session ends with it
     const stoppedAt = performance.now();
     await s.old.stop('fast');
-    await eventually(() => aRun.end !== null, { timeoutMs: 10_000, what: "a's term to end" });
-    const aOut = (aRun.end as number) - stoppedAt;
-    const [overlap, ...more] = overlapsOf(s.runs, (r) => r.id);
-    expect(more).toEqual([]);
-    expect(overlap?.a.id).toBe('a');
-    expect(overlap?.b.id).toBe('c');
-    expect(overlap?.ms).toBeGreaterThanOrEqual(2000);
+    // a's leadership on the old primary, whatever terms it came in (a lease that lapsed
+    // under load and was renewed, or a check answered just before the session died, opens
+    // another term of the same leadership: docs/safety.md, the lease)
+    const aTerms = () => s.runs.filter((r) => r.id === 'a');
+    await eventually(() => aTerms().every((r) => r.end !== null), {
+      timeoutMs: 10_000,
+      what: "a's terms to end",
+    });
+    const aOut = Math.max(...aTerms().map((r) => r.end as number)) - stoppedAt;
+    const overlaps = overlapsOf(s.runs, (r) => r.id);
+    expect(overlaps.map((o) => [o.a.id, o.b.id].sort().join('+'))).toEqual(overlaps.map(() => 'a+c'));
+    expect(overlaps[0]?.a).toBe(aRun); // a led when c's term began
+    const twoLeadersMs = overlaps.reduce((sum, o) => sum + o.ms, 0);
+    expect(twoLeadersMs).toBeGreaterThanOrEqual(2000);
     // b (its wait ended with the old primary) reconnects through the endpoint and follows c
     await eventually(async () => (await s.waiters(s.standby)) >= 1, {
       what: 'b waiting on the promoted server',
@@ -172,7 +179,7 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     expect(cRun.end).toBeNull();
     expect(s.runs.filter((r) => r.end === null).map((r) => r.id)).toEqual(['c']);
     console.log(
-      `[endpoint-retarget] kept: c led ${cIn.toFixed(0)} ms after the move; two leaders for ${overlap?.ms.toFixed(0)} ms; a out ${aOut.toFixed(0)} ms after the old primary's stop was called`,
+      `[endpoint-retarget] kept: c led ${cIn.toFixed(0)} ms after the move; two leaders for ${twoLeadersMs.toFixed(0)} ms (${aTerms().length} term(s) of a); a out ${aOut.toFixed(0)} ms after the old primary's stop was called`,
     );
   });
 
