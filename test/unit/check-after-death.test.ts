@@ -11,7 +11,7 @@ import { expect, it } from 'vitest';
 import { flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 
-it('a check answered in the same turn as the session died opens no new term: one acquired, then lost', async () => {
+it('a check answered in the same turn as the session died opens no new term: leader work runs once, then lost', async () => {
   let armed = false;
   const h = makeLock({
     autoReacquire: false, // no new grant afterwards: every term counted is of the first leadership
