@@ -159,8 +159,7 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     const stoppedAt = performance.now();
     await s.old.stop('fast');
     // a's leadership on the old primary, whatever terms it came in (a lease that lapsed
-    // under load and was renewed, or a check answered just before the session died, opens
-    // another term of the same leadership: docs/safety.md, the lease)
+    // under load and was renewed opens another term of the same leadership)
     const aTerms = () => s.runs.filter((r) => r.id === 'a');
     await eventually(() => aTerms().every((r) => r.end !== null), {
       timeoutMs: 10_000,
