@@ -14,6 +14,7 @@ export {
   type StateMessage,
 } from './core/channels.js';
 export type { Clock } from './core/clock.js';
+export type { LeaderElection } from './core/election.js';
 export {
   CallbackError,
   ConnectionError,
@@ -23,14 +24,6 @@ export {
   ShutdownError,
 } from './core/errors.js';
 export { FencedError } from './core/fencing.js';
-export type { LogFields, LogFn, Logger } from './core/logger.js';
-export { NoPrimaryError } from './core/primary.js';
-export type { AppliedSettings, Safety } from './core/safety.js';
-export type { Health } from './core/vitals.js';
-export type { LeaderElection } from './leader/election.js';
-export type { LockHealth } from './leader/health.js';
-export type { Candidate, InspectOptions, LockInspection } from './leader/inspect.js';
-export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader/leader-lock.js';
 export type {
   AcquiredCallback,
   Callback,
@@ -40,19 +33,26 @@ export type {
   StateChangeCallback,
   TakeoverFence,
   TakeoverFenceCallback,
-} from './leader/lock-callbacks.js';
-export type { LeaderLockOptions } from './leader/options.js';
+} from './core/lock-callbacks.js';
+export type { LockHealth } from './core/lock-health.js';
+export type { LeaderLockOptions } from './core/lock-options.js';
+export type { LogFields, LogFn, Logger } from './core/logger.js';
+export { NoPrimaryError } from './core/primary.js';
 export {
   DecorrelatedJitter,
   ExponentialBackoff,
   FixedInterval,
   type RetryContext,
   type RetryStrategy,
-} from './leader/retry.js';
-export { LockState, type SpecState } from './leader/state.js';
+} from './core/retry.js';
+export type { AppliedSettings, Safety } from './core/safety.js';
+export { LockState, type SpecState } from './core/state.js';
+export { type Term, TermEndedError } from './core/term.js';
+export type { Health } from './core/vitals.js';
+export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './core/work.js';
+export type { Candidate, InspectOptions, LockInspection } from './leader/inspect.js';
+export { LeaderLock, type TimeoutOptions, type WaitOptions } from './leader/leader-lock.js';
 export type { LockStats } from './leader/stats.js';
-export { type Term, TermEndedError } from './leader/term.js';
-export { type LeaderWork, LeaderWorkError, type LeaderWorkHandle } from './leader/work.js';
 export {
   LockMetrics,
   type LockMetricsSnapshot,

@@ -4,8 +4,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
+import { FixedInterval } from '../core/retry.js';
 import type { LeaderLock } from '../leader/leader-lock.js';
-import { FixedInterval } from '../leader/retry.js';
 import {
   type Dsn,
   type Keys,

@@ -8,26 +8,19 @@ import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
 import { sqlStateOf } from '../core/errors.js';
+import type { LeaderLockOptions } from '../core/lock-options.js';
 import { detectPgpool, type PgpoolFront } from '../core/pgpool.js';
 import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
 import { connectSettings, type Safety } from '../core/safety.js';
 import { LeaderLock } from '../leader/leader-lock.js';
-import type { LeaderLockOptions } from '../leader/options.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
+import type { Check, Verdict } from './doctor-check.js';
 import { lockTableCheck, lockTableSize } from './doctor-locktable.js';
 import { pgpoolChecks } from './doctor-pgpool.js';
 import { defaultsCheck, holderCheck, latencyCheck, permissionChecks } from './doctor-queries.js';
 
-export type Verdict = 'ok' | 'warn' | 'fail';
-
-export interface Check {
-  readonly id: string;
-  readonly verdict: Verdict;
-  readonly reason: string;
-  /** What to do about a warn or a fail. */
-  readonly fix?: string;
-}
+export type { Check, Verdict };
 
 export interface DoctorInput {
   dsn: Dsn;

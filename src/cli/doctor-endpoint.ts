@@ -7,7 +7,7 @@
 import { parseTargets } from '../core/hosts.js';
 import { type EndpointAdvice, judgeEndpoint } from '../core/providers.js';
 import type { Dsn } from './args.js';
-import type { Check, Verdict } from './doctor-checks.js';
+import type { Check, Verdict } from './doctor-check.js';
 
 const VERDICT: Record<EndpointAdvice['verdict'], Verdict> = {
   refused: 'fail',

@@ -12,7 +12,7 @@
  * partitions) plus 2 per worker (its member lock, and the lock its ring watch waits for).
  */
 import type pg from 'pg';
-import type { Check } from './doctor-checks.js';
+import type { Check } from './doctor-check.js';
 
 export interface LockTableSize {
   /** `max_locks_per_transaction × (MaxBackends + max_prepared_transactions)`. */

@@ -3,7 +3,7 @@
  * answers through the path. One line for the front itself, one per setting that matters.
  */
 import { type PgpoolFront, pgpoolRisks } from '../core/pgpool.js';
-import type { Check } from './doctor-checks.js';
+import type { Check } from './doctor-check.js';
 
 const on = (v: string | null): boolean => v !== null && /^(on|true|1|yes)$/i.test(v);
 const show = (v: string | null): string => (v === null ? 'not reported' : on(v) ? 'on' : 'off');

@@ -6,11 +6,11 @@
 import type pg from 'pg';
 import { DEFAULT_FENCING_TABLE } from '../core/fencing.js';
 import { idOfSession } from '../core/identity.js';
+import type { LeaderLockOptions } from '../core/lock-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
-import type { LeaderLockOptions } from '../leader/options.js';
 import type { Keys } from './args.js';
 import { humanMs } from './common.js';
-import type { Check } from './doctor-checks.js';
+import type { Check } from './doctor-check.js';
 
 export async function defaultsCheck(client: pg.Client, o: LeaderLockOptions): Promise<Check> {
   const { rows } = await client.query<{ name: string; setting: string; unit: string | null }>(

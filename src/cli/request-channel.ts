@@ -4,7 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { type HandoverEvent, parseEvent, requestPayload } from '../leader/handover.js';
+import { type HandoverEvent, parseEvent, requestPayload } from '../core/handover.js';
 import { CliExit, EXIT, explain } from './common.js';
 
 export type Request = { kind: 'resign' } | { kind: 'handover'; to: string };

@@ -8,12 +8,13 @@
  */
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../core/clock.js';
+import type { Directive } from '../core/handover.js';
 import { applicationName } from '../core/identity.js';
+import { channelFor } from '../core/keys.js';
 import { type PinnedRow, refuseSharedBackends } from '../core/pooler.js';
 import type { Found } from '../core/primary.js';
-import type { Directive } from '../leader/handover.js';
 import { type Candidate, inspect, type LockInspection } from '../leader/inspect.js';
-import { channelFor, SUCCESSOR } from '../leader/sql.js';
+import { SUCCESSOR } from '../leader/sql.js';
 import {
   type Dsn,
   type Keys,

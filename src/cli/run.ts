@@ -1,9 +1,9 @@
 /** `pgleaderlock run`: join the election and log every transition until SIGINT/SIGTERM. */
 
+import type { LeaderLockOptions } from '../core/lock-options.js';
 import type { LogFn, Logger } from '../core/logger.js';
+import { ExponentialBackoff } from '../core/retry.js';
 import { LeaderLock } from '../leader/leader-lock.js';
-import type { LeaderLockOptions } from '../leader/options.js';
-import { ExponentialBackoff } from '../leader/retry.js';
 import {
   type Dsn,
   type Keys,

@@ -3,8 +3,8 @@
  * elections publish here.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { SpecState } from '../leader/state.js';
-import type { Term } from '../leader/term.js';
+import type { SpecState } from './state.js';
+import type { Term } from './term.js';
 
 /** Channel names. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
 export const CHANNELS = {

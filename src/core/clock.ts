@@ -25,6 +25,13 @@ export const systemClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/** Has the three methods of a {@link Clock}. */
+export function isClock(value: unknown): value is Clock {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof c[m] === 'function');
+}
+
 /**
  * Sleep `ms` on `clock`. Resolves `true` when the time elapsed and `false` as soon as
  * `signal` aborts (never rejects). Leaves no timer or listener behind.
@@ -79,4 +86,22 @@ export function untilWoken(signal: AbortSignal): { promise: Promise<null>; dispo
     else signal.addEventListener('abort', onAbort, { once: true });
   });
   return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
+
+/** The earlier of two deadlines (null: no limit). */
+export function earlier(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.min(a, b);
+}
+
+/**
+ * The keep-alive rule of every loop that runs until told to stop (`LeaderLock`,
+ * `LeaderWatch`): a started one keeps the process alive until it stops, as a server socket
+ * would, even while it waits with no timer of its own (a server-side wait, an idle socket).
+ * One long interval, cleared by the function returned; `enabled` false (the `unref`
+ * option): nothing.
+ */
+export function keepAlive(enabled: boolean): () => void {
+  if (!enabled) return () => {};
+  const timer = setInterval(() => {}, 1 << 30);
+  return () => clearInterval(timer);
 }

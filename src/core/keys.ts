@@ -13,3 +13,8 @@ export function keysFromName(name: string): [key1: number, key2: number] {
   const digest = createHash('sha256').update(`pgleaderlock:${name}`, 'utf8').digest();
   return [digest.readInt32BE(0), digest.readInt32BE(4)];
 }
+
+/** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
+export function channelFor(key1: number, key2: number): string {
+  return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
+}

@@ -24,6 +24,22 @@ export const PEER_TIMEOUT_MS = 250;
 /** Longest time for a leader to see a promotion of a host it can reach. */
 export const PEER_BOUND_MS = PEER_INTERVAL_MS + PEER_TIMEOUT_MS;
 
+/**
+ * The split-brain delay, one rule for both elections (docs/safety.md and docs/partitions.md,
+ * "Primary failover"): a term taken on a new primary while an older primary is still up
+ * opens only after a leader or worker there has seen the promotion (its peer watch's bound:
+ * one round `peerIntervalMs` plus one probe's deadline) and then stopped its work
+ * (`takeoverDelayMs`). Nothing heard on this server proves the other one stopped, so a clean
+ * handover or a proof of drain here does not shorten it, and `takeoverDelayMs: 0` does not
+ * remove the bound. `peerIntervalMs` is the one value that differs: `PEER_INTERVAL_MS`
+ * (100 ms) for `LeaderLock`, whose one leader watches; a partition worker's
+ * `healthIntervalMs`, because every worker watches (a 100 ms round would multiply the probes
+ * by the workers).
+ */
+export function splitBrainDelayMs(takeoverDelayMs: number, peerIntervalMs: number): number {
+  return takeoverDelayMs + peerIntervalMs + PEER_TIMEOUT_MS;
+}
+
 const PROBE = `/* pgleaderlock:peer */ SELECT pg_is_in_recovery() AS recovery,
   CASE WHEN NOT pg_is_in_recovery()
        THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`;

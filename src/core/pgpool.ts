@@ -105,13 +105,6 @@ export function pgpoolRisks(front: PgpoolFront): PgpoolRisk[] {
   return risks;
 }
 
-/** One line on a pgpool front for logs, `status` and `doctor`. */
-export function describePgpool(front: PgpoolFront): string {
-  const s = front.settings;
-  const shown = PGPOOL_SETTINGS.filter((k) => s[k] !== null).map((k) => `${k} = ${s[k]}`);
-  return `pgpool-II ${front.version}${shown.length ? ` (${shown.join(', ')})` : ''}`;
-}
-
 /**
  * The `pgpool` log event a lock or worker writes once when it first meets a pgpool-II
  * front: `warn` with the risky settings and their fixes, else `info`.

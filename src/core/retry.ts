@@ -7,7 +7,7 @@
  * `random` source (default `Math.random`), so a seeded source replays a run.
  */
 import { LockError, toError } from './errors.js';
-import { checkDuration } from './validate.js';
+import { checkDuration, show } from './validate.js';
 
 /** What a strategy knows when asked for the next delay. */
 export interface RetryContext {
@@ -46,6 +46,16 @@ function draw(random: () => number): number {
   return typeof r === 'number' && r > 0 ? Math.min(r, 1 - Number.EPSILON) : 0;
 }
 
+/** A strategy's options: an object (`new FixedInterval(250)` is refused, not read as the default) with known keys only. */
+function checkStrategyOptions(what: string, options: unknown, known: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`${what} options must be an object, received ${show(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw new TypeError(`unknown ${what} option ${JSON.stringify(key)}`);
+  }
+}
+
 /**
  * Exponential back-off with jitter (the default retry strategy): the delay
  * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, shortened by a random part of at most
@@ -76,6 +86,13 @@ export class ExponentialBackoff implements RetryStrategy {
       random?: () => number;
     } = {},
   ) {
+    checkStrategyOptions('ExponentialBackoff', options, [
+      'baseMs',
+      'maxMs',
+      'multiplier',
+      'jitter',
+      'random',
+    ]);
     this.baseMs = checkDuration('ExponentialBackoff.baseMs', options.baseMs ?? 1000);
     this.maxMs = checkDuration('ExponentialBackoff.maxMs', options.maxMs ?? 30_000);
     this.multiplier = options.multiplier ?? 2;
@@ -111,6 +128,7 @@ export class FixedInterval implements RetryStrategy {
   readonly intervalMs: number;
 
   constructor(options: { intervalMs?: number } = {}) {
+    checkStrategyOptions('FixedInterval', options, ['intervalMs']);
     this.intervalMs = checkDuration('FixedInterval.intervalMs', options.intervalMs ?? 5000);
   }
 
@@ -132,6 +150,7 @@ export class DecorrelatedJitter implements RetryStrategy {
   private readonly random: () => number;
 
   constructor(options: { baseMs?: number; maxMs?: number; random?: () => number } = {}) {
+    checkStrategyOptions('DecorrelatedJitter', options, ['baseMs', 'maxMs', 'random']);
     this.baseMs = checkDuration('DecorrelatedJitter.baseMs', options.baseMs ?? 1000);
     this.maxMs = checkDuration('DecorrelatedJitter.maxMs', options.maxMs ?? 30_000);
     if (this.maxMs < this.baseMs) {
@@ -148,6 +167,20 @@ export class DecorrelatedJitter implements RetryStrategy {
     const upper = Math.max(this.baseMs, prev * 3);
     return Math.min(this.maxMs, this.baseMs + this.random() * (upper - this.baseMs));
   }
+}
+
+/**
+ * The reconnect policy's option, the same in every election (`LeaderLock`,
+ * `PartitionedLeadership`, `LeaderWatch`): `retryStrategy`, checked, or the election's
+ * default. Every election runs it through a {@link RetryCycle} that retries at once after
+ * a loss and only then asks the strategy (issue 41: a server restart is followed at once).
+ */
+export function resolveRetryStrategy(value: unknown, fallback: () => RetryStrategy): RetryStrategy {
+  if (value === undefined) return fallback();
+  if (!isRetryStrategy(value)) {
+    throw new TypeError(`retryStrategy must have a nextDelayMs(ctx) method, received ${show(value)}`);
+  }
+  return value;
 }
 
 /** True if `value` has the shape of a {@link RetryStrategy}. */

@@ -4,7 +4,7 @@
  * names, one meaning, one validation; each election adds its own on top.
  */
 import type pg from 'pg';
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, isClock, systemClock } from './clock.js';
 import { type ConnectFn, unrefClient } from './connect.js';
 import { isClient } from './connection.js';
 import { checkLogger, defaultLogger, guardLogger, type Logger } from './logger.js';
@@ -89,12 +89,6 @@ export function checkKnownKeys(what: string, options: object, known: ReadonlySet
   for (const key of Object.keys(options)) {
     if (!known.has(key)) throw new TypeError(`unknown ${what} option ${JSON.stringify(key)}`);
   }
-}
-
-function isClock(value: unknown): value is Clock {
-  if (typeof value !== 'object' || value === null) return false;
-  const c = value as Record<string, unknown>;
-  return ['now', 'setTimeout', 'clearTimeout'].every((m) => typeof c[m] === 'function');
 }
 
 /** Validate the shared options; `appName` is the default client's application_name. */

@@ -7,19 +7,19 @@
  */
 
 import { ShutdownError } from '../core/errors.js';
+import type { LockCallbacks } from '../core/lock-callbacks.js';
+import { assessHealth, type LockHealth } from '../core/lock-health.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
+import { LockState, type SpecState } from '../core/state.js';
+import type { Term } from '../core/term.js';
 import { LeadershipWaiters, within } from '../core/waiting.js';
 import type { Input } from './fsm.js';
-import { assessHealth, type LockHealth } from './health.js';
 import type { TermIds } from './leadership.js';
 import { Lifecycle } from './lifecycle.js';
-import type { LockCallbacks } from './lock-callbacks.js';
-import type { ResolvedOptions } from './options.js';
-import { LockState, type SpecState } from './state.js';
 import type { Counters } from './stats.js';
 import { handoverError } from './succession.js';
-import type { Term } from './term.js';
 
 interface Run {
   readonly lifecycle: Lifecycle;

@@ -16,22 +16,36 @@
  * was in (`exit`), as any transition to STOPPED would.
  */
 
+import { earlier } from '../core/clock.js';
+import type { SessionIdentity } from '../core/handover.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import { PeerWatch } from '../core/peers.js';
+import type { RetryCycle } from '../core/retry.js';
 import type { Safety } from '../core/safety.js';
+import type { SpecState } from '../core/state.js';
+import type { Term } from '../core/term.js';
 import type { Effect, Input } from './fsm.js';
-import type { SessionIdentity } from './handover.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
-import type { LifecycleHooks } from './lifecycle.js';
-import type { ResolvedOptions } from './options.js';
 import type { Mailbox, Phase, PhaseOf } from './phase.js';
-import { earlier, newRelease, type Releases } from './release.js';
+import { newRelease } from './phase.js';
+import type { Releases } from './release.js';
 import type { Reporter } from './report.js';
-import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
-import type { SpecState } from './state.js';
 import type { Counters } from './stats.js';
 
 /** The lifecycle's parts that the actions act on. */
+/** Told about every state change, before the change's effects run. */
+export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;
+
+/** What the lifecycle reports to the lock that runs it. */
+export interface LifecycleHooks {
+  changed: TransitionListener;
+  /** A term opened (first of a leadership, or reopened after a lapse). */
+  termOpened(term: Term): void;
+  /** The lease was renewed. */
+  renewed(): void;
+}
+
 export interface ActionContext {
   readonly o: ResolvedOptions;
   readonly mail: Mailbox;

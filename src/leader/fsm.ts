@@ -27,8 +27,8 @@
  */
 
 import type { NoPrimaryError } from '../core/primary.js';
+import { LockState, type SpecState } from '../core/state.js';
 import type { Grant } from './leadership.js';
-import { LockState, type SpecState } from './state.js';
 
 /** Inputs of spec §3.2 (plus the implied ones above), each carrying what its effects need. */
 export type Input =

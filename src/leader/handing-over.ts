@@ -5,9 +5,9 @@
  * release carries it, another call, or a stepDown, waits its turn or is refused.
  */
 import { deferred, sleep } from '../core/clock.js';
-import type { ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Mailbox, Phase, PhaseOf } from './phase.js';
-import { type Handover, newRelease } from './release.js';
+import { type Handover, newRelease } from './phase.js';
 import { handoverError } from './succession.js';
 
 /** What a handover reads and asks of the lifecycle. */

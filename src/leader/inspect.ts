@@ -4,13 +4,14 @@
  * lock does, primary.ts). Never takes the lock. Informational: by the time you read it, it
  * may have changed.
  */
+
 import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
-import { destroyClient } from '../core/connect.js';
+import { Connection } from '../core/connection.js';
 import { ConnectionError, describe } from '../core/errors.js';
 import { idOfSession } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
-import { type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
+import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
 import { hookConnect } from '../core/shared-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
@@ -121,28 +122,28 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
         'pgleaderlock-inspect',
         timeoutMs,
       );
-  let client: pg.Client;
-  let host: string;
+  let found: Awaited<ReturnType<typeof findPrimaryOnly>>;
   try {
-    const found = await findPrimaryOnly(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
-    client = found.client;
-    host = found.endpoint.label;
+    found = await findPrimaryOnly(endpoints, { clock: systemClock, queryTimeoutMs: timeoutMs });
   } catch (err) {
     throw new ConnectionError(`inspect could not connect: ${describe(err)}`, { cause: err });
   }
-  client.on('error', () => {});
-  let late = false;
-  const timer = setTimeout(() => {
-    late = true;
-    destroyClient(client); // the query fails at once
-  }, timeoutMs);
+  const host = found.endpoint.label;
+  // the core Connection: every statement under the deadline, the socket closed after
+  const conn = await Connection.open(connectFound(found), {
+    clock: systemClock,
+    queryTimeoutMs: timeoutMs,
+    closeTimeoutMs: 1000,
+    unref: false,
+  });
   try {
-    const { rows } = await client.query<Row>(INSPECT, [key1, key2]).catch((err: unknown) => {
-      if (late)
-        throw new ConnectionError(`inspect got no answer from ${host} within ${timeoutMs} ms`, {
+    const rows = await conn.query<Row>(INSPECT, [key1, key2]).catch((err: unknown) => {
+      throw new ConnectionError(
+        `inspect got no answer from ${host} within ${timeoutMs} ms: ${describe(err)}`,
+        {
           cause: err,
-        });
-      throw err;
+        },
+      );
     });
     const held = rows.find((r) => r.granted);
     return {
@@ -152,7 +153,6 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
       waiters: rows.filter((r) => !r.granted).map((r) => candidate(r, r.waitstart ?? r.query_start)),
     };
   } finally {
-    clearTimeout(timer);
-    destroyClient(client);
+    await conn.close();
   }
 }

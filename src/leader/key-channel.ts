@@ -8,7 +8,6 @@
  */
 import pg from 'pg';
 import type { Connection } from '../core/connection.js';
-import { applicationName, idOfSession } from '../core/identity.js';
 import {
   drainedPayload,
   type HandoverEvent,
@@ -16,9 +15,11 @@ import {
   parseEvent,
   type SessionIdentity,
   waitingPayload,
-} from './handover.js';
+} from '../core/handover.js';
+import { applicationName, idOfSession } from '../core/identity.js';
+import { channelFor } from '../core/keys.js';
 import type { SessionOptions } from './session-types.js';
-import { channelFor, markOf, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
+import { markOf, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
 
 /** A handover's successor as the server sees it (sql.ts `SUCCESSOR`). */
 export interface SuccessorState {

@@ -3,17 +3,10 @@
 import type pg from 'pg';
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
 import { publish } from '../core/channels.js';
+import type { LeaderElection, TimeoutOptions, WaitOptions } from '../core/election.js';
 import { FencedError, fencedWrite } from '../core/fencing.js';
+import { handoverTimeoutOf } from '../core/handover.js';
 import { keysFromName } from '../core/keys.js';
-import { type LeaderWorkHandle, Runners } from '../core/runner.js';
-import type { Safety } from '../core/safety.js';
-import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
-import { Control } from './control.js';
-import type { LeaderElection } from './election.js';
-import type { InputType } from './fsm.js';
-import type { LockHealth } from './health.js';
-import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
-import { TermIds } from './leadership.js';
 import type {
   AcquiredCallback,
   Callback,
@@ -23,31 +16,22 @@ import type {
   NewLeaderCallback,
   StateChangeCallback,
   TakeoverFenceCallback,
-} from './lock-callbacks.js';
-import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { LockState, type SpecState } from './state.js';
+} from '../core/lock-callbacks.js';
+import type { LockHealth } from '../core/lock-health.js';
+import { type LeaderLockOptions, type ResolvedOptions, resolveOptions } from '../core/lock-options.js';
+import { type LeaderWorkHandle, Runners } from '../core/runner.js';
+import type { Safety } from '../core/safety.js';
+import { LockState, type SpecState } from '../core/state.js';
+import type { Term } from '../core/term.js';
+import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
+import { type LeaderWork, LeaderWorkError } from '../core/work.js';
+import { Control } from './control.js';
+import type { InputType } from './fsm.js';
+import { type InspectOptions, inspect, type LockInspection } from './inspect.js';
+import { TermIds } from './leadership.js';
 import { Counters, type LockStats } from './stats.js';
-import { handoverTimeoutOf } from './succession.js';
-import type { Term } from './term.js';
-import { type LeaderWork, LeaderWorkError } from './work.js';
 
-/** Options of {@link LeaderLock.shutdown} and {@link LeaderLock.stepDown}. */
-export interface TimeoutOptions {
-  /**
-   * How long to wait. When it elapses the lock's session is closed by force (the server
-   * releases the lock when it sees the socket close). Default: no limit; every query is
-   * still bounded by `queryTimeoutMs`.
-   */
-  timeoutMs?: number;
-}
-
-/** Options of {@link LeaderLock.waitForLeadership}. */
-export interface WaitOptions {
-  /** Resolve `false` after this long. Default: no limit. */
-  timeoutMs?: number;
-  /** Abort the wait: the promise rejects with the signal's reason. */
-  signal?: AbortSignal;
-}
+export type { TimeoutOptions, WaitOptions };
 
 /**
  * Leader election on a PostgreSQL session advisory lock `(key1, key2)`.

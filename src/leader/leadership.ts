@@ -14,7 +14,7 @@
 import type { Clock } from '../core/clock.js';
 import { Lease } from '../core/lease.js';
 import type { Safety } from '../core/safety.js';
-import { type Term, TermEndedError } from './term.js';
+import { type Term, TermEndedError } from '../core/term.js';
 
 /** What an acquisition proved: a time no later than the grant, under which settings, with which epoch. */
 export interface Grant {

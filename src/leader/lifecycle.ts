@@ -1,40 +1,29 @@
-import { deferred } from '../core/clock.js';
+import { deferred, earlier, keepAlive } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
-import { PEER_BOUND_MS } from '../core/peers.js';
+import type { SessionIdentity } from '../core/handover.js';
+import type { LockCallbacks } from '../core/lock-callbacks.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
+import { PEER_INTERVAL_MS, splitBrainDelayMs } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
+import { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
+import { LockState } from '../core/state.js';
+import type { Term } from '../core/term.js';
 import { Vitals } from '../core/vitals.js';
 import { type Input, transition } from './fsm.js';
+import type { LifecycleHooks } from './fsm-actions.js';
 import { Actions } from './fsm-actions.js';
 import { HandingOver } from './handing-over.js';
-import type { SessionIdentity } from './handover.js';
 import type { TermIds } from './leadership.js';
-import type { LockCallbacks } from './lock-callbacks.js';
-import type { ResolvedOptions } from './options.js';
-import { Mailbox, type Phase } from './phase.js';
-import { earlier, newRelease, Releases } from './release.js';
+import { Mailbox, newRelease, type Phase } from './phase.js';
+import { Releases } from './release.js';
 import { Reporter } from './report.js';
 import { Requests, type RequestTarget } from './requests.js';
-import { RetryCycle } from './retry.js';
 import { Session } from './session.js';
-import { LockState, type SpecState } from './state.js';
 import type { Counters } from './stats.js';
 import { Steps } from './steps.js';
-import type { Term } from './term.js';
-
-/** Told about every state change, before the change's effects run. */
-export type TransitionListener = (from: SpecState, to: SpecState, input: Input['type']) => void;
-
-/** What the lifecycle reports to the lock that runs it. */
-export interface LifecycleHooks {
-  changed: TransitionListener;
-  /** A term opened (first of a leadership, or reopened after a lapse). */
-  termOpened(term: Term): void;
-  /** The lease was renewed. */
-  renewed(): void;
-}
 
 export class Lifecycle implements RequestTarget {
   private phase: Phase = { kind: 'stopped' };
@@ -135,7 +124,7 @@ export class Lifecycle implements RequestTarget {
         o.healthIntervalMs,
         this.retry.lastDelayMs ?? 0,
         o.reconnectGraceMs ?? 0,
-        o.takeoverDelayMs + PEER_BOUND_MS,
+        splitBrainDelayMs(o.takeoverDelayMs, PEER_INTERVAL_MS),
         o.closeTimeoutMs,
       ) +
       // an acquisition is a chain of round trips (survey, configure, settings, LISTEN,
@@ -267,7 +256,7 @@ export class Lifecycle implements RequestTarget {
 
   private async loop(): Promise<void> {
     // a started lock keeps the process alive until it stops (unless `unref`)
-    const keepAlive = this.o.unref ? null : setInterval(() => {}, 1 << 30);
+    const release = keepAlive(!this.o.unref);
     this.vitals.start();
     try {
       await this.apply({ type: 'Start' });
@@ -277,7 +266,7 @@ export class Lifecycle implements RequestTarget {
     } finally {
       this.releases.settle(this.mail.stepDown);
       this.mail.stepDown = null;
-      if (keepAlive) clearInterval(keepAlive);
+      release();
       this.vitals.stop();
     }
   }

@@ -19,11 +19,37 @@
  * What entering and leaving each phase does is in fsm-actions.ts.
  */
 
+import type { Deferred } from '../core/clock.js';
+import type { ShutdownError } from '../core/errors.js';
 import type { PeerWatch } from '../core/peers.js';
 import type { StandbyWatch } from '../core/primary.js';
 import type { Leadership } from './leadership.js';
-import type { Release } from './release.js';
 import type { Session } from './session.js';
+
+/** A voluntary release (`stepDown()`, or `shutdown()` while leader), carried by the releasing phase (release.ts arms and settles it). */
+export interface Release {
+  /** Clock time by which the release must be over, or null for no limit. */
+  deadline: number | null;
+  /** Settled when the releasing phase ends, however it ends. */
+  readonly waiters: Deferred<void>[];
+  /** The deadline passed and the session was closed by force. */
+  expired: ShutdownError | null;
+  /** The deadline's timer, armed while the releasing phase lives. */
+  timer: unknown;
+  /** A handover to a named successor (`handoverTo`, succession.ts), and how it went once known. */
+  handover: Handover | null;
+}
+
+/** A release that hands over to `to`: taken if `to` held the lock within `timeoutMs` of the unlock. */
+export interface Handover {
+  readonly to: string;
+  readonly timeoutMs: number;
+  outcome: 'taken' | Error | null;
+}
+
+export function newRelease(deadline: number | null): Release {
+  return { deadline, waiters: [], expired: null, timer: null, handover: null };
+}
 
 /**
  * A takeover delay in progress (`takeoverDelayMs`, docs/safety.md): the lock is held, the

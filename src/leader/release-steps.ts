@@ -5,13 +5,13 @@
  */
 import { untilWoken } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Runners } from '../core/runner.js';
+import type { Term } from '../core/term.js';
 import type { Input } from './fsm.js';
-import type { ResolvedOptions } from './options.js';
 import type { Mailbox, PhaseOf } from './phase.js';
-import type { StepContext } from './steps.js';
+import type { StepContext } from './step-context.js';
 import type { Succession } from './succession.js';
-import type { Term } from './term.js';
 
 export class ReleaseSteps {
   constructor(

@@ -3,39 +3,9 @@
  * the deadline past which its session is closed by force. The RELEASING phase carries it
  * (phase.ts); its timer acts on that phase only, so once the phase is over it does nothing.
  */
-import type { Deferred } from '../core/clock.js';
 import { ShutdownError } from '../core/errors.js';
-import type { ResolvedOptions } from './options.js';
-import type { Phase } from './phase.js';
-
-export interface Release {
-  /** Clock time by which the release must be over, or null for no limit. */
-  deadline: number | null;
-  /** Settled when the releasing phase ends, however it ends. */
-  readonly waiters: Deferred<void>[];
-  /** The deadline passed and the session was closed by force. */
-  expired: ShutdownError | null;
-  /** The deadline's timer, armed while the releasing phase lives. */
-  timer: unknown;
-  /** A handover to a named successor (`handoverTo`, succession.ts), and how it went once known. */
-  handover: Handover | null;
-}
-
-/** A release that hands over to `to`: taken if `to` held the lock within `timeoutMs` of the unlock. */
-export interface Handover {
-  readonly to: string;
-  readonly timeoutMs: number;
-  outcome: 'taken' | Error | null;
-}
-
-export function newRelease(deadline: number | null): Release {
-  return { deadline, waiters: [], expired: null, timer: null, handover: null };
-}
-
-/** The earlier of two deadlines (null: no limit). */
-export function earlier(a: number | null, b: number | null): number | null {
-  return a === null ? b : b === null ? a : Math.min(a, b);
-}
+import type { ResolvedOptions } from '../core/lock-options.js';
+import type { Phase, Release } from './phase.js';
 
 /** Arms and settles the releases of one lifecycle. */
 export class Releases {

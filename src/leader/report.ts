@@ -7,10 +7,10 @@
 import { publish } from '../core/channels.js';
 import { PgLeaderLockError } from '../core/errors.js';
 import { EventLog } from '../core/event-log.js';
-import type { CallbackMap, LockCallbacks } from './lock-callbacks.js';
-import type { ResolvedOptions } from './options.js';
+import type { CallbackMap, LockCallbacks } from '../core/lock-callbacks.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
+import type { Term } from '../core/term.js';
 import type { Counters } from './stats.js';
-import type { Term } from './term.js';
 
 export class Reporter {
   private lastLeaderSeen: string | null = null;

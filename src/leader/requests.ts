@@ -14,10 +14,10 @@
 
 import { sleep } from '../core/clock.js';
 import { toError } from '../core/errors.js';
-import type { HandoverEvent } from './handover.js';
-import type { ResolvedOptions } from './options.js';
+import type { HandoverEvent } from '../core/handover.js';
+import { HANDOVER_TIMEOUT_MS } from '../core/handover.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Session } from './session.js';
-import { HANDOVER_TIMEOUT_MS } from './succession.js';
 
 /** What the requests act on: the lifecycle (lifecycle.ts). */
 export interface RequestTarget {

@@ -1,8 +1,9 @@
 /** What a lock session (session.ts) takes and gives: its options, where it runs, a grant, an epoch, a check. */
+
+import type { Directive } from '../core/handover.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Surveyed } from '../core/primary.js';
 import type { Safety } from '../core/safety.js';
-import type { Directive } from './handover.js';
-import type { ResolvedOptions } from './options.js';
 
 /** What a session needs of the lock's options (see LeaderLockOptions for each). */
 export type SessionOptions = Pick<

@@ -10,7 +10,15 @@ import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
+import {
+  type Directive,
+  HandoverLog,
+  type NewHandover,
+  payload,
+  type SessionIdentity,
+} from '../core/handover.js';
 import { idOfSession } from '../core/identity.js';
+import { channelFor } from '../core/keys.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
 import { prepareSession, unsafe } from '../core/prepare.js';
@@ -18,7 +26,6 @@ import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import { type Directive, HandoverLog, type NewHandover, payload, type SessionIdentity } from './handover.js';
 import { KeyChannel } from './key-channel.js';
 import type {
   Acquired,
@@ -30,22 +37,7 @@ import type {
   SessionOptions,
   SessionPlace,
 } from './session-types.js';
-import {
-  CHECK,
-  CHECK_PENDING,
-  CURRENT_HOLDER,
-  channelFor,
-  FREE_STRANDED,
-  LATE_GRANT,
-  markOf,
-  releaseSql,
-  TRY_LOCK,
-  tagged,
-  WAIT_LOCK,
-} from './sql.js';
-
-/** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
-const SLICE_ENDED = '55P03';
+import * as SQL from './sql.js';
 
 export class Session {
   /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
@@ -172,7 +164,7 @@ export class Session {
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
       // the pooler guard's check after a check under the takeover delay is marked pending too
-      tag: (sql) => tagged(sql, markOf(this.o.priority, this.o.id), this.pendingCheck),
+      tag: (sql) => SQL.tagged(sql, SQL.markOf(this.o.priority, this.o.id), this.pendingCheck),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.openedPid = prepared.pid;
@@ -186,9 +178,9 @@ export class Session {
     this.holderPidAtConnect = holder?.pid ?? null;
   }
 
-  /** Each statement carries the priority (and the id, sql.ts `markOf`): `inspect` reads it from whatever ran last. */
+  /** Each statement carries the priority (and the id, sql.ts `SQL.markOf`): `inspect` reads it from whatever ran last. */
   private tag(sql: string): string {
-    return tagged(sql, markOf(this.o.priority, this.o.id));
+    return SQL.tagged(sql, SQL.markOf(this.o.priority, this.o.id));
   }
 
   private keys(): [number, number] {
@@ -198,7 +190,7 @@ export class Session {
   /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
   async tryLock(): Promise<Acquired | null> {
     const sentAt = this.o.clock.now();
-    const [row] = await this.conn.query<AcquireRow>(this.tag(TRY_LOCK), this.acquireParams());
+    const [row] = await this.conn.query<AcquireRow>(this.tag(SQL.TRY_LOCK), this.acquireParams());
     return this.acquired(row, sentAt);
   }
 
@@ -214,12 +206,12 @@ export class Session {
     let rows: AcquireRow[];
     try {
       // simple protocol: behind pgpool-II, see statements.ts `inline`
-      rows = await this.conn.simple<AcquireRow>(this.tag(inline(WAIT_LOCK, this.acquireParams())), slice);
+      rows = await this.conn.simple<AcquireRow>(this.tag(inline(SQL.WAIT_LOCK, this.acquireParams())), slice);
     } catch (err) {
-      if (this.conn.dead || sqlStateOf(err) !== SLICE_ENDED) throw err;
+      if (this.conn.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
       sentAt = this.o.clock.now();
-      rows = await this.conn.query<AcquireRow>(this.tag(LATE_GRANT), this.acquireParams());
+      rows = await this.conn.query<AcquireRow>(this.tag(SQL.LATE_GRANT), this.acquireParams());
     }
     return this.acquired(rows[0], sentAt);
   }
@@ -300,7 +292,7 @@ export class Session {
 
   /**
    * A clean release: mark the fencing epoch released and send the `released` event, then
-   * unlock, in one round trip (sql.ts `releaseSql`). True if the lock was held and is now
+   * unlock, in one round trip (sql.ts `SQL.releaseSql`). True if the lock was held and is now
    * released.
    */
   async release(
@@ -308,7 +300,7 @@ export class Session {
     /** A handover: a new directive (its deadline set by the server), or one forwarded by a yield. */
     handover: NewHandover | Directive | null = null,
   ): Promise<boolean> {
-    const sql = releaseSql({
+    const sql = SQL.releaseSql({
       key1: this.o.key1,
       key2: this.o.key2,
       id: this.o.id,
@@ -330,10 +322,10 @@ export class Session {
   /**
    * Ownership check: the session answers, is the same backend, still holds the lock, and
    * (behind a pooler) the probe does not reach it. `pending`: the lock is held under a
-   * takeover delay (the statement is tagged so that `inspect` can tell).
+   * takeover delay (the statement is SQL.tagged so that `inspect` can tell).
    */
   async check(pending = false): Promise<CheckResult> {
-    const text = this.tag(pending ? CHECK_PENDING : CHECK);
+    const text = this.tag(pending ? SQL.CHECK_PENDING : SQL.CHECK);
     const [row] = await this.conn.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
@@ -375,7 +367,7 @@ export class Session {
   private async freeStranded(pid: number | null): Promise<void> {
     if (pid === null) return;
     try {
-      await this.conn.query(this.tag(FREE_STRANDED), [...this.keys(), pid]);
+      await this.conn.query(this.tag(SQL.FREE_STRANDED), [...this.keys(), pid]);
     } catch {
       // reported by the caller's error; nothing more to do here
     }
@@ -388,7 +380,7 @@ export class Session {
 
   /** Who holds the lock now, if anybody. */
   private async holder(): Promise<HolderRow | undefined> {
-    const [row] = await this.conn.query<HolderRow>(this.tag(CURRENT_HOLDER), this.keys());
+    const [row] = await this.conn.query<HolderRow>(this.tag(SQL.CURRENT_HOLDER), this.keys());
     return row;
   }
 

@@ -6,9 +6,9 @@
  */
 
 import pg from 'pg';
+import { type Directive, forwardPayload, type NewHandover, payload } from '../core/handover.js';
 import { idTag } from '../core/identity.js';
 import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
-import { type Directive, forwardPayload, type NewHandover, payload } from './handover.js';
 
 /**
  * Free the key held by backend $3 when this session has proven not to be pinned to it
@@ -177,11 +177,6 @@ export const CHECK_PENDING = CHECK.replace('pgleaderlock:check', 'pgleaderlock:p
 export const CURRENT_HOLDER = `/* pgleaderlock:holder */ SELECT l.pid, a.application_name, a.query FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid WHERE ${KEY_LOCKS} AND l.granted`;
 
-/** The NOTIFY channel of a key pair: an identifier-safe name from the unsigned keys. */
-export function channelFor(key1: number, key2: number): string {
-  return `pgleaderlock_${(key1 >>> 0).toString(16)}_${(key2 >>> 0).toString(16)}`;
-}
-
 /** What a candidate's statements carry: its priority, and its id (shown when its application_name cannot carry it). */
 export interface Mark {
   readonly priority: number;
@@ -220,3 +215,6 @@ export function priorityOf(query: string | null): number | null {
   const m = /"p":(-?\d+)|\/\* p=(-?\d+)(?:, pending)? \*\//.exec(query ?? '');
   return m ? Number(m[1] ?? m[2]) : null;
 }
+
+/** lock_timeout: the slice ended with the lock still held elsewhere. (A cancel, 57014, is an error.) */
+export const SLICE_ENDED = '55P03';

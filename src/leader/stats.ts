@@ -1,6 +1,6 @@
 /** The counters behind `lock.stats()`. */
-import type { LockState } from './state.js';
-import type { Term } from './term.js';
+import type { LockState } from '../core/state.js';
+import type { Term } from '../core/term.js';
 
 /** A snapshot from `lock.stats()`. */
 export interface LockStats {

@@ -8,29 +8,20 @@
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
 import { NoPrimaryError } from '../core/primary.js';
+import type { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
+import type { Term } from '../core/term.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Input, STOP } from './fsm.js';
-import type { ResolvedOptions } from './options.js';
-import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf, type TakeoverDelay } from './phase.js';
+import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf } from './phase.js';
 import { ReleaseSteps } from './release-steps.js';
-import type { RetryCycle } from './retry.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
+import type { StepContext } from './step-context.js';
 import { Succession } from './succession.js';
 import { Takeover } from './takeover.js';
-import type { Term } from './term.js';
-
-/** What the steps need from the loop. */
-export interface StepContext {
-  /** A signal aborted by the loop's next wake-up. */
-  arm(): AbortSignal;
-  /** Open a session (wired to wake the loop when it dies); `signal` abandons the attempt (a shutdown). */
-  open(signal: AbortSignal): Promise<Session>;
-  /** A takeover delay began (the phase carries it). */
-  delayed(delay: TakeoverDelay): void;
-}
 
 /** A short wait before asking again whether our own previous backend has let go (RECONNECTING). */
 const OWN_BACKEND_POLL_MS = 20;

@@ -13,40 +13,14 @@
  */
 import { sleep } from '../core/clock.js';
 import { LockError } from '../core/errors.js';
-import { checkId } from '../core/identity.js';
-import { show, timeoutOf } from '../core/validate.js';
-import type { ResolvedOptions } from './options.js';
-import type { Handover } from './release.js';
+import { MAX_HANDOVER_TIMEOUT_MS } from '../core/handover.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
+import type { Handover } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
 
 /** How often the leader that handed over asks whether its successor holds the lock. */
 const POLL_MS = 2;
-
-/** The default `timeoutMs` of a handover (`handoverTo`, a priority, a request). */
-export const HANDOVER_TIMEOUT_MS = 5000;
-
-/**
- * The longest `timeoutMs` of a handover. A directive whose deadline lies further ahead than
- * twice this is not one of ours (a forged event: docs/choosing-the-leader.md) and is ignored.
- */
-export const MAX_HANDOVER_TIMEOUT_MS = 60_000;
-
-/** `handoverTo(id, options)`'s arguments, checked: the handover's `timeoutMs` (1 to MAX_HANDOVER_TIMEOUT_MS). */
-export function handoverTimeoutOf(id: unknown, options: unknown): number {
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
-  }
-  checkId('handoverTo: id', id); // no candidate can have another id
-
-  const timeoutMs = timeoutOf('handoverTo', options) ?? HANDOVER_TIMEOUT_MS;
-  if (timeoutMs === 0 || timeoutMs > MAX_HANDOVER_TIMEOUT_MS) {
-    throw new RangeError(
-      `handoverTo: timeoutMs must be between 1 and ${MAX_HANDOVER_TIMEOUT_MS}, received ${show(timeoutMs)}`,
-    );
-  }
-  return timeoutMs;
-}
 
 export function handoverError(message: string, cause?: unknown): LockError {
   return new LockError(message, { code: 'ERR_PGLEADERLOCK_HANDOVER', cause });

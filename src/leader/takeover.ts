@@ -8,14 +8,14 @@
  */
 import { sleep } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
-import { PEER_BOUND_MS, probePeers } from '../core/peers.js';
+import type { ResolvedOptions } from '../core/lock-options.js';
+import { PEER_INTERVAL_MS, probePeers, splitBrainDelayMs } from '../core/peers.js';
 import { type Input, STOP } from './fsm.js';
 import type { Grant } from './leadership.js';
-import type { ResolvedOptions } from './options.js';
 import type { Mailbox, PhaseOf } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired, Epoch } from './session-types.js';
-import type { StepContext } from './steps.js';
+import type { StepContext } from './step-context.js';
 
 type Attempt = PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>;
 
@@ -67,7 +67,7 @@ export class Takeover {
     }
     // Another host is still a primary (an older timeline: the survey moments ago, or the
     // probe, said so): a leader there may not have seen this server's promotion yet; it
-    // will within PEER_BOUND_MS (peers.ts). That holds whatever the handover on this server
+    // will within PEER_BOUND_MS (peers.ts), and then stop its work (`splitBrainDelayMs`). That holds whatever the handover on this server
     // proved (a clean release replicated from the old primary proves nothing about it), and
     // is not turned off by takeoverDelayMs: 0. A host that does not answer proves nothing
     // either way (docs/safety.md, "Primary failover", limits).
@@ -75,7 +75,11 @@ export class Takeover {
       peers.some((p) => p.kind === 'primary') || session.place.others.some((o) => o.state.kind === 'primary');
     // (A clean handover proves the previous holder on this server stopped; the old leader
     // on the other primary is another matter: its work gets the full delay after the bound.)
-    const delayMs = split ? this.o.takeoverDelayMs + PEER_BOUND_MS : clean ? 0 : this.o.takeoverDelayMs;
+    const delayMs = split
+      ? splitBrainDelayMs(this.o.takeoverDelayMs, PEER_INTERVAL_MS)
+      : clean
+        ? 0
+        : this.o.takeoverDelayMs;
     const proven =
       delayMs === 0
         ? { sentAt: acquired.provenAt, safety: acquired.safety }

@@ -3,9 +3,9 @@
  * the leader, and at most once across every replica that shares the lock and the database,
  * through a claim row written under the term's fencing epoch (docs/node-cron.md).
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { ConnectionError, type LeaderLock, PgLeaderLockError, type Term } from 'pgleaderlock';
+import { type Clock, isClock, sleep, systemClock } from '../core/clock.js';
 import { checkDuration, show } from '../core/validate.js';
 import { type Fire, parseFireKey } from './key.js';
 import {
@@ -55,6 +55,8 @@ export interface LeaderCoordinatorOptions {
    * (a handover in progress) before it is skipped. Default 0: skipped at once.
    */
   leaderWaitMs?: number;
+  /** Time source (tests; default `performance.now()` and the global timers, unref'd). */
+  clock?: Clock;
 }
 
 /** A node-cron v4 `RunCoordinator`: pass it as a task's `runCoordinator`, or to `setRunCoordinator`. */
@@ -70,7 +72,7 @@ export interface LeaderCoordinator {
   onComplete(key: string): Promise<void>;
 }
 
-const KNOWN = new Set(['pool', 'name', 'table', 'timeoutMs', 'retainMs', 'leaderWaitMs']);
+const KNOWN = new Set(['pool', 'name', 'table', 'timeoutMs', 'retainMs', 'leaderWaitMs', 'clock']);
 const DAY_MS = 86_400_000;
 /** Old claims are swept after a successful claim, at most this often per coordinator. */
 const CLEANUP_EVERY_MS = 600_000;
@@ -108,6 +110,7 @@ class FencedCoordinator implements LeaderCoordinator {
   private readonly epochs: string;
   private readonly timeoutMs: number;
   private readonly leaderWaitMs: number;
+  private readonly clock: Clock;
   private retainMs: number;
   private table: Promise<void> | null = null;
   private readonly claimed = new Map<string, Claimed>();
@@ -148,11 +151,17 @@ class FencedCoordinator implements LeaderCoordinator {
       throw new RangeError('timeoutMs must be greater than 0 (milliseconds), received 0');
     this.retainMs = checkDuration('retainMs', options.retainMs ?? DAY_MS);
     this.leaderWaitMs = checkDuration('leaderWaitMs', options.leaderWaitMs ?? 0);
+    if (options.clock !== undefined && !isClock(options.clock)) {
+      throw new TypeError(
+        `clock must have now, setTimeout and clearTimeout methods, received ${show(options.clock)}`,
+      );
+    }
+    this.clock = options.clock ?? systemClock;
   }
 
   async shouldRun(key: string, ttlMs = 0): Promise<boolean> {
     const fire = parseFireKey(key);
-    const until = performance.now() + this.leaderWaitMs;
+    const until = this.clock.now() + this.leaderWaitMs;
     if (typeof ttlMs === 'number' && Number.isFinite(ttlMs) && ttlMs > this.retainMs) this.retainMs = ttlMs;
     const term = await this.leading();
     if (term === null) return false;
@@ -178,8 +187,8 @@ class FencedCoordinator implements LeaderCoordinator {
       // held by a previous term's claim that is not finished: its term may have ended while
       // it was in flight, and its withdrawal not be in yet (a handover at the fire's second);
       // within leaderWaitMs, ask again
-      if (outcome !== 'pending' || performance.now() + RECLAIM_MS > until || !inTerm()) return false;
-      await sleep(RECLAIM_MS);
+      if (outcome !== 'pending' || this.clock.now() + RECLAIM_MS > until || !inTerm()) return false;
+      await sleep(this.clock, RECLAIM_MS);
       if (!inTerm()) return false;
     }
     if (!inTerm()) {
@@ -248,9 +257,9 @@ class FencedCoordinator implements LeaderCoordinator {
 
   /** `promise`, or a rejection after `timeoutMs`; database errors wrapped with what was being done. */
   private async bounded<T>(what: string, promise: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: unknown;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+      timer = this.clock.setTimeout(() => {
         reject(
           new ConnectionError(
             `pgleaderlock/node-cron: ${what} took longer than ${this.timeoutMs} ms; the fire is skipped`,
@@ -260,7 +269,6 @@ class FencedCoordinator implements LeaderCoordinator {
           ),
         );
       }, this.timeoutMs);
-      timer.unref();
     });
     promise.catch(() => {}); // a late failure after the timeout is not unhandled
     try {
@@ -270,13 +278,13 @@ class FencedCoordinator implements LeaderCoordinator {
       const message = err instanceof Error ? err.message : String(err);
       throw new PgLeaderLockError(`pgleaderlock/node-cron: ${what} failed: ${message}`, { cause: err });
     } finally {
-      clearTimeout(timer);
+      this.clock.clearTimeout(timer);
     }
   }
 
   /** Delete this scope's claims older than `retainMs`, in the background, at most every 10 minutes. */
   private sweep(): void {
-    const now = performance.now();
+    const now = this.clock.now();
     if (this.cleaning || now - this.lastCleanup < CLEANUP_EVERY_MS) return;
     this.cleaning = true;
     this.lastCleanup = now;

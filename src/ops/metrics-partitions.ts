@@ -5,7 +5,7 @@
  */
 
 import type { PartitionedLeadership, RevokeReason } from '../partitions/partitioned.js';
-import type { MetricsSource, MetricWriter } from './metrics.js';
+import { type MetricsSource, type MetricWriter, quoted } from './metric-source.js';
 
 /** A snapshot of one partition worker's metrics (`new LockMetrics(workers).snapshot()`). */
 export interface PartitionMetricsSnapshot {
@@ -26,11 +26,6 @@ export interface PartitionMetricsSnapshot {
 }
 
 const REASONS: readonly RevokeReason[] = ['rebalance', 'lost', 'shutdown'];
-
-/** A label value as the text format wants it: backslash, double quote and newline escaped. */
-export function quoted(value: string): string {
-  return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
-}
 
 export class PartitionSource implements MetricsSource<PartitionMetricsSnapshot> {
   constructor(private readonly workers: PartitionedLeadership) {}

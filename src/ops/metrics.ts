@@ -6,11 +6,12 @@
  * partition worker's part is metrics-partitions.ts.
  */
 
+import { LockState } from '../core/state.js';
 import { show } from '../core/validate.js';
 import type { LeaderLock } from '../leader/leader-lock.js';
-import { LockState } from '../leader/state.js';
 import type { PartitionedLeadership } from '../partitions/partitioned.js';
-import { type PartitionMetricsSnapshot, PartitionSource, quoted } from './metrics-partitions.js';
+import { type MetricsSource, type MetricWriter, quoted } from './metric-source.js';
+import { type PartitionMetricsSnapshot, PartitionSource } from './metrics-partitions.js';
 
 export type { PartitionMetricsSnapshot } from './metrics-partitions.js';
 
@@ -77,22 +78,6 @@ export type MetricsTarget = LeaderLock | PartitionedLeadership;
 export type MetricsSnapshotOf<T extends MetricsTarget> = T extends PartitionedLeadership
   ? PartitionMetricsSnapshot
   : LockMetricsSnapshot;
-
-/** Writes one metric family: `# HELP`, `# TYPE` and a sample per label set (`labels` without braces). */
-export type MetricWriter = (
-  name: string,
-  type: 'gauge' | 'counter',
-  help: string,
-  samples: [labels: string, value: number][],
-) => void;
-
-/** One target's metrics (metrics-partitions.ts has the partition worker's). */
-export interface MetricsSource<S> {
-  snapshot(): S;
-  /** Every family, from `s`, each name without the `pgleaderlock_` prefix. */
-  render(s: S, metric: MetricWriter): void;
-  close(): void;
-}
 
 /** The Prometheus text exposition format (version 0.0.4) of what `render` writes. */
 function exposition(render: (metric: MetricWriter) => void): string {

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { epochFloor, FencedError, fencedWrite } from '../core/fencing.js';
 import { show } from '../core/validate.js';
-import type { PartitionTerm, Terms } from './terms.js';
+import type { PartitionTerm } from './term.js';
+import type { Terms } from './terms.js';
 
 /**
  * Fencing epochs per partition (`fencing: true`): the table of LeaderLock's fencing

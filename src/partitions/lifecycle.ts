@@ -2,14 +2,15 @@
  * A partition worker's lifecycle: one run from `start()` to the end of its loop, which
  * opens the worker's sessions (sessions.ts), reconciles on every notice and every
  * `healthIntervalMs` (ownership.ts), leaves cleanly on `shutdown()`, and after a lost
- * session revokes every term and connects again: at once, then after a back-off (100 ms,
- * doubling to 5 s) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
+ * session revokes every term and connects again: at once, then on `retryStrategy` (the
+ * policy `LeaderLock` and `LeaderWatch` share, core/retry.ts) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
  */
 import { type Deferred, deferred, sleep } from '../core/clock.js';
 import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
-import { PEER_TIMEOUT_MS, type PeerWatch } from '../core/peers.js';
+import { type PeerWatch, splitBrainDelayMs } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
+import { RetryCycle } from '../core/retry.js';
 import { Vitals } from '../core/vitals.js';
 import type { Balance } from './balance.js';
 import { refusesToJoin } from './errors.js';
@@ -148,12 +149,16 @@ export class WorkerLifecycle {
   /**
    * Another primary is up beside this worker's (an old primary after a promotion): its
    * workers may still run the partitions this one takes until their peer watch sees the
-   * promotion, within one health interval plus a probe. Takes wait that long on top of the
-   * takeover delay, clean hand-overs included (docs/partitions.md, "Primary failover").
+   * promotion (one health interval plus a probe) and their work stops (the takeover delay).
+   * Every take waits that long, clean hand-overs included (core/peers.ts
+   * `splitBrainDelayMs`; docs/partitions.md, "Primary failover"); 0 when no other primary is up.
    */
   splitDelayMs(): number {
     const p = this.phase;
-    return p.kind === 'running' && p.peers?.otherPrimary ? this.w.o.healthIntervalMs + PEER_TIMEOUT_MS : 0;
+    const { takeoverDelayMs, healthIntervalMs } = this.w.o;
+    return p.kind === 'running' && p.peers?.otherPrimary
+      ? splitBrainDelayMs(takeoverDelayMs, healthIntervalMs)
+      : 0;
   }
 
   private wake(): void {
@@ -169,16 +174,19 @@ export class WorkerLifecycle {
 
   private async loop(run: Run): Promise<void> {
     const { o, terms, lease, balance } = this.w;
-    let failures = 0;
+    // the reconnect policy both elections share (core/retry.ts): a start's first attempt and
+    // the first reconnect after a session that served go at once, the rest on retryStrategy
+    const retry = new RetryCycle(o.retryStrategy, () => o.clock.now(), { atOnceAfterLoss: true });
+    retry.goingAtOnce();
     // the ring watches of lost sessions, still closing: the next session does not wait for them
     let closing: Promise<unknown> = Promise.resolve();
     while (!run.stopping) {
       this.phase = { kind: 'connecting' };
       let session: Sessions | null = null;
       const served = { reconciled: false };
+      let ended: Error | null = null;
       try {
         session = await this.open(run.stopped.signal);
-        failures = 0;
         await this.serve(session, run, served);
       } catch (err) {
         if (run.stopping && err instanceof ShutdownError) {
@@ -192,6 +200,7 @@ export class WorkerLifecycle {
           // "connection terminated" of a statement it cut short
           const failure = session?.member.dead ?? (err as Error);
           this.lastFailure = failure;
+          ended = failure;
           terms.error(failure);
         }
       }
@@ -204,18 +213,19 @@ export class WorkerLifecycle {
       }
       if (run.stopping) break;
       // a session that reconciled and then ended: connect again at once (its proof of drain
-      // is due); otherwise back off, 100 ms doubling to 5 s while attempts fail, each delay
-      // drawn from [d/2, d] so that workers that lost the server together do not return
-      // in lockstep
-      if (served.reconciled) continue;
-      failures += 1;
-      const delay = o.reconnect.nextDelayMs({
-        attempt: failures,
-        elapsedMs: 0,
-        lastError: null,
-        previousDelayMs: null,
-      });
-      await sleep(o.clock, delay, this.arm());
+      // is due); otherwise wait the strategy's delay (by default jittered, so that workers
+      // that lost the server together do not return in lockstep)
+      if (served.reconciled) retry.reset();
+      retry.lastError = ended ?? new ConnectionError('the session ended');
+      const next = retry.next();
+      if ('giveUp' in next) {
+        this.lastFailure = next.giveUp;
+        terms.error(next.giveUp);
+        run.joining?.reject(next.giveUp);
+        run.joining = null;
+        break;
+      }
+      if (next.delayMs > 0) await sleep(o.clock, next.delayMs, this.arm());
     }
     await closing;
     this.phase = { kind: 'stopped' };

@@ -3,7 +3,7 @@
 import os from 'node:os';
 import { fencingTableOf } from '../core/fencing.js';
 import { applicationName } from '../core/identity.js';
-import { ExponentialBackoff } from '../core/retry.js';
+import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from '../core/retry.js';
 import {
   checkKnownKeys,
   type ResolvedShared,
@@ -41,12 +41,30 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
         table?: string;
       };
   /**
-   * The source of the reconnect back-off's jitter: numbers in [0, 1) (default
-   * `Math.random`); a seeded source replays a run. After a lost session the worker
-   * reconnects at once, then backs off from 100 ms doubling to 5 s, each delay drawn from
-   * [d/2, d].
+   * Paces reconnects after the first (as `LeaderLock`'s `retryStrategy`: the same option,
+   * checked the same way). After a lost session the worker reconnects at once; if that
+   * fails, each next attempt waits the strategy's delay. Default
+   * {@link defaultPartitionRetry}: 100 ms doubling to 5 s, each delay drawn from [d/2, d]
+   * with `random`. A strategy that returns `null` gives up: the worker stops, and reports
+   * `ERR_PGLEADERLOCK_RETRY_EXHAUSTED` to `onError` (or rejects `start()`).
+   */
+  retryStrategy?: RetryStrategy;
+  /**
+   * The source of the default reconnect back-off's jitter: numbers in [0, 1) (default
+   * `Math.random`); a seeded source replays a run.
    */
   random?: () => number;
+}
+
+/**
+ * The default reconnect back-off of a partition worker: 100 ms doubling to 5 s, jittered.
+ * Shorter than `LeaderLock`'s default (1 s to 30 s), kept from before the two elections
+ * shared one option: a worker that is away holds none of its partitions, and its peers
+ * move them only after their lease-bound wait, so it returns quickly; the jitter keeps many
+ * workers that lost the server together from returning in lockstep.
+ */
+export function defaultPartitionRetry(random?: () => number): ExponentialBackoff {
+  return new ExponentialBackoff({ baseMs: 100, maxMs: 5000, random });
 }
 
 const KNOWN = new Set<string>([
@@ -57,6 +75,7 @@ const KNOWN = new Set<string>([
   'drainTimeoutMs',
   'watchSliceMs',
   'fencing',
+  'retryStrategy',
   'random',
 ]);
 
@@ -68,8 +87,8 @@ export interface ResolvedPartitionOptions extends ResolvedShared {
   watchSliceMs: number;
   /** Quoted table name when fencing is on, else null. */
   fencingTable: string | null;
-  /** The reconnect back-off (100 ms doubling to 5 s, jittered by `random`). */
-  reconnect: ExponentialBackoff;
+  /** Paces reconnects after the first ({@link defaultPartitionRetry} by default). */
+  retryStrategy: RetryStrategy;
 }
 
 function checkRandom(value: unknown): (() => number) | undefined {
@@ -117,6 +136,7 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     );
   }
   const shared = resolveShared(options, applicationName(`${id}#p${partitions}`));
+  const random = checkRandom(options.random);
   const drainTimeoutMs = checkDuration('drainTimeoutMs', options.drainTimeoutMs ?? 10_000);
   const watchSliceMs = checkPositiveDuration('watchSliceMs', options.watchSliceMs ?? 10_000);
   return {
@@ -127,6 +147,6 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     drainTimeoutMs,
     watchSliceMs,
     fencingTable: fencingTableOf(options.fencing),
-    reconnect: new ExponentialBackoff({ baseMs: 100, maxMs: 5000, random: checkRandom(options.random) }),
+    retryStrategy: resolveRetryStrategy(options.retryStrategy, () => defaultPartitionRetry(random)),
   };
 }

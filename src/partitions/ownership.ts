@@ -50,7 +50,7 @@ export class Ownership {
     private readonly terms: Terms,
     private readonly lease: Lease,
     private readonly report: (error: Error) => void,
-    /** Added to every take's takeover delay while another primary is up (partitioned.ts `splitDelayMs`). */
+    /** While another primary is up, every take's whole delay, clean or not (core/peers.ts `splitBrainDelayMs`); else 0. */
     private readonly splitDelayMs: () => number,
   ) {}
 
@@ -104,14 +104,14 @@ export class Ownership {
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
     if (adopt.length) {
       const epochs = await this.bump(session, adopt);
-      this.terms.open(adopt, this.o.takeoverDelayMs + this.splitDelayMs(), epochs);
+      this.terms.open(adopt, this.splitDelayMs() || this.o.takeoverDelayMs, epochs);
     }
     // fencing: held, but their epoch rows were held by an open fenced write (a previous
     // owner's, so delayed as a take-over): try again
     const waiting = this.terms.awaitingEpoch();
     if (waiting.length) {
       for (const [p, epoch] of (await this.bump(session, waiting)) ?? []) {
-        this.terms.epochArrived(p, epoch, this.o.takeoverDelayMs + this.splitDelayMs());
+        this.terms.epochArrived(p, epoch, this.splitDelayMs() || this.o.takeoverDelayMs);
       }
     }
     const take = [...mine].filter((p) => !heldHere.has(p));
@@ -161,7 +161,7 @@ export class Ownership {
       await this.announceTaken(session, taken);
       const epochs = await this.bump(session, taken);
       this.terms.open(clean, split, epochs);
-      this.terms.open(delayed, this.o.takeoverDelayMs + split, epochs);
+      this.terms.open(delayed, split || this.o.takeoverDelayMs, epochs);
     } catch (err) {
       if (sqlStateOf(err) !== '53200') throw err;
       // the statement failed part-way; the locks it got stay held (session locks ignore the

@@ -8,7 +8,7 @@
  */
 import type { LeaderWorkHandle } from '../core/runner.js';
 import { Runners } from '../core/runner.js';
-import type { PartitionTerm } from './terms.js';
+import type { PartitionTerm } from './term.js';
 
 /**
  * Work for `runForEach`: runs once per partition term on this worker, and should return soon

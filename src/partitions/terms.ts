@@ -11,20 +11,9 @@ import { EventLog } from '../core/event-log.js';
 import type { Logger } from '../core/logger.js';
 import type { LeaderWorkHandle } from '../core/runner.js';
 import { PartitionRuns, type PartitionWork } from './runs.js';
+import type { PartitionTerm } from './term.js';
 
-/** One partition's term on this worker: from its take to its revocation. */
-export interface PartitionTerm {
-  /** 1, 2, 3, … within this worker, across partitions. */
-  readonly id: number;
-  /** The partition, from 0. */
-  readonly partition: number;
-  /** When the term opened. */
-  readonly acquiredAt: Date;
-  /** Aborts the moment the partition is revoked, lost, or the worker shuts down. */
-  readonly signal: AbortSignal;
-  /** With fencing: this partition's epoch for this term (strictly greater than any earlier owner's); else null. */
-  readonly epoch: bigint | null;
-}
+export type { PartitionTerm };
 
 /** Why a partition was revoked. */
 export type RevokeReason = 'rebalance' | 'lost' | 'shutdown';

@@ -9,13 +9,10 @@
  * `LeaderLock`.
  */
 import { Callbacks, type ListenerOptions } from '../core/callbacks.js';
+import { earlier } from '../core/clock.js';
+import type { LeaderElection, TimeoutOptions, WaitOptions } from '../core/election.js';
 import { LockError, ShutdownError } from '../core/errors.js';
-import { type LeaderWorkHandle, Runners } from '../core/runner.js';
-import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
-import { LeadershipWaiters } from '../core/waiting.js';
-import type { LeaderElection } from '../leader/election.js';
-import { assessHealth, type LockHealth } from '../leader/health.js';
-import type { TimeoutOptions, WaitOptions } from '../leader/leader-lock.js';
+import { handoverTimeoutOf } from '../core/handover.js';
 import type {
   AcquiredCallback,
   Callback,
@@ -24,13 +21,15 @@ import type {
   NewLeaderCallback,
   StateChangeCallback,
   TakeoverFenceCallback,
-} from '../leader/lock-callbacks.js';
-import { type LeaderLockOptions, resolveOptions } from '../leader/options.js';
-import { earlier } from '../leader/release.js';
-import { LockState } from '../leader/state.js';
-import { handoverTimeoutOf } from '../leader/succession.js';
-import type { Term } from '../leader/term.js';
-import { type LeaderWork, LeaderWorkError } from '../leader/work.js';
+} from '../core/lock-callbacks.js';
+import { assessHealth, type LockHealth } from '../core/lock-health.js';
+import { type LeaderLockOptions, resolveOptions } from '../core/lock-options.js';
+import { type LeaderWorkHandle, Runners } from '../core/runner.js';
+import { LockState } from '../core/state.js';
+import type { Term } from '../core/term.js';
+import { rejecting, show, timeoutOf, waitOptionsOf } from '../core/validate.js';
+import { LeadershipWaiters } from '../core/waiting.js';
+import { type LeaderWork, LeaderWorkError } from '../core/work.js';
 import { FakeLifecycle } from './fake-lifecycle.js';
 import {
   checkAsReal,

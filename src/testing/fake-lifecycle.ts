@@ -6,14 +6,13 @@
  * (fake-leader-lock.ts) checks its arguments and calls in here.
  */
 import type { Callbacks } from '../core/callbacks.js';
-import { type Deferred, deferred } from '../core/clock.js';
+import { type Deferred, deferred, earlier } from '../core/clock.js';
 import { ShutdownError } from '../core/errors.js';
+import type { CallbackMap } from '../core/lock-callbacks.js';
 import type { Runners } from '../core/runner.js';
+import { LockState, type SpecState } from '../core/state.js';
+import { type Term, TermEndedError } from '../core/term.js';
 import { type LeadershipWaiters, within } from '../core/waiting.js';
-import type { CallbackMap } from '../leader/lock-callbacks.js';
-import { earlier } from '../leader/release.js';
-import { LockState, type SpecState } from '../leader/state.js';
-import { type Term, TermEndedError } from '../leader/term.js';
 import type { ResolvedFakeOptions } from './options.js';
 
 /** `Term.host` of the fake's terms. */

@@ -7,14 +7,14 @@
  * `pg_locks` every `healthIntervalMs` (one statement, the watch's only cost at rest).
  */
 import { Callbacks, type ErrorCallback, type ListenerOptions } from '../core/callbacks.js';
-import { type Deferred, deferred, sleep } from '../core/clock.js';
+import { type Deferred, deferred, keepAlive, sleep } from '../core/clock.js';
 import type { Connection } from '../core/connection.js';
 import { ConnectionError, describe, PgLeaderLockError } from '../core/errors.js';
 import { EventLog } from '../core/event-log.js';
+import type { HandoverEvent } from '../core/handover.js';
 import { keysFromName } from '../core/keys.js';
+import { RetryCycle } from '../core/retry.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
-import type { HandoverEvent } from '../leader/handover.js';
-import { RetryCycle } from '../leader/retry.js';
 import { type LeaderWatchOptions, type ResolvedWatchOptions, resolveWatchOptions } from './options.js';
 import { openWatchSession, readHolder, type WatchSession } from './session.js';
 import { LeaderView, type WatchedLeader } from './view.js';
@@ -201,7 +201,7 @@ export class LeaderWatch implements AsyncDisposable {
   private async loop(run: Run): Promise<void> {
     const { clock, signal } = this.o;
     // a started watch keeps the process alive until it closes (unless `unref`)
-    const keepAlive = this.o.unref ? null : setInterval(() => {}, 1 << 30);
+    const release = keepAlive(!this.o.unref);
     const onAbort = (): void => void this.close();
     signal?.addEventListener('abort', onAbort, { once: true });
     const retry = new RetryCycle(this.o.retryStrategy, () => clock.now());
@@ -252,7 +252,7 @@ export class LeaderWatch implements AsyncDisposable {
     } finally {
       await run.session?.conn.close();
       run.session = null;
-      if (keepAlive) clearInterval(keepAlive);
+      release();
       signal?.removeEventListener('abort', onAbort);
       this.isConnected = false;
       this.view.clear();

@@ -6,9 +6,9 @@ import { applicationName, checkId } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
 import type { Endpoint } from '../core/primary.js';
+import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from '../core/retry.js';
 import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
 import { checkKey, checkPositiveDuration, MAX_TIMER_MS, show } from '../core/validate.js';
-import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from '../leader/retry.js';
 
 /** Options of {@link LeaderWatch}. Durations are milliseconds. Each means what it means for `LeaderLock`. */
 export interface LeaderWatchOptions {
@@ -127,12 +127,7 @@ export function resolveWatchOptions(options: LeaderWatchOptions): ResolvedWatchO
     key2 = checkKey('key2', options.key2);
   }
   const id = checkId('id', options.id ?? defaultId());
-  const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
-  if (!isRetryStrategy(retryStrategy)) {
-    throw new TypeError(
-      `retryStrategy must have a nextDelayMs(ctx) method, received ${show(options.retryStrategy)}`,
-    );
-  }
+  const retryStrategy = resolveRetryStrategy(options.retryStrategy, () => new ExponentialBackoff());
   const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
   const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
   const applicationName = watchApplicationName(id);

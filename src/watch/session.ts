@@ -6,12 +6,12 @@
 import pg from 'pg';
 import { Connection } from '../core/connection.js';
 import { ConnectionError } from '../core/errors.js';
+import { type HandoverEvent, parseEvent } from '../core/handover.js';
 import { idOfSession } from '../core/identity.js';
+import { channelFor } from '../core/keys.js';
 import { refuseSharedBackends } from '../core/pooler.js';
 import { connectFound, type Found, findPrimaryOnly, settingUp } from '../core/primary.js';
 import { inline, KEY_LOCKS } from '../core/statements.js';
-import { type HandoverEvent, parseEvent } from '../leader/handover.js';
-import { channelFor } from '../leader/sql.js';
 import type { ResolvedWatchOptions } from './options.js';
 import type { HolderRow } from './view.js';
 

@@ -4,8 +4,9 @@
  * a clean release before its unlock) and from reading `pg_locks` (at connect, then every
  * `healthIntervalMs`: a holder that died sends nothing). Pure bookkeeping, no I/O.
  */
+
+import type { HandoverEvent } from '../core/handover.js';
 import { applicationName } from '../core/identity.js';
-import type { HandoverEvent } from '../leader/handover.js';
 
 /** The holder of the watched lock. */
 export interface WatchedLeader {

@@ -26,8 +26,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
-import { requestPayload } from '../../src/leader/handover.js';
-import { channelFor } from '../../src/leader/sql.js';
+import { requestPayload } from '../../src/core/handover.js';
+import { channelFor } from '../../src/core/keys.js';
 import { adminQuery, lockHolders, randomKeys, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
 import { overlapsOf } from '../harness/overlaps.js';

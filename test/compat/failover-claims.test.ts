@@ -19,8 +19,8 @@
  */
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, LeaderLock, type LeaderLockOptions } from '../../src/index.js';
-import { channelFor } from '../../src/leader/sql.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import {
   type AdminClient,

@@ -4,9 +4,9 @@
  * attempts, and only inside it) and test/timing/succession.test.ts (how soon).
  */
 import { performance } from 'node:perf_hooks';
+import { forwardPayload } from '../../src/core/handover.js';
+import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
-import { forwardPayload } from '../../src/leader/handover.js';
-import { channelFor } from '../../src/leader/sql.js';
 import { adminClient, databaseUrl, eventually, randomKeys, serverNowMs } from './db.js';
 import type { LockFactory } from './locks.js';
 

@@ -10,9 +10,9 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
+import { type HandoverEvent, parseEvent } from '../../src/core/handover.js';
+import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
-import { type HandoverEvent, parseEvent } from '../../src/leader/handover.js';
-import { channelFor } from '../../src/leader/sql.js';
 import {
   adminQuery,
   databaseUrl,

@@ -10,6 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { getEventListeners } from 'node:events';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { channelFor } from '../../src/core/keys.js';
 import {
   CallbackError,
   ConnectionError,
@@ -18,7 +19,6 @@ import {
   LeaderWatch,
   type LeaderWatchOptions,
 } from '../../src/index.js';
-import { channelFor } from '../../src/leader/sql.js';
 import { useCandidates } from '../harness/candidates.js';
 import { startCluster } from '../harness/cluster.js';
 import {

@@ -18,10 +18,11 @@ const P = 4;
 const HEALTH_MS = 500;
 const TAKEOVER_MS = 200;
 const FENCE_MS = TAKEOVER_MS + HEALTH_MS + 250;
-const CLEAN_FENCE_MS = HEALTH_MS + 250;
+/** A clean hand-over waits the whole fence too (core/peers.ts splitBrainDelayMs). */
+const CLEAN_FENCE_MS = FENCE_MS;
 const SILENT_ROUNDS = 6;
 
-it(`an old primary that answered, then went silent without a reset, keeps the fence: ${SILENT_ROUNDS} health intervals into its silence a clean hand-over still opens ${CLEAN_FENCE_MS} ms after its take (healthIntervalMs ${HEALTH_MS} + 250; fails below ${CLEAN_FENCE_MS - TIMER_EARLY_MS}, and at 0, what one missed answer gave before)`, async () => {
+it(`an old primary that answered, then went silent without a reset, keeps the fence: ${SILENT_ROUNDS} health intervals into its silence a clean hand-over still opens ${CLEAN_FENCE_MS} ms after its take (takeoverDelayMs ${TAKEOVER_MS} + healthIntervalMs ${HEALTH_MS} + 250; fails below ${CLEAN_FENCE_MS - TIMER_EARLY_MS}, and at 0, what one missed answer gave before)`, async () => {
   await using cluster = await startCluster();
   const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
   await promoteNow(s); // p stays up: a split brain

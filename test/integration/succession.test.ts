@@ -8,10 +8,11 @@ import { fork } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
+import { forwardPayload, payload } from '../../src/core/handover.js';
 import { applicationName } from '../../src/core/identity.js';
+import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
-import { forwardPayload, payload } from '../../src/leader/handover.js';
-import { channelFor, TRY_LOCK } from '../../src/leader/sql.js';
+import { TRY_LOCK } from '../../src/leader/sql.js';
 import { useChildren } from '../harness/children.js';
 import {
   type AdminClient,

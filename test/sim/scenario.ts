@@ -5,9 +5,10 @@
  * the simulated server, the checker (checker.ts) watching every step; then a quiet phase
  * in which a leader must come and stay, then every lock is shut down and must leave nothing.
  */
+
+import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../../src/core/retry.js';
+import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
-import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../../src/leader/retry.js';
-import type { Term } from '../../src/leader/term.js';
 import { Checker } from './checker.js';
 import { connector, type NetProfile, type SimClient } from './net.js';
 import { Random } from './random.js';

@@ -10,9 +10,9 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { parseEvent } from '../../src/core/handover.js';
+import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, LeaderLock, LeaderWatch } from '../../src/index.js';
-import { parseEvent } from '../../src/leader/handover.js';
-import { channelFor } from '../../src/leader/sql.js';
 import { type Report, useCandidates } from '../harness/candidates.js';
 import { adminClient, databaseUrl, eventually, randomKeys, testTag } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';

@@ -14,8 +14,8 @@ import {
 import { cacheDir, PG_BINARIES_VERSION } from '../../src/cli/binaries.js';
 import { timeoutOf } from '../../src/cli/doctor.js';
 import { lockOptions, runOptions } from '../../src/cli/run.js';
+import { resolveOptions } from '../../src/core/lock-options.js';
 import { type ExponentialBackoff, LeaderLock } from '../../src/index.js';
-import { resolveOptions } from '../../src/leader/options.js';
 
 describe('parseDuration', () => {
   it.each([

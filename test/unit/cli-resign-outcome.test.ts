@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resignOutcome } from '../../src/cli/request.js';
+import type { Directive, HandoverEvent } from '../../src/core/handover.js';
 import type { Found } from '../../src/core/primary.js';
-import type { Directive, HandoverEvent } from '../../src/leader/handover.js';
 import type { Candidate } from '../../src/leader/inspect.js';
 
 const leader = { id: 'a', pid: 1 } as Candidate;

@@ -5,7 +5,7 @@
  */
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { resolveOptions } from '../../src/leader/options.js';
+import { resolveOptions } from '../../src/core/lock-options.js';
 import { resolvePartitionOptions } from '../../src/partitions/options.js';
 
 describe('documented defaults', () => {

@@ -1,6 +1,6 @@
-/** The proof of a clean handover and the proof of drain (src/leader/handover.ts), event by event. */
+/** The proof of a clean handover and the proof of drain (src/core/handover.ts), event by event. */
 import { describe, expect, it } from 'vitest';
-import { drainedPayload, HandoverLog, parseEvent, payload } from '../../src/leader/handover.js';
+import { drainedPayload, HandoverLog, parseEvent, payload } from '../../src/core/handover.js';
 
 const ev = (text: string) => {
   const e = parseEvent(text);

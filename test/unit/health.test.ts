@@ -3,8 +3,8 @@
  * clock; the HTTP endpoints over a running `pgleaderlock run` are in test/cli/http.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { assessHealth } from '../../src/core/lock-health.js';
 import { FixedInterval, LockState } from '../../src/index.js';
-import { assessHealth } from '../../src/leader/health.js';
 import { FakeDb, flush } from './fakes.js';
 import { makeLock, startLeader } from './helpers.js';
 

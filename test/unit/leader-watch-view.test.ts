@@ -4,8 +4,8 @@
  * test/timing/leader-watch.test.ts) show the same against real PostgreSQL.
  */
 import { describe, expect, it } from 'vitest';
+import { parseEvent } from '../../src/core/handover.js';
 import { applicationName } from '../../src/core/identity.js';
-import { parseEvent } from '../../src/leader/handover.js';
 import { LeaderView } from '../../src/watch/view.js';
 
 const at = (ms: number): Date => new Date(ms);

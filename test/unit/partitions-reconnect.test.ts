@@ -1,13 +1,13 @@
 /**
  * A partition worker that cannot connect backs off 100 ms doubling to 5 s, each delay drawn
- * from [d/2, d] by its `random` source (docs/partitions.md); fake clock, a `connect` hook
- * that refuses.
+ * from [d/2, d] by its `random` source (docs/partitions.md), or on its `retryStrategy`, the
+ * option LeaderLock takes; fake clock, a `connect` hook that refuses.
  */
 import { describe, expect, it } from 'vitest';
-import { PartitionedLeadership } from '../../src/index.js';
+import { FixedInterval, PartitionedLeadership, type RetryStrategy } from '../../src/index.js';
 import { FakeClock, flush } from './fakes.js';
 
-function refusing(random?: () => number) {
+function refusing(random?: () => number, retryStrategy?: RetryStrategy) {
   const clock = new FakeClock();
   const attempts: number[] = [];
   const workers = new PartitionedLeadership({
@@ -15,6 +15,7 @@ function refusing(random?: () => number) {
     partitions: 2,
     clock,
     ...(random ? { random } : {}),
+    ...(retryStrategy ? { retryStrategy } : {}),
     connect: () => {
       attempts.push(clock.now());
       return Promise.reject(
@@ -26,8 +27,8 @@ function refusing(random?: () => number) {
   return { clock, attempts, workers };
 }
 
-async function run(random?: () => number): Promise<number[]> {
-  const w = refusing(random);
+async function run(random?: () => number, retryStrategy?: RetryStrategy): Promise<number[]> {
+  const w = refusing(random, retryStrategy);
   const started = w.workers.start().catch(() => {});
   for (let i = 0; i < 50; i++) await flush();
   await w.clock.advance(20_000);
@@ -65,5 +66,42 @@ describe('PartitionedLeadership reconnect back-off', () => {
           random: 0.5 as never,
         }),
     ).toThrow(/random must be a function, received 0.5/);
+  });
+
+  it('retryStrategy paces the attempts, as it does for LeaderLock', async () => {
+    expect((await run(undefined, new FixedInterval({ intervalMs: 250 }))).slice(0, 4)).toEqual([
+      250, 250, 250, 250,
+    ]);
+  });
+
+  it('a retryStrategy that gives up stops the worker: start() rejects with ERR_PGLEADERLOCK_RETRY_EXHAUSTED', async () => {
+    const w = refusing(undefined, { nextDelayMs: (ctx) => (ctx.attempt < 3 ? 10 : null) });
+    const errors: unknown[] = [];
+    w.workers.onError((e) => errors.push(e));
+    const started = w.workers.start();
+    const outcome = started.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    for (let i = 0; i < 50; i++) await flush();
+    await w.clock.advance(1000);
+    expect(await outcome).toMatchObject({ code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED' });
+    expect(w.attempts.length).toBe(3);
+    await w.clock.advance(10_000);
+    expect(w.attempts.length).toBe(3); // stopped: no attempt after it gave up
+    expect(errors).toContainEqual(expect.objectContaining({ code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED' }));
+    await w.workers.shutdown();
+  });
+
+  it('refuses a retryStrategy without nextDelayMs, naming the option and the value', () => {
+    expect(
+      () =>
+        new PartitionedLeadership({
+          name: 'x',
+          partitions: 1,
+          connectionString: 'postgres://u@h/db',
+          retryStrategy: { next: 1 } as never,
+        }),
+    ).toThrow(/retryStrategy must have a nextDelayMs\(ctx\) method, received/);
   });
 });

@@ -155,3 +155,17 @@ describe('DecorrelatedJitter', () => {
     expect(() => new DecorrelatedJitter({ random: 4 as unknown as () => number })).toThrow(TypeError);
   });
 });
+
+describe('strategy options', () => {
+  it('are an object with known keys: a bare number or a misspelt key is refused, naming the strategy and the value', () => {
+    expect(() => new FixedInterval(250 as never)).toThrow(
+      /FixedInterval options must be an object, received 250/,
+    );
+    expect(() => new ExponentialBackoff({ base: 100 } as never)).toThrow(
+      /unknown ExponentialBackoff option "base"/,
+    );
+    expect(() => new DecorrelatedJitter({ maxMS: 1 } as never)).toThrow(
+      /unknown DecorrelatedJitter option "maxMS"/,
+    );
+  });
+});

@@ -1,23 +1,24 @@
 /**
- * Choosing who leads, piece by piece (src/leader/handover.ts, succession.ts, options):
+ * Choosing who leads, piece by piece (src/core/handover.ts, succession.ts, options):
  * the events, the directive a release carries, and when a granted waiter yields.
  */
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
-import { LeaderLock } from '../../src/index.js';
 import {
   type Directive,
   forwardPayload,
   HandoverLog,
+  MAX_HANDOVER_TIMEOUT_MS,
   parseEvent,
   payload,
-} from '../../src/leader/handover.js';
-import { resolveOptions } from '../../src/leader/options.js';
+} from '../../src/core/handover.js';
+import { resolveOptions } from '../../src/core/lock-options.js';
+import { LeaderLock } from '../../src/index.js';
 import { Requests } from '../../src/leader/requests.js';
 import type { Session } from '../../src/leader/session.js';
 import type { Acquired } from '../../src/leader/session-types.js';
 import { priorityOf } from '../../src/leader/sql.js';
-import { MAX_HANDOVER_TIMEOUT_MS, Succession } from '../../src/leader/succession.js';
+import { Succession } from '../../src/leader/succession.js';
 import { FakeClock } from './fakes.js';
 
 const quiet = () => {};

@@ -5,9 +5,9 @@
  * row through the public API is in transitions.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import type { SpecState } from '../../src/core/state.js';
 import { LockState } from '../../src/index.js';
 import { type Effect, type Flags, INPUT_TYPES, type InputType, transition } from '../../src/leader/fsm.js';
-import type { SpecState } from '../../src/leader/state.js';
 
 const DEFAULT: Flags = { autoReacquire: true, graceEnabled: false, releaseThen: 'stop', waitMode: false };
 

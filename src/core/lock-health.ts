@@ -5,8 +5,8 @@
  * fail on non-leaders make Kubernetes restart-loop every follower.
  */
 
-import { type Health, hungCallback, loopBlocked } from '../core/vitals.js';
 import type { LockState } from './state.js';
+import { type Health, hungCallback, loopBlocked } from './vitals.js';
 
 /** The answer of `lock.health()`. */
 export interface LockHealth extends Health {

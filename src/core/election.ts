@@ -3,10 +3,7 @@
  * implements it, and so does `FakeLeaderLock` (`pgleaderlock/testing`), so that code typed
  * against it runs in production on the real lock and in unit tests on the fake.
  */
-import type { ListenerOptions } from '../core/callbacks.js';
-import type { LeaderWorkHandle } from '../core/runner.js';
-import type { LockHealth } from './health.js';
-import type { TimeoutOptions, WaitOptions } from './leader-lock.js';
+import type { ListenerOptions } from './callbacks.js';
 import type {
   AcquiredCallback,
   Callback,
@@ -15,9 +12,29 @@ import type {
   StateChangeCallback,
   TakeoverFenceCallback,
 } from './lock-callbacks.js';
+import type { LockHealth } from './lock-health.js';
+import type { LeaderWorkHandle } from './runner.js';
 import type { LockState } from './state.js';
 import type { Term } from './term.js';
 import type { LeaderWork } from './work.js';
+
+/** Options of {@link LeaderElection.shutdown} and {@link LeaderElection.stepDown}. */
+export interface TimeoutOptions {
+  /**
+   * How long to wait. When it elapses the lock's session is closed by force (the server
+   * releases the lock when it sees the socket close). Default: no limit; every query is
+   * still bounded by `queryTimeoutMs`.
+   */
+  timeoutMs?: number;
+}
+
+/** Options of {@link LeaderElection.waitForLeadership}. */
+export interface WaitOptions {
+  /** Resolve `false` after this long. Default: no limit. */
+  timeoutMs?: number;
+  /** Abort the wait: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
 
 /**
  * The public surface of a `LeaderLock` that needs no database of its own: lifecycle,

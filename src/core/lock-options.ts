@@ -1,15 +1,15 @@
 /** The constructor's options, their defaults, and their validation. */
 import type pg from 'pg';
-import type { Clock } from '../core/clock.js';
-import { defaultId } from '../core/connect.js';
-import { fencingTableOf } from '../core/fencing.js';
-import { applicationName, checkId } from '../core/identity.js';
-import { keysFromName } from '../core/keys.js';
-import type { Logger } from '../core/logger.js';
-import type { Endpoint } from '../core/primary.js';
-import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
-import { checkBoolean, checkFunction, checkKey, checkPositiveDuration, show } from '../core/validate.js';
-import { ExponentialBackoff, isRetryStrategy, type RetryStrategy } from './retry.js';
+import type { Clock } from './clock.js';
+import { defaultId } from './connect.js';
+import { fencingTableOf } from './fencing.js';
+import { applicationName, checkId } from './identity.js';
+import { keysFromName } from './keys.js';
+import type { Logger } from './logger.js';
+import type { Endpoint } from './primary.js';
+import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from './retry.js';
+import { checkKnownKeys, resolveShared } from './shared-options.js';
+import { checkBoolean, checkFunction, checkKey, checkPositiveDuration, show } from './validate.js';
 
 /** Options of {@link LeaderLock}. Durations are milliseconds. */
 export interface LeaderLockOptions {
@@ -141,7 +141,7 @@ export interface LeaderLockOptions {
   random?: () => number;
 }
 
-export { DEFAULT_TAKEOVER_DELAY_MS } from '../core/shared-options.js';
+export { DEFAULT_TAKEOVER_DELAY_MS } from './shared-options.js';
 
 /** Options after validation, with defaults applied. */
 export interface ResolvedOptions {
@@ -234,12 +234,7 @@ export function resolveOptions(options: LeaderLockOptions): ResolvedOptions {
     throw new RangeError(`priority must be an integer, received ${show(options.priority)}`);
   }
 
-  const retryStrategy = options.retryStrategy ?? new ExponentialBackoff();
-  if (!isRetryStrategy(retryStrategy)) {
-    throw new TypeError(
-      `retryStrategy must have a nextDelayMs(ctx) method, received ${show(options.retryStrategy)}`,
-    );
-  }
+  const retryStrategy = resolveRetryStrategy(options.retryStrategy, () => new ExponentialBackoff());
 
   const appName = applicationName(id);
   const shared = resolveShared(options, appName);

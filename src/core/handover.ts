@@ -21,6 +21,34 @@
  * at all: a server restart, the first holder ever) is no proof.
  */
 
+import { checkId } from './identity.js';
+import { show, timeoutOf } from './validate.js';
+
+/** The default `timeoutMs` of a handover (`handoverTo`, a priority, a request). */
+export const HANDOVER_TIMEOUT_MS = 5000;
+
+/**
+ * The longest `timeoutMs` of a handover. A directive whose deadline lies further ahead than
+ * twice this is not one of ours (a forged event: docs/choosing-the-leader.md) and is ignored.
+ */
+export const MAX_HANDOVER_TIMEOUT_MS = 60_000;
+
+/** `handoverTo(id, options)`'s arguments, checked: the handover's `timeoutMs` (1 to MAX_HANDOVER_TIMEOUT_MS). */
+export function handoverTimeoutOf(id: unknown, options: unknown): number {
+  if (typeof id !== 'string' || id.length === 0) {
+    throw new TypeError(`handoverTo: id must be a non-empty string, received ${show(id)}`);
+  }
+  checkId('handoverTo: id', id); // no candidate can have another id
+
+  const timeoutMs = timeoutOf('handoverTo', options) ?? HANDOVER_TIMEOUT_MS;
+  if (timeoutMs === 0 || timeoutMs > MAX_HANDOVER_TIMEOUT_MS) {
+    throw new RangeError(
+      `handoverTo: timeoutMs must be between 1 and ${MAX_HANDOVER_TIMEOUT_MS}, received ${show(timeoutMs)}`,
+    );
+  }
+  return timeoutMs;
+}
+
 /**
  * A handover to a named successor (succession.ts), carried by a `released` event. Times are
  * the server's, epoch milliseconds. While `to` has a session, a waiter granted the lock that

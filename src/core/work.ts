@@ -1,8 +1,8 @@
 /** `runWhileLeader`'s function, and the error of a run that failed. */
-import { PgLeaderLockError } from '../core/errors.js';
+import { PgLeaderLockError } from './errors.js';
 import type { Term } from './term.js';
 
-export type { LeaderWorkHandle } from '../core/runner.js';
+export type { LeaderWorkHandle } from './runner.js';
 
 /**
  * Leader-only work for `runWhileLeader`: runs once per term, and should return soon after

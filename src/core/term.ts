@@ -4,7 +4,7 @@
  * moment leadership ends, whatever the cause; its `signal` aborts then, synchronously,
  * before any callback runs. Terms are opened and ended only by `Leadership`.
  */
-import { PgLeaderLockError } from '../core/errors.js';
+import { PgLeaderLockError } from './errors.js';
 
 /** One period of leadership. */
 export interface Term {

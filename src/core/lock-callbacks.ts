@@ -1,9 +1,9 @@
 /** The callbacks of a `LeaderLock` (`onAcquired`, `onLost`, …): what each receives. */
-import type { Callbacks, ErrorCallback } from '../core/callbacks.js';
+import type { Callbacks, ErrorCallback } from './callbacks.js';
 import type { SpecState } from './state.js';
 import type { Term } from './term.js';
 
-export type { ErrorCallback } from '../core/callbacks.js';
+export type { ErrorCallback } from './callbacks.js';
 
 /** A callback for `released`, `lost`, `acquireFailed`, `stopped`. Sync or async. */
 export type Callback = () => void | Promise<void>;
