@@ -39,8 +39,8 @@ const QUERY_TIMEOUT_MS = 2000;
 const DEFAULT_TAKEOVER_MS = 250;
 /**
  * The latest a candidate may lead after the move, given its takeover delay: 3x the delay plus
- * 700 ms. Seen in five runs on the shared 2-core machine (2026-12-02): 421–668 ms with the
- * default delay (at most 418 ms beyond it), 2501–2689 ms with 2300 ms.
+ * 700 ms. Seen in seven runs on the shared 2-core machine (2026-12-02): 416–840 ms with the
+ * default delay (at most 590 ms beyond it), 2496–2689 ms with 2300 ms.
  */
 const leadBudgetMs = (takeoverDelayMs: number): number => 3 * (takeoverDelayMs + 700);
 
