@@ -17,6 +17,7 @@ import { type ConnectFn, defaultConnect, destroyClient } from './connect.js';
 import { isClient } from './connection.js';
 import { ConnectionError, describe, isRefused, LockError, sqlStateOf } from './errors.js';
 import { configFor, describeHosts, parseTargets, type TargetsInput } from './hosts.js';
+import { withEndpointAdvice } from './providers.js';
 import { show } from './validate.js';
 
 /** One configured host: how to connect to it, and its name in messages (no password). */
@@ -134,6 +135,8 @@ export function connectFound(found: Found): () => Promise<pg.Client> {
 /**
  * Set a session up on the primary found. `signal` (a shutdown) closes the found connection
  * if it aborts meanwhile: the set-up's statements then fail at once instead of running on.
+ * A refusal (`ERR_PGLEADERLOCK_UNSAFE`) on a known pooled endpoint names the endpoint to use
+ * (providers.ts), for LeaderLock and PartitionedLeadership alike.
  */
 export async function settingUp<T>(
   found: Found,
@@ -145,6 +148,8 @@ export async function settingUp<T>(
   if (signal?.aborted) abandon();
   try {
     return await setUp(found);
+  } catch (err) {
+    throw withEndpointAdvice(err, found.endpoint.target); // a known pooled endpoint: which to use
   } finally {
     signal?.removeEventListener('abort', abandon);
   }

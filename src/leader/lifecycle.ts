@@ -6,7 +6,6 @@ import type { ResolvedOptions } from '../core/lock-options.js';
 import { PEER_INTERVAL_MS, splitBrainDelayMs } from '../core/peers.js';
 import { pgpoolEvent } from '../core/pgpool.js';
 import { connectFound, type Found, findPrimary, settingUp } from '../core/primary.js';
-import { withEndpointAdvice } from '../core/providers.js';
 import { RetryCycle } from '../core/retry.js';
 import type { Runners } from '../core/runner.js';
 import type { Safety } from '../core/safety.js';
@@ -329,9 +328,7 @@ export class Lifecycle implements RequestTarget {
       { host, timeline: found.timeline, others: found.others },
       drained,
       signal,
-    ).catch((err: unknown) => {
-      throw withEndpointAdvice(err, found.endpoint.target); // a known pooled endpoint: which to use
-    });
+    ); // a refusal on a known pooled endpoint names the endpoint to use (settingUp, core/primary.ts)
     this.actions.lost = null; // announced, or no proof to give (kept while no session opens)
     if (session.pgpool && !this.pgpoolSeen) {
       this.pgpoolSeen = true;

@@ -268,6 +268,9 @@ export class Steps {
       }
       // a promotion seen while the check ran: its term must not reopen on this server
       if (phase.promotion) return { type: 'HealthFailed', error: phase.promotion };
+      // the answer came with the session's death (a FATAL in the same packet: pg emits the
+      // 'error' before this continues): the death ended the term; the top of the loop reports it
+      if (session.dead) continue;
       leadership.renew(sentAt, result.safety);
     }
   }

@@ -9,10 +9,11 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { FixedInterval, LockError, LockState } from '../../src/index.js';
-import { eventually, holderPid, ownServer, randomKeys, terminate } from '../harness/db.js';
+import { eventually, holderPid, ownServer, randomKeys, terminate, testTag } from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
 import type { PgServer } from '../harness/pg-server.js';
 import { type PoolMode, startPgBouncer } from '../harness/pgbouncer.js';
+import { partitionWorker } from '../harness/workers.js';
 
 let server: PgServer;
 beforeAll(async () => {
@@ -97,6 +98,34 @@ describe('transaction poolers a provider shows first: refused, and the refusal n
     const { make } = await standIn('transaction', 'myserver.postgres.database.azure.com:6432');
     const err = await refusal(make(randomKeys()));
     expect(err.message).toContain('use myserver.postgres.database.azure.com:5432 (direct)');
+  });
+
+  it("PartitionedLeadership on Supabase's shared pooler, port 6543 (transaction mode): start() rejects with ERR_PGLEADERLOCK_UNSAFE naming port 5432 (session mode) and the direct host; no partition term opens", async () => {
+    const host = 'aws-0-eu-central-1.pooler.supabase.com';
+    const bouncer = await startPgBouncer({ server, poolMode: 'transaction' });
+    onTestFinished(() => bouncer.dispose());
+    const terms: number[] = [];
+    const w = partitionWorker({
+      name: `providers-parts-${testTag()}`,
+      partitions: 4,
+      id: testTag(),
+      connectionString: asHost(bouncer.url, `${host}:6543`),
+      clientConfig: { stream: toLocal(bouncer.port) },
+    });
+    w.onError(() => {}); // the refusal is asserted through start()
+    w.onAssigned((partition) => {
+      terms.push(partition);
+    });
+    const err = await w.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(LockError);
+    expect((err as LockError).code).toBe('ERR_PGLEADERLOCK_UNSAFE');
+    expect((err as LockError).message).toContain(
+      `${host}:6543 is Supabase's shared pooler (Supavisor) (transaction pooler): use ${host}:5432 (the same pooler in session mode) or the direct host db.<project-ref>.supabase.co:5432`,
+    );
+    expect(terms).toEqual([]);
   });
 
   it('a transaction pooler under a host no pattern knows: refused, with no endpoint advice', async () => {

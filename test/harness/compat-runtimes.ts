@@ -6,7 +6,7 @@
  * node_modules, which `deno run` resolves bare imports from), and test/runtimes/suite.mjs runs
  * there under the runtime against a PostgreSQL server of its own: it prints one line per case
  * and a closing `RESULT {...}` with the counts. Also the managed-PostgreSQL stand-ins
- * (test/compat/providers.test.ts), a component of their own.
+ * (test/compat/providers.test.ts, test/compat/endpoint-retarget.test.ts), a component of their own.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -189,18 +189,24 @@ export function standInComponents(): Component[] {
       id: 'providers',
       usesBuild: true,
       compatProject: true,
-      seconds: 115,
+      seconds: 170,
       async run(ctx) {
         const r = await runVitest({
           root: ctx.root,
           node: process.execPath,
-          args: ['--project', 'compat', 'test/compat/providers.test.ts'],
+          args: [
+            '--project',
+            'compat',
+            'test/compat/providers.test.ts',
+            'test/compat/endpoint-retarget.test.ts',
+          ],
           env: ctx.env,
+          out: ctx.out,
           maxWorkers: ctx.maxWorkers,
         });
         return {
           component:
-            'managed PostgreSQL stand-ins (PgBouncer as Supabase, Neon and Azure pooled and session endpoints; a suspend and resume)',
+            'managed PostgreSQL stand-ins (PgBouncer as Supabase, Neon and Azure pooled and session endpoints; a suspend and resume; an endpoint that moves to a promoted standby)',
           ...r,
         };
       },

@@ -13,6 +13,8 @@ export type ProxyMode = 'pass' | 'blackhole';
 interface Pair {
   client: net.Socket;
   upstream: net.Socket;
+  /** `silenceCurrent()`: this connection forwards nothing more, whatever the mode. */
+  silenced: boolean;
 }
 
 export interface FaultProxy {
@@ -38,6 +40,11 @@ export interface FaultProxy {
   resetUpstream(): void;
   /** Send new connections to another server (a DNS name or VIP moving); current ones stay. */
   retarget(to: { host: string; port: number }): void;
+  /**
+   * Blackhole the current connections only (bytes and FINs stop, sockets stay open); new
+   * ones pass: a server fenced off the network while its name moves to another.
+   */
+  silenceCurrent(): void;
   close(): Promise<void>;
 }
 
@@ -71,11 +78,11 @@ export async function startFaultProxy(
   let mode: ProxyMode = 'pass';
   let latencyMs = 0;
 
-  const forward = (from: net.Socket, to: net.Socket): void => {
+  const forward = (from: net.Socket, to: net.Socket, pair: Pair): void => {
     from.on('data', (chunk: Buffer) => {
-      if (mode === 'blackhole') return;
+      if (mode === 'blackhole' || pair.silenced) return;
       const write = (): void => {
-        if (mode === 'blackhole' || to.destroyed) return;
+        if (mode === 'blackhole' || pair.silenced || to.destroyed) return;
         to.write(chunk);
       };
       if (latencyMs > 0) setTimeout(write, latencyMs).unref();
@@ -108,10 +115,10 @@ export async function startFaultProxy(
 
   const connectPair = (client: net.Socket): void => {
     const upstream = net.connect({ port: target.port, host: target.host, allowHalfOpen: halfOpen });
-    const pair = { client, upstream };
+    const pair: Pair = { client, upstream, silenced: false };
     pairs.add(pair);
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, pair);
+    forward(upstream, client, pair);
     if (halfOpen) {
       // a FIN is passed on like the bytes before it, and swallowed while blackholed
       client.on('end', () => {
@@ -131,7 +138,7 @@ export async function startFaultProxy(
       s.on('close', () => {
         // while blackholed, a closed side is not propagated: the peer hears nothing, and the
         // pair stays listed so that reset(), resetUpstream() and close() still reach it
-        if (mode === 'blackhole') return;
+        if (mode === 'blackhole' || pair.silenced) return;
         teardown();
       });
     }
@@ -179,6 +186,9 @@ export async function startFaultProxy(
     },
     retarget(to) {
       target = to;
+    },
+    silenceCurrent() {
+      for (const pair of pairs) pair.silenced = true;
     },
     async close() {
       for (const { client, upstream } of pairs) {
