@@ -11,7 +11,7 @@ import type { TestUserConfig } from 'vitest/node';
  */
 // named, not negated: vitest ORs the entries, and '!compat' alone matches 'chaos'
 const byDefault: Pick<TestUserConfig, 'project'> = {
-  project: ['unit', 'integration', 'contract', 'sim'],
+  project: ['unit', 'integration', 'contract', 'sim', 'model'],
 };
 
 export default defineConfig({
@@ -51,6 +51,16 @@ export default defineConfig({
           include: ['test/sim/**/*.test.ts'],
           // 1000 scenarios take 10–30 s alone on the 2-core machine; room for a loaded run
           testTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // fast-check: property tests (assignment, options) and model-based tests of the
+          // LeaderLock API on the simulation; seeded (FC_SEED), so a failure replays
+          name: 'model',
+          include: ['test/model/**/*.test.ts'],
+          testTimeout: 60_000,
         },
       },
       {
