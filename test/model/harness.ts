@@ -4,9 +4,10 @@
  * are), no faults but the ones a command makes, every call made inside its candidate's
  * simulated process, and simulated time driven until the call settles.
  */
+
+import { ExponentialBackoff } from '../../src/core/retry.js';
+import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
-import { ExponentialBackoff } from '../../src/leader/retry.js';
-import type { Term } from '../../src/leader/term.js';
 import { Checker } from '../sim/checker.js';
 import { connector } from '../sim/net.js';
 import { Random } from '../sim/random.js';
