@@ -33,7 +33,7 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
     await assertNoSessions(done);
   });
 
-  it('a listed host that never answers (queryTimeoutMs 1500): the survey’s attempt is closed within 1 s of start() (when the survey gives up on it), one connection to it open while in charge (the peer watch’s), none within 100 ms of shutdown()', async () => {
+  it('a listed host that never answers (queryTimeoutMs 1500): the survey’s attempt is closed within 1 s of start() (when the survey gives up on it), one connection to it open while in charge (the peer watch’s), none within 300 ms of shutdown()', async () => {
     const silent = await silentServer();
     try {
       const s = adapter.make({
@@ -74,7 +74,9 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
       );
       expect(firstClosed).toBeLessThan(1000);
       expect(most).toBe(1); // the peer watch's attempt
-      expect(closed).toBeLessThan(100);
+      // 15–23 ms on a quiet machine, 142–204 ms with four other suites running; 476–492 ms
+      // without the peer watch's fix: the bound sits between
+      expect(closed).toBeLessThan(300);
     } finally {
       await silent.close();
     }
