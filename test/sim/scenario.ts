@@ -257,7 +257,11 @@ export async function runScenario(
 
   const retry = (): RetryStrategy =>
     profile.retry.kind === 'exponential'
-      ? new ExponentialBackoff({ baseMs: profile.retry.baseMs, maxMs: profile.retry.maxMs })
+      ? new ExponentialBackoff({
+          baseMs: profile.retry.baseMs,
+          maxMs: profile.retry.maxMs,
+          random: () => libRng.next(),
+        })
       : new DecorrelatedJitter({
           baseMs: profile.retry.baseMs,
           maxMs: profile.retry.maxMs,
