@@ -280,7 +280,12 @@ export class Terms {
       this.callbacks.emit('revoked', p, reason);
     }
     if (drains.length === 0) return drained;
-    await Promise.race([Promise.all(drains), sleep(this.clock, this.drainTimeoutMs)]);
+    // the drain timeout's timer goes as soon as the runs have returned (none left behind)
+    const returned = new AbortController();
+    await Promise.race([
+      Promise.all(drains).finally(() => returned.abort()),
+      sleep(this.clock, this.drainTimeoutMs, returned.signal),
+    ]);
     return [...drained];
   }
 
