@@ -41,10 +41,10 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
         table?: string;
       };
   /**
-   * The source of the reconnect back-off's jitter: numbers in [0, 1) (default
-   * `Math.random`); a seeded source replays a run. After a lost session the worker
-   * reconnects at once, then backs off from 100 ms doubling to 5 s, each delay drawn from
-   * [d/2, d].
+   * The source of the reconnect back-off's jitter and of the session marker tokens:
+   * numbers in [0, 1) (default `Math.random` for the jitter, `crypto.randomBytes` for the
+   * tokens); a seeded source replays a run. After a lost session the worker reconnects at
+   * once, then backs off from 100 ms doubling to 5 s, each delay drawn from [d/2, d].
    */
   random?: () => number;
 }
@@ -70,6 +70,8 @@ export interface ResolvedPartitionOptions extends ResolvedShared {
   fencingTable: string | null;
   /** The reconnect back-off (100 ms doubling to 5 s, jittered by `random`). */
   reconnect: ExponentialBackoff;
+  /** The `random` option (null: the defaults). */
+  random: (() => number) | null;
 }
 
 function checkRandom(value: unknown): (() => number) | undefined {
@@ -119,6 +121,7 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
   const shared = resolveShared(options, applicationName(`${id}#p${partitions}`));
   const drainTimeoutMs = checkDuration('drainTimeoutMs', options.drainTimeoutMs ?? 10_000);
   const watchSliceMs = checkPositiveDuration('watchSliceMs', options.watchSliceMs ?? 10_000);
+  const random = checkRandom(options.random);
   return {
     ...shared,
     name,
@@ -127,6 +130,7 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     drainTimeoutMs,
     watchSliceMs,
     fencingTable: fencingTableOf(options.fencing),
-    reconnect: new ExponentialBackoff({ baseMs: 100, maxMs: 5000, random: checkRandom(options.random) }),
+    reconnect: new ExponentialBackoff({ baseMs: 100, maxMs: 5000, random }),
+    random: random ?? null,
   };
 }

@@ -10,6 +10,13 @@ import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../.
 import type { Term } from '../../src/leader/term.js';
 import { Checker } from './checker.js';
 import { connector, type NetProfile, type SimClient } from './net.js';
+import {
+  describePartitionProfile,
+  isPartitionSeed,
+  type PartitionProfile,
+  type PartitionStep,
+  runPartitionScenario,
+} from './partition-scenario.js';
 import { Random } from './random.js';
 import { SimServer } from './server.js';
 import { Proc, World } from './world.js';
@@ -59,6 +66,7 @@ export function scenarioSeed(base: number, index: number): number {
 
 /** A scenario's profile in one line (its candidates: id, its bytes in application_name, priority). */
 export function describeProfile(seed: number, o: Options = {}): string {
+  if (isPartitionSeed(seed) && !o.lockOnly) return describePartitionProfile(seed);
   const p = drawProfile(new Random(seed).fork(), o);
   const ids = p.candidates.map((c) => {
     const bytes = Buffer.byteLength(`pgleaderlock:${c.id}`);
@@ -74,8 +82,8 @@ export interface Outcome {
   steps: number;
   simMs: number;
   trace: string[] | null;
-  plan: Step[];
-  profile: Profile;
+  plan: Step[] | PartitionStep[];
+  profile: Profile | PartitionProfile;
 }
 
 /** Ids as deployments make them: short, longer than application_name's 63 bytes, non-ASCII. */
@@ -89,6 +97,8 @@ function idFor(rng: Random, i: number, kind: 'short' | 'long' | 'nonascii'): str
 /** What a run may draw: `verbatimIds` keeps to ids that application_name carries as they are (issue 35 open). */
 export interface Options {
   verbatimIds?: boolean;
+  /** Only LeaderLock scenarios (no partition scenario for the seeds that would draw one). */
+  lockOnly?: boolean;
 }
 
 export function drawProfile(rng: Random, o: Options = {}): Profile {
@@ -219,6 +229,8 @@ export async function runScenario(
   seed: number,
   o: Options & { trace: boolean; drop?: ReadonlySet<number> } = { trace: false },
 ): Promise<Outcome> {
+  // one seed in five runs PartitionedLeadership workers instead (partition-scenario.ts)
+  if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
   const root = new Random(seed);
   const profile = drawProfile(root.fork(), o);
   const fullPlan = drawPlan(root.fork(), profile);

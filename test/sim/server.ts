@@ -8,9 +8,10 @@
  */
 import type { Link } from './net.js';
 import { Backend, type ReleaseCause, type Reply } from './pg/backend.js';
+import type { Engine } from './pg/engine.js';
 import { LockTable } from './pg/locks.js';
 import { commitNotify, type Note } from './pg/notify.js';
-import { type Engine, execute } from './pg/statements.js';
+import { execute } from './pg/statements.js';
 import { showMs, shownQuery } from './pg/text.js';
 import type { Random } from './random.js';
 import type { World } from './world.js';

@@ -5,27 +5,13 @@
  */
 import { WAIT_LOCK } from '../../../src/leader/sql.js';
 import { uninline } from '../../unit/fakes.js';
-import type { World } from '../world.js';
-import type { Backend, Reply, Result, Waiting } from './backend.js';
+import type { Backend, Reply, Result } from './backend.js';
 import { holderRows, queuedRows, successorRow } from './catalog.js';
-import type { LockTable } from './locks.js';
-import type { Note } from './notify.js';
+import { type Engine, queueFor } from './engine.js';
+import { executePartition } from './partition-statements.js';
 import { LIT, shownApplicationName, unquote } from './text.js';
 
 const EPOCH_MS = 1_800_000_000_000;
-
-/** What the statements need of the server. */
-export interface Engine {
-  readonly world: World;
-  readonly locks: LockTable;
-  readonly backends: Map<number, Backend>;
-  /** The statement of `b` ends with `reply`. */
-  finish(b: Backend, reply: Reply): void;
-  /** set_config(name, value, false): the value as the server shows it. */
-  set(b: Backend, name: string, value: string): string;
-  terminate(pid: number): boolean;
-  notify(notes: Note[]): void;
-}
 
 const NO_GRANT = {
   twice: null,
@@ -45,6 +31,8 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
   const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1];
   const key = (): string => `${Number(values[0])}:${Number(values[1])}`;
   const same = (token: unknown): boolean => b.marker !== null && b.marker === token;
+  const partition = executePartition(s, b, tag, text, values);
+  if (partition !== null) return partition;
   switch (tag) {
     case 'survey':
       return { result: row({ recovery: false, system_id: 'sim', timeline: 1 }) };
@@ -151,22 +139,6 @@ function acquire(s: Engine, b: Backend, tag: string, values: unknown[]): Record<
   return ok ? { ...base, ...onGrant(s, b, values, s.world.now) } : { ...base, ...NO_GRANT };
 }
 
-/** A wait for `key` (the statement of `b`): queued until granted or lock_timeout (55P03). */
-export function queueFor(s: Engine, b: Backend, key: string, startedAt: number, granted: () => void): void {
-  const lt = b.settings.get('lock_timeout') ?? 0;
-  const w: Waiting = { key, since: startedAt, timer: null, granted };
-  if (lt > 0) {
-    w.timer = s.world.schedule(lt, null, 'server', () => {
-      if (b.waiting !== w) return;
-      s.locks.leaveQueue(b);
-      s.finish(b, {
-        error: { code: '55P03', message: 'canceling statement due to lock timeout', fatal: false },
-      });
-    });
-  }
-  s.locks.enqueue(b, w);
-}
-
 /** WAIT_LOCK: granted now, or queued (FIFO) until granted or lock_timeout (55P03). */
 function waitLock(s: Engine, b: Backend, values: unknown[]): Reply | 'wait' {
   const key = `${Number(values[0])}:${Number(values[1])}`;
@@ -229,3 +201,5 @@ function directive(s: Engine, sql: string): string {
   ];
   return `{${out.map(([k, v]) => `"${k}" : ${JSON.stringify(v)}`).join(', ')}}`;
 }
+
+export type { Engine } from './engine.js';
