@@ -218,6 +218,8 @@ export class WorkerLifecycle {
       await sleep(o.clock, delay, this.arm());
     }
     await closing;
+    // the runs of terms lost just before the stop (revoked at the session's death, not awaited there)
+    await terms.settled();
     this.phase = { kind: 'stopped' };
     balance.stopped();
     run.joining?.resolve();

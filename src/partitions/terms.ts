@@ -292,6 +292,19 @@ export class Terms {
   revokeAll(reason: RevokeReason): Promise<number[]> {
     return this.revoke([...this.held.keys()], reason);
   }
+
+  /**
+   * Every run has returned (those of terms revoked earlier included), or `drainTimeoutMs`
+   * passed: a lost session's terms are revoked at once, without waiting, so a shutdown right
+   * after waits here.
+   */
+  async settled(): Promise<void> {
+    const returned = new AbortController();
+    await Promise.race([
+      this.runs.allIdle().finally(() => returned.abort()),
+      sleep(this.clock, this.drainTimeoutMs, returned.signal),
+    ]);
+  }
 }
 
 function sorted(partitions: readonly number[]): number[] {

@@ -88,3 +88,32 @@ describe('Terms: a revoke that waits for a run', () => {
     expect(clock.pending).toBe(0);
   });
 });
+
+describe('Terms: settled() after a loss', () => {
+  it('waits for the runs of terms revoked earlier without waiting (a session lost just before a shutdown)', async () => {
+    const { t, clock } = terms();
+    let finish = (): void => {};
+    t.addWork(
+      (_p, term) =>
+        new Promise<void>((resolve) => {
+          term.signal.addEventListener('abort', () => {
+            finish = resolve;
+          });
+        }),
+    );
+    t.open([1], 0, null);
+    await clock.advance(0);
+    void t.revokeAll('lost'); // as the member session's death does
+    await flush();
+    let settled = false;
+    void t.settled().then(() => {
+      settled = true;
+    });
+    await flush();
+    expect(settled).toBe(false); // the run has not returned
+    finish();
+    await flush();
+    expect(settled).toBe(true);
+    expect(clock.pending).toBe(0);
+  });
+});
