@@ -36,6 +36,8 @@ export interface Worker {
   readonly lastLoss: Map<number, { at: number; cause: ReleaseCause }>;
   /** Whether it is started and not shut down (what the quiet phase expects to be a member). */
   member: boolean;
+  /** The step it last froze at: a freeze excuses only the bodies that started before it. */
+  frozenStep: number;
 }
 
 export function workerName(w: Worker): string {
@@ -49,6 +51,8 @@ export function isLive(w: Worker): boolean {
 interface Body {
   w: Worker;
   partition: number;
+  /** The step it started at. */
+  step: number;
 }
 
 export class PartitionChecker {
@@ -101,7 +105,7 @@ export class PartitionChecker {
   }
 
   bodyStart(w: Worker, partition: number): Body {
-    const b = { w, partition };
+    const b = { w, partition, step: this.world.steps };
     this.bodies.add(b);
     return b;
   }
@@ -116,6 +120,7 @@ export class PartitionChecker {
 
   frozen(w: Worker): void {
     w.excusedUntil = Number.POSITIVE_INFINITY;
+    w.frozenStep = this.world.steps;
   }
 
   thawed(w: Worker): void {
@@ -162,7 +167,17 @@ export class PartitionChecker {
     }
     const running = new Map<number, Set<Worker>>();
     for (const b of this.bodies) {
-      if (now <= b.w.excusedUntil || !isLive(b.w)) continue;
+      // excused: a loss it cannot hear; or, after a freeze, a run that started before it (a
+      // term that opens as the process thaws is no run the freeze kept from hearing its loss)
+      // or, also a run that started at the thaw, its partition taken at once (terminate,
+      // restart, reset) while it was frozen, within its lease: the documented lease window
+      const loss = b.w.lastLoss.get(b.partition);
+      const inLease =
+        loss !== undefined &&
+        INSTANT.has(loss.cause) &&
+        now <= (b.w.pl?.leaseExpiresAt ?? Number.NEGATIVE_INFINITY);
+      const excused = now <= b.w.excusedUntil && (b.w.lostUnheard || b.step <= b.w.frozenStep || inLease);
+      if (excused || !isLive(b.w)) continue;
       const set = running.get(b.partition) ?? new Set<Worker>();
       set.add(b.w);
       running.set(b.partition, set);

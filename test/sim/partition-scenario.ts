@@ -155,6 +155,7 @@ export async function runPartitionScenario(
     stopping: [],
     lastLoss: new Map(),
     member: false,
+    frozenStep: -1,
   }));
   const checkMs = p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
   const checker = new PartitionChecker(world, keys.partitions, p.partitions, checkMs, p.drainMaxMs, workers);
