@@ -4,6 +4,7 @@
  * (pooler.ts), set the settings that bound how long the server keeps a dead client's
  * locks (safety.ts) and read back what the server applied.
  */
+import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.js';
 import { parseSettingMs } from './connect.js';
 import type { Connection } from './connection.js';
@@ -57,6 +58,16 @@ export interface Prepared {
 }
 
 /** The error of a refused session: `ERR_PGLEADERLOCK_UNSAFE`. */
+/**
+ * A session marker token (16 hex digits): from crypto, or drawn from `random` (a seeded
+ * source replays a run exactly).
+ */
+export function markerToken(random: (() => number) | null | undefined): string {
+  if (!random) return randomBytes(8).toString('hex');
+  const byte = (): string => (Math.floor(random() * 256) + 256).toString(16).slice(1);
+  return Array.from({ length: 8 }, byte).join('');
+}
+
 export function unsafe(message: string, cause?: unknown): LockError {
   return new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause });
 }

@@ -5,7 +5,6 @@
  * a dead client's lock and reads back what was applied, listens for leadership
  * announcements, and reads who holds the lock now.
  */
-import { randomBytes } from 'node:crypto';
 import { type ConnectFn, parseSettingMs } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
@@ -21,7 +20,7 @@ import { idOfSession } from '../core/identity.js';
 import { channelFor } from '../core/keys.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
-import { prepareSession, unsafe } from '../core/prepare.js';
+import { markerToken, prepareSession, unsafe } from '../core/prepare.js';
 import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
@@ -77,8 +76,7 @@ export class Session {
   ) {
     // a seeded `random` (tests) replays a run exactly; by default the token is crypto's
     const random = o.random;
-    const byte = (): string => (Math.floor((random ?? Math.random)() * 256) + 256).toString(16).slice(1);
-    this.token = random ? Array.from({ length: 8 }, byte).join('') : randomBytes(8).toString('hex');
+    this.token = markerToken(random);
     this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
     this.channel = new KeyChannel(conn, o, this.token, this.handover);
     const w = o.waitSliceMs;

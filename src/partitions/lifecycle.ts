@@ -228,6 +228,8 @@ export class WorkerLifecycle {
       if (next.delayMs > 0) await sleep(o.clock, next.delayMs, this.arm());
     }
     await closing;
+    // the runs of terms lost just before the stop (revoked at the session's death, not awaited there)
+    await terms.settled();
     this.phase = { kind: 'stopped' };
     balance.stopped();
     run.joining?.resolve();

@@ -7,7 +7,6 @@
  * server releases everything the session holds the moment it ends; the lease behind
  * `owned` comes from what the server applied (docs/safety.md).
  */
-import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
 import { Connection } from '../core/connection.js';
@@ -17,7 +16,7 @@ import { PeerWatch } from '../core/peers.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
-import { prepareSession, unsafe } from '../core/prepare.js';
+import { markerToken, prepareSession, unsafe } from '../core/prepare.js';
 import {
   connectFound,
   type Endpoint,
@@ -57,6 +56,8 @@ export interface MemberSessionOptions {
   signal?: AbortSignal;
   /** Told of a pgpool-II front (prepare.ts). */
   onPgpool?: (front: PgpoolFront) => void;
+  /** The source of the session marker token (null: crypto). */
+  random?: (() => number) | null;
 }
 
 export class MemberSession {
@@ -101,7 +102,7 @@ export class MemberSession {
         o.onStatement();
         await conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [o.channel, notice]);
       }
-      const token = randomBytes(8).toString('hex');
+      const token = markerToken(o.random);
       const prepared = await prepareSession(conn, {
         token,
         applicationName: o.appName,

@@ -50,8 +50,9 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
    */
   retryStrategy?: RetryStrategy;
   /**
-   * The source of the default reconnect back-off's jitter: numbers in [0, 1) (default
-   * `Math.random`); a seeded source replays a run.
+   * The source of the default reconnect back-off's jitter and of the session marker
+   * tokens: numbers in [0, 1) (default `Math.random` for the jitter, `crypto.randomBytes`
+   * for the tokens); a seeded source replays a run.
    */
   random?: () => number;
 }
@@ -89,6 +90,8 @@ export interface ResolvedPartitionOptions extends ResolvedShared {
   fencingTable: string | null;
   /** Paces reconnects after the first ({@link defaultPartitionRetry} by default). */
   retryStrategy: RetryStrategy;
+  /** The `random` option (null: the defaults). */
+  random: (() => number) | null;
 }
 
 function checkRandom(value: unknown): (() => number) | undefined {
@@ -148,5 +151,6 @@ export function resolvePartitionOptions(options: PartitionedLeadershipOptions): 
     watchSliceMs,
     fencingTable: fencingTableOf(options.fencing),
     retryStrategy: resolveRetryStrategy(options.retryStrategy, () => defaultPartitionRetry(random)),
+    random: random ?? null,
   };
 }

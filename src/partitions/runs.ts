@@ -61,6 +61,11 @@ export class PartitionRuns {
     return this.byPartition.get(partition)?.idle() ?? Promise.resolve();
   }
 
+  /** Resolves when no run of any partition is running or queued. */
+  async allIdle(): Promise<void> {
+    await Promise.all([...this.byPartition.values()].map((r) => r.idle()));
+  }
+
   /** The run still going the longest after its term ended: its partition, term and how long. */
   overdue(): { partition: number; termId: number; ms: number } | null {
     let worst: { partition: number; termId: number; ms: number } | null = null;

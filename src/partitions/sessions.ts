@@ -74,6 +74,7 @@ export async function openSessions(
     stopping: h.stopping,
     signal: h.signal,
     onPgpool: h.pgpool,
+    random: o.random,
   });
   const watchName = `pgleaderlock:${o.id}#watch`;
   const watch = new RingWatch({
@@ -98,6 +99,7 @@ export async function openSessions(
     },
     onError: h.report,
     onStatement: h.countStatement,
+    random: o.random,
   });
   const peers = member.watchPeers(o.healthIntervalMs);
   h.opened({ member, watch, peers });

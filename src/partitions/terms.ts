@@ -269,12 +269,30 @@ export class Terms {
       this.callbacks.emit('revoked', p, reason);
     }
     if (drains.length === 0) return drained;
-    await Promise.race([Promise.all(drains), sleep(this.clock, this.drainTimeoutMs)]);
+    // the drain timeout's timer goes as soon as the runs have returned (none left behind)
+    const returned = new AbortController();
+    await Promise.race([
+      Promise.all(drains).finally(() => returned.abort()),
+      sleep(this.clock, this.drainTimeoutMs, returned.signal),
+    ]);
     return [...drained];
   }
 
   revokeAll(reason: RevokeReason): Promise<number[]> {
     return this.revoke([...this.held.keys()], reason);
+  }
+
+  /**
+   * Every run has returned (those of terms revoked earlier included), or `drainTimeoutMs`
+   * passed: a lost session's terms are revoked at once, without waiting, so a shutdown right
+   * after waits here.
+   */
+  async settled(): Promise<void> {
+    const returned = new AbortController();
+    await Promise.race([
+      this.runs.allIdle().finally(() => returned.abort()),
+      sleep(this.clock, this.drainTimeoutMs, returned.signal),
+    ]);
   }
 }
 

@@ -8,13 +8,12 @@
  * slice, and a new target is taken up by cancelling the wait. The session is a
  * {@link Connection} prepared as every session is (prepare.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { sendCancel } from '../core/cancel.js';
 import { type Clock, sleep } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { sqlStateOf } from '../core/errors.js';
-import { prepareSession } from '../core/prepare.js';
+import { markerToken, prepareSession } from '../core/prepare.js';
 import { inline } from '../core/statements.js';
 
 export interface WatchOptions {
@@ -34,6 +33,8 @@ export interface WatchOptions {
   onError: (error: Error) => void;
   /** Counts statements (stats). */
   onStatement: () => void;
+  /** The source of the session marker token (null: crypto). */
+  random?: (() => number) | null;
 }
 
 /** How often a cancel meant for a stale wait is sent again until the wait has ended. */
@@ -114,15 +115,14 @@ export class RingWatch {
       // 50 ms until the wait has ended, for closeTimeoutMs at most; then close the socket
       const { clock } = this.o;
       const until = clock.now() + this.o.closeTimeoutMs;
-      let ended = false;
-      void this.done.then(() => {
-        ended = true;
-      });
-      for (let left = until - clock.now(); !ended && left > 0; left = until - clock.now()) {
+      // aborted once the wait has ended: the pause between cancels leaves no timer behind
+      const ended = new AbortController();
+      void this.done.then(() => ended.abort());
+      for (let left = until - clock.now(); !ended.signal.aborted && left > 0; left = until - clock.now()) {
         void sendCancel(conn.client, clock, this.o.closeTimeoutMs);
-        await Promise.race([this.done, sleep(clock, Math.min(RECANCEL_MS, left))]);
+        await sleep(clock, Math.min(RECANCEL_MS, left), ended.signal);
       }
-      if (!ended) conn.destroy();
+      if (!ended.signal.aborted) conn.destroy();
     }
     await conn?.close();
     await this.done;
@@ -225,7 +225,7 @@ export class RingWatch {
     const conn = await Connection.open(() => this.o.connect(signal), this.o, signal);
     try {
       await prepareSession(conn, {
-        token: randomBytes(8).toString('hex'),
+        token: markerToken(this.o.random),
         applicationName: this.o.appName,
         clock: this.o.clock,
         queryTimeoutMs: this.o.queryTimeoutMs,

@@ -9,6 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { isPartitionSeed } from './partition-scenario.js';
 import { describeProfile, runScenario } from './scenario.js';
 import { shrink } from './shrink.js';
 import type { WorkerResult } from './worker.js';
@@ -60,8 +61,9 @@ if (tracePath) writeFileSync(tracePath, all.map((r) => r.trace ?? '').join(''));
 const failed = all.filter((r) => r.violations.length > 0);
 const steps = all.reduce((n, r) => n + r.steps, 0);
 const simSeconds = all.reduce((n, r) => n + r.simMs, 0) / 1000;
+const partitionRuns = all.filter((r) => isPartitionSeed(r.seed)).length;
 console.log(
-  `${count} scenarios in ${seconds.toFixed(1)} s on ${workers} worker(s): ${(count / seconds).toFixed(1)} scenarios/s, ${steps} steps (${(steps / seconds / 1000).toFixed(1)}k steps/s), ${simSeconds.toFixed(0)} s simulated`,
+  `${count} scenarios (${partitionRuns} of them PartitionedLeadership) in ${seconds.toFixed(1)} s on ${workers} worker(s): ${(count / seconds).toFixed(1)} scenarios/s, ${steps} steps (${(steps / seconds / 1000).toFixed(1)}k steps/s), ${simSeconds.toFixed(0)} s simulated`,
 );
 if (failed.length > 0) console.log(`failing scenario seeds: ${failedSeeds.join(' ')}`);
 /** Failing scenarios shrunk (each shrink reruns the scenario up to 100 times, on one core). */

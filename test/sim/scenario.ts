@@ -11,6 +11,13 @@ import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Checker } from './checker.js';
 import { connector, type NetProfile, type SimClient } from './net.js';
+import {
+  describePartitionProfile,
+  isPartitionSeed,
+  type PartitionProfile,
+  type PartitionStep,
+  runPartitionScenario,
+} from './partition-scenario.js';
 import { Random } from './random.js';
 import { SimServer } from './server.js';
 import { Proc, World } from './world.js';
@@ -60,6 +67,7 @@ export function scenarioSeed(base: number, index: number): number {
 
 /** A scenario's profile in one line (its candidates: id, its bytes in application_name, priority). */
 export function describeProfile(seed: number, o: Options = {}): string {
+  if (isPartitionSeed(seed) && !o.lockOnly) return describePartitionProfile(seed);
   const p = drawProfile(new Random(seed).fork(), o);
   const ids = p.candidates.map((c) => {
     const bytes = Buffer.byteLength(`pgleaderlock:${c.id}`);
@@ -75,8 +83,8 @@ export interface Outcome {
   steps: number;
   simMs: number;
   trace: string[] | null;
-  plan: Step[];
-  profile: Profile;
+  plan: Step[] | PartitionStep[];
+  profile: Profile | PartitionProfile;
 }
 
 /** Ids as deployments make them: short, longer than application_name's 63 bytes, non-ASCII. */
@@ -90,6 +98,8 @@ function idFor(rng: Random, i: number, kind: 'short' | 'long' | 'nonascii'): str
 /** What a run may draw: `verbatimIds` keeps to ids that application_name carries as they are (issue 35 open). */
 export interface Options {
   verbatimIds?: boolean;
+  /** Only LeaderLock scenarios (no partition scenario for the seeds that would draw one). */
+  lockOnly?: boolean;
 }
 
 export function drawProfile(rng: Random, o: Options = {}): Profile {
@@ -220,6 +230,8 @@ export async function runScenario(
   seed: number,
   o: Options & { trace: boolean; drop?: ReadonlySet<number> } = { trace: false },
 ): Promise<Outcome> {
+  // one seed in five runs PartitionedLeadership workers instead (partition-scenario.ts)
+  if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
   const root = new Random(seed);
   const profile = drawProfile(root.fork(), o);
   const fullPlan = drawPlan(root.fork(), profile);
@@ -258,7 +270,11 @@ export async function runScenario(
 
   const retry = (): RetryStrategy =>
     profile.retry.kind === 'exponential'
-      ? new ExponentialBackoff({ baseMs: profile.retry.baseMs, maxMs: profile.retry.maxMs })
+      ? new ExponentialBackoff({
+          baseMs: profile.retry.baseMs,
+          maxMs: profile.retry.maxMs,
+          random: () => libRng.next(),
+        })
       : new DecorrelatedJitter({
           baseMs: profile.retry.baseMs,
           maxMs: profile.retry.maxMs,

@@ -2,16 +2,18 @@
  * The simulation's short run in `npm test` (test/sim/main.ts runs the long one): seeded
  * scenarios of real LeaderLock instances on the simulated server, every invariant checked
  * at every step (checker.ts), ids of every kind (short, past application_name's 63 bytes,
- * non-ASCII: before issue 35's fix, such ids with priorities left wait-mode groups leaderless).
+ * non-ASCII: before issue 35's fix, such ids with priorities left wait-mode groups leaderless),
+ * and in one scenario in five PartitionedLeadership workers (partition-scenario.ts).
  */
 import { describe, expect, it } from 'vitest';
+import { isPartitionSeed } from './partition-scenario.js';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
 
 const COUNT = Number(process.env.SIM_TEST_SCENARIOS ?? 1000);
 const BASE = 20_261_201;
 
 describe('deterministic simulation', () => {
-  it(`${COUNT} seeded scenarios (1–4 candidates, both modes, faults): no invariant violated`, async () => {
+  it(`${COUNT} seeded scenarios (1–4 candidates, both modes, faults; one in five PartitionedLeadership workers): no invariant violated`, async () => {
     const failures: string[] = [];
     for (let i = 0; i < COUNT; i++) {
       const seed = scenarioSeed(BASE, i);
@@ -23,11 +25,17 @@ describe('deterministic simulation', () => {
     expect(failures).toEqual([]);
   });
 
-  it('a seed replays exactly: the same trace twice', async () => {
-    const seed = scenarioSeed(BASE, 7);
-    const a = await runScenario(seed, { trace: true });
-    const b = await runScenario(seed, { trace: true });
-    expect(a.trace?.length).toBeGreaterThan(20);
-    expect(b.trace).toEqual(a.trace);
+  it('a seed replays exactly: the same trace twice (a LeaderLock and a PartitionedLeadership scenario)', async () => {
+    const lock = scenarioSeed(BASE, 7);
+    let partitions = 0;
+    for (let i = 0; partitions === 0; i++)
+      if (isPartitionSeed(scenarioSeed(BASE, i))) partitions = scenarioSeed(BASE, i);
+    for (const seed of [lock, partitions]) {
+      const a = await runScenario(seed, { trace: true });
+      const b = await runScenario(seed, { trace: true });
+      expect(a.trace?.length).toBeGreaterThan(20);
+      expect(b.trace).toEqual(a.trace);
+    }
+    expect(isPartitionSeed(lock)).toBe(false);
   });
 });

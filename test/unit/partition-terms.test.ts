@@ -65,3 +65,55 @@ describe('Terms: the takeover delay and the proof of drain', () => {
     expect(assigned).toEqual([1]);
   });
 });
+
+describe('Terms: a revoke that waits for a run', () => {
+  it('leaves no timer once the run has returned within drainTimeoutMs (a shutdown leaves none behind)', async () => {
+    const { t, clock } = terms();
+    let finish = (): void => {};
+    t.addWork(
+      (_p, term) =>
+        new Promise<void>((resolve) => {
+          term.signal.addEventListener('abort', () => {
+            finish = resolve;
+          });
+        }),
+    );
+    t.open([1], 0, null);
+    await clock.advance(0);
+    expect(t.owned()).toEqual(new Set([1]));
+    const revoked = t.revokeAll('shutdown');
+    await flush();
+    finish(); // the run returns well within the 1000 ms drain timeout
+    expect(await revoked).toEqual([1]);
+    expect(clock.pending).toBe(0);
+  });
+});
+
+describe('Terms: settled() after a loss', () => {
+  it('waits for the runs of terms revoked earlier without waiting (a session lost just before a shutdown)', async () => {
+    const { t, clock } = terms();
+    let finish = (): void => {};
+    t.addWork(
+      (_p, term) =>
+        new Promise<void>((resolve) => {
+          term.signal.addEventListener('abort', () => {
+            finish = resolve;
+          });
+        }),
+    );
+    t.open([1], 0, null);
+    await clock.advance(0);
+    void t.revokeAll('lost'); // as the member session's death does
+    await flush();
+    let settled = false;
+    void t.settled().then(() => {
+      settled = true;
+    });
+    await flush();
+    expect(settled).toBe(false); // the run has not returned
+    finish();
+    await flush();
+    expect(settled).toBe(true);
+    expect(clock.pending).toBe(0);
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * The invariants of a partition scenario (partition-scenario.ts), checked after every step
+ * against the simulated server's ground truth (which member session holds each
+ * partition's lock):
+ *  - never two running `runForEach` bodies for one partition (a body runs from its start
+ *    until it returns), except for a worker that cannot hear its loss: while it is frozen
+ *    (its terms end as it thaws, its work within the drain after), or after its partition
+ *    was taken at once while its connection was blackholed (until its next check's
+ *    deadline and the drain): the lease covers those (docs/partitions.md);
+ *  - `owned` holds a partition only while the server grants it to that worker's member
+ *    session, or, after the lock was taken at once, until its lease ends;
+ *  - after the last fault: every partition owned by exactly one worker, each worker owning
+ *    ⌊P/N⌋ or ⌈P/N⌉, held for a window without a break, within the bound;
+ *  - after shutdown(): no connection, timer or body left.
+ */
+
+import type { PartitionedLeadership } from '../../src/partitions/partitioned.js';
+import type { SimClient } from './net.js';
+import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
+import type { Proc, World } from './world.js';
+
+export interface Worker {
+  readonly index: number;
+  readonly id: string;
+  proc: Proc;
+  pl: PartitionedLeadership | null;
+  clients: SimClient[];
+  crashed: boolean;
+  starting: boolean;
+  generation: number;
+  /** Until then its bodies are excused (frozen, or a loss it could not hear). */
+  excusedUntil: number;
+  lostUnheard: boolean;
+  readonly stopping: Promise<unknown>[];
+  /** The last time the server took a partition from it at once, by partition. */
+  readonly lastLoss: Map<number, { at: number; cause: ReleaseCause }>;
+  /** Whether it is started and not shut down (what the quiet phase expects to be a member). */
+  member: boolean;
+  /** The step it last froze at: a freeze excuses only the bodies that started before it. */
+  frozenStep: number;
+}
+
+export function workerName(w: Worker): string {
+  return `w${w.index}.${w.generation}`;
+}
+
+export function isLive(w: Worker): boolean {
+  return !w.crashed && w.pl !== null && !w.proc.dead;
+}
+
+interface Body {
+  w: Worker;
+  partition: number;
+  /** The step it started at. */
+  step: number;
+}
+
+export class PartitionChecker {
+  readonly violations: string[] = [];
+  server!: SimServer;
+  private readonly bodies = new Set<Body>();
+  private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
+  stable = false;
+  private okSince: number | null = null;
+
+  constructor(
+    private readonly world: World,
+    private readonly partitionsKey: number,
+    private readonly partitions: number,
+    private readonly checkMs: number,
+    private readonly drainMs: number,
+    private readonly workers: Worker[],
+  ) {}
+
+  get done(): boolean {
+    return this.violations.length > 0;
+  }
+
+  fail(what: string): void {
+    this.world.log(`VIOLATION ${what}`);
+    if (this.violations.length < 5) this.violations.push(`t=${this.world.now.toFixed(3)} ${what}`);
+  }
+
+  private ownerOf(b: Backend | null): Worker | undefined {
+    return b ? this.workers.find((w) => workerName(w) === b.owner && !w.crashed) : undefined;
+  }
+
+  /** The server moved a partition's lock (holder null: freed, with its cause). */
+  partitionChanged(
+    partition: number,
+    prev: Backend | null,
+    holder: Backend | null,
+    cause: ReleaseCause | null,
+  ): void {
+    const granted = this.ownerOf(holder);
+    if (granted) granted.lostUnheard = false;
+    if (holder || !prev || !cause) return;
+    const w = this.ownerOf(prev);
+    if (!w) return;
+    w.lastLoss.set(partition, { at: this.world.now, cause });
+    if (INSTANT.has(cause) && prev.link.state === 'blackhole') {
+      w.lostUnheard = true;
+      w.excusedUntil = Math.max(w.excusedUntil, this.world.now + this.checkMs);
+    }
+  }
+
+  bodyStart(w: Worker, partition: number): Body {
+    const b = { w, partition, step: this.world.steps };
+    this.bodies.add(b);
+    return b;
+  }
+
+  bodyEnd(b: Body): void {
+    this.bodies.delete(b);
+  }
+
+  crashed(w: Worker): void {
+    for (const b of this.bodies) if (b.w === w) this.bodies.delete(b);
+  }
+
+  frozen(w: Worker): void {
+    w.excusedUntil = Number.POSITIVE_INFINITY;
+    w.frozenStep = this.world.steps;
+  }
+
+  thawed(w: Worker): void {
+    w.excusedUntil = this.world.now + (w.lostUnheard ? this.checkMs : this.drainMs + 1);
+  }
+
+  liveness(quiet: number, boundMs: number, holdMs: number): void {
+    this.live = { quiet, boundMs, holdMs };
+  }
+
+  faultUntil(t: number): void {
+    if (this.live && t > this.live.quiet) {
+      this.live.quiet = t;
+      this.okSince = null;
+      this.stable = false;
+    }
+  }
+
+  get quiet(): number {
+    return this.live?.quiet ?? 0;
+  }
+
+  private holder(p: number): Backend | null {
+    return this.server.holderOf(`${this.partitionsKey}:${p}`);
+  }
+
+  check(): void {
+    const now = this.world.now;
+    // owned only while granted (or within the lease after an instant loss)
+    for (const w of this.workers) {
+      if (!isLive(w) || now <= w.excusedUntil) continue;
+      const pl = w.pl as PartitionedLeadership;
+      for (const p of pl.owned) {
+        const h = this.holder(p);
+        if (h && h.owner === workerName(w)) continue;
+        const loss = w.lastLoss.get(p);
+        const lease = pl.leaseExpiresAt ?? Number.NEGATIVE_INFINITY;
+        if (loss && INSTANT.has(loss.cause) && now <= lease) continue;
+        this.fail(
+          `${workerName(w)} owns partition ${p} while the server grants it to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease until ${lease})`,
+        );
+        return;
+      }
+    }
+    const running = new Map<number, Set<Worker>>();
+    for (const b of this.bodies) {
+      // excused: a loss it cannot hear; or, after a freeze, a run that started before it (a
+      // term that opens as the process thaws is no run the freeze kept from hearing its loss)
+      // or, also a run that started at the thaw, its partition taken at once (terminate,
+      // restart, reset) while it was frozen, within its lease: the documented lease window
+      const loss = b.w.lastLoss.get(b.partition);
+      const inLease =
+        loss !== undefined &&
+        INSTANT.has(loss.cause) &&
+        now <= (b.w.pl?.leaseExpiresAt ?? Number.NEGATIVE_INFINITY);
+      const excused = now <= b.w.excusedUntil && (b.w.lostUnheard || b.step <= b.w.frozenStep || inLease);
+      if (excused || !isLive(b.w)) continue;
+      const set = running.get(b.partition) ?? new Set<Worker>();
+      set.add(b.w);
+      running.set(b.partition, set);
+    }
+    for (const [p, set] of running) {
+      if (set.size > 1) {
+        this.fail(`two runForEach bodies running for partition ${p}: ${[...set].map(workerName).join(', ')}`);
+        return;
+      }
+    }
+    const live = this.live;
+    if (!live || now < live.quiet) return;
+    const members = this.workers.filter((w) => (w.starting && !w.crashed) || (isLive(w) && w.member));
+    if (members.length === 0) {
+      this.stable = true;
+      return;
+    }
+    if (!this.balanced(members)) {
+      this.okSince = null;
+      return;
+    }
+    this.okSince ??= now;
+    if (now - this.okSince >= live.holdMs) this.stable = true;
+  }
+
+  /** Every partition owned by one member (and held by it on the server), each member within one of even. */
+  private balanced(members: Worker[]): boolean {
+    if (members.some((w) => !isLive(w))) return false;
+    const lo = Math.floor(this.partitions / members.length);
+    const hi = Math.ceil(this.partitions / members.length);
+    const seen = new Set<number>();
+    for (const w of members) {
+      const owned = (w.pl as PartitionedLeadership).owned;
+      if (owned.size < lo || owned.size > hi) return false;
+      for (const p of owned) {
+        if (seen.has(p) || this.holder(p)?.owner !== workerName(w)) return false;
+        seen.add(p);
+      }
+    }
+    return seen.size === this.partitions;
+  }
+
+  endOfLiveness(): void {
+    const live = this.live;
+    if (!live || this.stable) return;
+    const states = this.workers
+      .map(
+        (w) =>
+          `${workerName(w)}:${isLive(w) ? `owns[${[...(w.pl?.owned ?? [])].join(',')}]${w.member ? '' : ' (stopped)'}` : 'gone'}`,
+      )
+      .join(' ');
+    this.fail(
+      `liveness: partitions not all owned and balanced for ${live.holdMs} ms within ${live.boundMs.toFixed(0)} ms of the last fault (t=${live.quiet.toFixed(3)}) [${states}]`,
+    );
+  }
+
+  leaks(): void {
+    for (const w of this.workers) {
+      if (!isLive(w)) continue;
+      const open = w.clients.filter((x) => !x.ended);
+      if (open.length > 0)
+        this.fail(`${workerName(w)}: ${open.length} connection(s) left open after shutdown()`);
+      const timers = w.proc.clock.pending;
+      if (timers > 0) this.fail(`${workerName(w)}: ${timers} timer(s) left after shutdown()`);
+      if ((w.pl?.owned.size ?? 0) > 0) this.fail(`${workerName(w)}: owns partitions after shutdown()`);
+    }
+    if (this.bodies.size > 0)
+      this.fail(`${this.bodies.size} runForEach body(ies) still running after shutdown()`);
+  }
+}
