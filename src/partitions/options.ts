@@ -44,7 +44,7 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
    * Paces reconnects after the first (as `LeaderLock`'s `retryStrategy`: the same option,
    * checked the same way). After a lost session the worker reconnects at once; if that
    * fails, each next attempt waits the strategy's delay. Default
-   * {@link defaultPartitionRetry}: 100 ms doubling to 5 s, each delay drawn from [d/2, d]
+   * an `ExponentialBackoff` from 100 ms doubling to 5 s, each delay drawn from [d/2, d]
    * with `random`. A strategy that returns `null` gives up: the worker stops, and reports
    * `ERR_PGLEADERLOCK_RETRY_EXHAUSTED` to `onError` (or rejects `start()`).
    */
@@ -88,7 +88,7 @@ export interface ResolvedPartitionOptions extends ResolvedShared {
   watchSliceMs: number;
   /** Quoted table name when fencing is on, else null. */
   fencingTable: string | null;
-  /** Paces reconnects after the first ({@link defaultPartitionRetry} by default). */
+  /** Paces reconnects after the first (by default 100 ms doubling to 5 s, jittered). */
   retryStrategy: RetryStrategy;
   /** The `random` option (null: the defaults). */
   random: (() => number) | null;
