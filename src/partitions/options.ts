@@ -43,7 +43,7 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
   /**
    * Paces reconnects after the first (as `LeaderLock`'s `retryStrategy`: the same option,
    * checked the same way). After a lost session the worker reconnects at once; if that
-   * fails, each next attempt waits the strategy's delay. Default
+   * fails, each next attempt waits the strategy's delay. Default:
    * an `ExponentialBackoff` from 100 ms doubling to 5 s, each delay drawn from [d/2, d]
    * with `random`. A strategy that returns `null` gives up: the worker stops, and reports
    * `ERR_PGLEADERLOCK_RETRY_EXHAUSTED` to `onError` (or rejects `start()`).
