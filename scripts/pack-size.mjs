@@ -1,6 +1,7 @@
 /**
  * `npm run check:package`: the packed package must stay at most 400 kB (source maps without
- * embedded sources, no test catalogue). Prints the packed and unpacked sizes and the
+ * embedded sources, no test catalogue; the contributors' docs/testing.md and state-machine.md
+ * and the bench's tables, docs/benchmarks.md, stay in the repository). Prints the packed and unpacked sizes and the
  * largest files; exits 1 above the limit. Run after `npm run build`.
  */
 import { execFileSync } from 'node:child_process';
