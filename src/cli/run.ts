@@ -48,7 +48,7 @@ export const RUN_OPTIONS: OptionSpec[] = [
     name: 'retry-base',
     type: 'string',
     value: 'DURATION',
-    default: '1s',
+    default: '100ms',
     help: 'first delay of the exponential back-off',
   },
   {
@@ -122,7 +122,7 @@ export function runOptions(values: Values, dsn: Dsn, keys: Keys): LeaderLockOpti
   const baseMs = optionalDuration(values, 'retry-base');
   const maxMs = optionalDuration(values, 'retry-max');
   if (baseMs !== undefined || maxMs !== undefined) {
-    const b = baseMs ?? 1000;
+    const b = baseMs ?? 100;
     const m = maxMs ?? Math.max(30_000, b);
     if (m < b) throw new UsageError(`--retry-max (${m} ms) must not be less than --retry-base (${b} ms)`);
     options.retryStrategy = new ExponentialBackoff({ baseMs: b, maxMs: m });

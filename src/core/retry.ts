@@ -59,8 +59,9 @@ function checkStrategyOptions(what: string, options: unknown, known: readonly st
 /**
  * Exponential back-off with jitter (the default retry strategy): the delay
  * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, shortened by a random part of at most
- * `jitter × d`, i.e. a delay drawn from `[(1 - jitter) × d, d]`. Defaults: 1 s doubling to
- * 30 s, `jitter` 0.5 ("equal jitter": between half the delay and all of it), so candidates
+ * `jitter × d`, i.e. a delay drawn from `[(1 - jitter) × d, d]`. Defaults: 100 ms doubling to
+ * 30 s (so a server that restarts is followed within a few hundred milliseconds of accepting
+ * again, docs/safety.md), `jitter` 0.5 ("equal jitter": between half the delay and all of it), so candidates
  * that failed together (a server restart) do not retry in lockstep. `jitter: 0` gives the
  * exact delays. pgleaderlock's own strategy, not cockatiel's `ExponentialBackoff`.
  */
@@ -93,7 +94,7 @@ export class ExponentialBackoff implements RetryStrategy {
       'jitter',
       'random',
     ]);
-    this.baseMs = checkDuration('ExponentialBackoff.baseMs', options.baseMs ?? 1000);
+    this.baseMs = checkDuration('ExponentialBackoff.baseMs', options.baseMs ?? 100);
     this.maxMs = checkDuration('ExponentialBackoff.maxMs', options.maxMs ?? 30_000);
     this.multiplier = options.multiplier ?? 2;
     if (!Number.isFinite(this.multiplier) || this.multiplier < 1) {

@@ -59,7 +59,7 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
 
 /**
  * The default reconnect back-off of a partition worker: 100 ms doubling to 5 s, jittered.
- * Shorter than `LeaderLock`'s default (1 s to 30 s), kept from before the two elections
+ * Capped lower than `LeaderLock`'s default (100 ms to 30 s), kept from before the two elections
  * shared one option: a worker that is away holds none of its partitions, and its peers
  * move them only after their lease-bound wait, so it returns quickly; the jitter keeps many
  * workers that lost the server together from returning in lockstep.

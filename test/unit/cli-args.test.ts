@@ -133,14 +133,14 @@ describe('defaults (docs/cli.md option tables), as the commands build their sett
     expect([given.healthIntervalMs, given.takeoverDelayMs]).toEqual([1000, 0]);
   });
 
-  it('run: --retry-base 1 s, --retry-max 30 s (1, 2, 4 … 30 s between attempts, each less up to half by jitter)', () => {
+  it('run: --retry-base 100 ms, --retry-max 30 s (0.1, 0.2, 0.4 … 30 s between attempts, each less up to half by jitter)', () => {
     const shape = (o: ReturnType<typeof runOptions>) => {
       const r = resolveOptions(o).retryStrategy as ExponentialBackoff;
       return [r.baseMs, r.maxMs, r.multiplier, r.jitter];
     };
-    expect(shape(runOptions({}, dsn, keys))).toEqual([1000, 30_000, 2, 0.5]);
+    expect(shape(runOptions({}, dsn, keys))).toEqual([100, 30_000, 2, 0.5]);
     const retry = resolveOptions(runOptions({}, dsn, keys)).retryStrategy;
-    const full = [1000, 2000, 4000, 16_000, 30_000, 30_000];
+    const full = [100, 200, 400, 1600, 3200, 30_000];
     [1, 2, 3, 5, 6, 20].forEach((a, i) => {
       const d = retry.nextDelayMs(ctx(a)) as number;
       expect(d).toBeGreaterThanOrEqual((full[i] as number) / 2);
@@ -148,7 +148,7 @@ describe('defaults (docs/cli.md option tables), as the commands build their sett
     });
     // one of the two given: the other keeps its default
     expect(shape(runOptions({ 'retry-base': '2s' }, dsn, keys))).toEqual([2000, 30_000, 2, 0.5]);
-    expect(shape(runOptions({ 'retry-max': '5s' }, dsn, keys))).toEqual([1000, 5000, 2, 0.5]);
+    expect(shape(runOptions({ 'retry-max': '5s' }, dsn, keys))).toEqual([100, 5000, 2, 0.5]);
   });
 
   it('run: --reconnect-grace off, auto-reacquire on, --acquire-mode wait', () => {

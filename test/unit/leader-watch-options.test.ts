@@ -91,7 +91,7 @@ describe('LeaderWatch option validation', () => {
     expect(byKeys.id.length).toBeGreaterThan(0);
   });
 
-  it('defaults: read every 5000 ms, statements 5000 ms, close 1000 ms, callbacks 10000 ms, back-off 1 s doubling to 30 s, ref', () => {
+  it('defaults: read every 5000 ms, statements 5000 ms, close 1000 ms, callbacks 10000 ms, back-off 100 ms doubling to 30 s, ref', () => {
     const o = resolveWatchOptions({ key1: 1, key2: 2, connectionString: 'postgres://u:pw@127.0.0.1:1/db' });
     expect([o.healthIntervalMs, o.queryTimeoutMs, o.closeTimeoutMs, o.callbackTimeoutMs, o.unref]).toEqual([
       5000,
@@ -102,7 +102,7 @@ describe('LeaderWatch option validation', () => {
     ]);
     expect(o.retryStrategy).toBeInstanceOf(ExponentialBackoff);
     const backoff = o.retryStrategy as ExponentialBackoff;
-    expect([backoff.baseMs, backoff.multiplier, backoff.maxMs]).toEqual([1000, 2, 30_000]);
+    expect([backoff.baseMs, backoff.multiplier, backoff.maxMs]).toEqual([100, 2, 30_000]);
     expect(o.endpoints.map((e) => e.label)).toEqual(['127.0.0.1:1']);
   });
 

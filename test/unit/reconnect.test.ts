@@ -19,8 +19,8 @@ function timedLock(options: Parameters<typeof makeLock>[0] = {}) {
       attempts.push(clock.now());
       return db.connect();
     },
-    // 1 s doubling, each delay 1 - 0.5 × 0.5 = 0.75 of its full length
-    retryStrategy: new ExponentialBackoff({ random: () => 0.5 }),
+    // 1 s doubling (not the default 100 ms: round figures), each delay 1 - 0.5 × 0.5 = 0.75 of its full length
+    retryStrategy: new ExponentialBackoff({ baseMs: 1000, random: () => 0.5 }),
     ...options,
   });
   return { ...h, attempts };
