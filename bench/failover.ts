@@ -16,11 +16,13 @@ import os from 'node:os';
 import path from 'node:path';
 import advisoryLock from 'advisory-lock';
 import pg from 'pg';
+import { DEFAULT_TAKEOVER_DELAY_MS } from '../src/core/shared-options.js';
 import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../src/index.js';
 import type { CandidateConfig, CandidateMessage, ParentCommand } from '../test/chaos/candidate.js';
 import { randomKeys } from '../test/harness/db.js';
 import { interceptingConnect } from '../test/harness/intercept.js';
 import { type PgServer, startPgServer, stopServersOnSignals } from '../test/harness/pg-server.js';
+import { type LatencyFigures, latencyChecks } from './checks.js';
 import { handoffBreakdown, PHASES } from './handoff-breakdown.js';
 
 const quick = process.argv.includes('--quick');
@@ -37,6 +39,10 @@ if (trialsArg !== null && (!Number.isInteger(trialsArg) || trialsArg < 1)) {
   );
 }
 const TRIALS = trialsArg ?? (quick ? 10 : 50);
+/** `--check`: the headline figures checked (bench/checks.ts); exit 1 if one fails. */
+const check = process.argv.includes('--check');
+/** The in-process rows cost milliseconds a trial: at least 20 when checked, so a p50 or mean is not one trial's luck. */
+const CHEAP_TRIALS = check ? Math.max(TRIALS, 20) : TRIALS;
 const root = path.resolve(import.meta.dirname, '..');
 
 interface Config {
@@ -55,7 +61,7 @@ const WAIT_NO_DELAY: Config = {
 };
 const POLL_SPEC: Config = {
   name: 'poll, spec defaults (exp. 1–30 s)',
-  options: { acquireMode: 'poll', retryStrategy: new ExponentialBackoff() },
+  options: { acquireMode: 'poll', retryStrategy: new ExponentialBackoff({ baseMs: 1000 }) },
   phaseMs: 5000,
 };
 const POLL_100: Config = {
@@ -408,6 +414,8 @@ async function advisoryLockGraceful(trials: number): Promise<number[]> {
   return out;
 }
 
+let checksFailed = 0;
+
 async function main(): Promise<void> {
   server = await startPgServer({ settings: { max_connections: 700 } });
   await connectAdmin();
@@ -435,9 +443,12 @@ async function main(): Promise<void> {
       );
       log('|---|---|---|---|---|---|---|---|');
       const ratio = (a: number[], b: number[]): string => (pct(a, 50) / pct(b, 50)).toFixed(2);
+      const figures: Partial<LatencyFigures> = { takeoverDelayMs: DEFAULT_TAKEOVER_DELAY_MS };
       for (const event of ['stepDown', 'shutdown'] as const) {
-        const v = await versusLimit(event, TRIALS);
-        const p = await inProcess(POLL_100, event, TRIALS);
+        const v = await versusLimit(event, CHEAP_TRIALS);
+        const p = await inProcess(POLL_100, event, CHEAP_TRIALS);
+        figures[event] = v;
+        if (event === 'stepDown') figures.pollStepDown = p.failover;
         const s = await inProcess(POLL_SPEC, event, Math.min(TRIALS, 10));
         const a = event === 'shutdown' ? await advisoryLockGraceful(TRIALS) : null;
         log(
@@ -445,16 +456,18 @@ async function main(): Promise<void> {
         );
       }
       {
-        const v = await versusLimit('terminate', TRIALS);
+        const v = await versusLimit('terminate', CHEAP_TRIALS);
         const p = await inProcess(POLL_100, 'terminate', TRIALS);
+        figures.terminate = v;
         detection.wait = v.detection;
         detection.poll = p.detection;
         log(
           `| leader backend terminated (its process lives: proof of drain) | ${fine(v.limit)} | ${fmt(v.wait)} | ${ratio(v.wait, v.limit)} | ${fine(v.off)} (${ratio(v.off, v.limit)}) | ${fmt(p.failover)} | not run | n/a |`,
         );
       }
+      figures.kill = { wait: await killed(WAIT, TRIALS), off: await killed(WAIT_NO_DELAY, TRIALS) };
       log(
-        `| leader process SIGKILL | | ${fmt(await killed(WAIT, TRIALS))} | | ${fmt(await killed(WAIT_NO_DELAY, TRIALS))} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
+        `| leader process SIGKILL | | ${fmt(figures.kill.wait)} | | ${fmt(figures.kill.off)} | ${fmt(await killed(POLL_100, TRIALS))} | not run | n/a |`,
       );
       const frozen = Math.min(TRIALS, 5);
       log(
@@ -473,6 +486,16 @@ async function main(): Promise<void> {
       );
       await connectAdmin(); // the restarts ended the admin session
       log();
+      if (check) {
+        const result = latencyChecks(figures as LatencyFigures);
+        log(
+          `### Checks (\`--check\`, bench/checks.ts): ${result.failed ? `${result.failed} FAILED` : 'all hold'}`,
+        );
+        log();
+        for (const line of result.lines) log(line);
+        log();
+        checksFailed = result.failed;
+      }
     }
     if (runs('breakdown')) {
       const b = await handoffBreakdown(server.url, TRIALS);
@@ -558,3 +581,7 @@ async function main(): Promise<void> {
 
 stopServersOnSignals();
 await main();
+if (checksFailed) {
+  console.error(`bench: ${checksFailed} of the headline checks failed (the table above)`);
+  process.exitCode = 1;
+}
