@@ -100,6 +100,14 @@ export async function openSessions(
     onError: h.report,
     onStatement: h.countStatement,
     random: o.random,
+    // the worker's reconnect policy; a strategy that gives up on the watch ends the member
+    // session too, as it does after the member's own failures: the worker's own cycle then
+    // reconnects (with a new watch) or gives up
+    retryStrategy: o.retryStrategy,
+    onGiveUp: (error) => {
+      h.report(error);
+      member.destroy();
+    },
   });
   const peers = member.watchPeers(o.healthIntervalMs);
   h.opened({ member, watch, peers });

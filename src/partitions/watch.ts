@@ -14,6 +14,7 @@ import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { sqlStateOf } from '../core/errors.js';
 import { markerToken, prepareSession } from '../core/prepare.js';
+import { RetryCycle, type RetryStrategy } from '../core/retry.js';
 import { inline } from '../core/statements.js';
 
 export interface WatchOptions {
@@ -35,6 +36,13 @@ export interface WatchOptions {
   onStatement: () => void;
   /** The source of the session marker token (null: crypto). */
   random?: (() => number) | null;
+  /**
+   * Paces the watch's reconnects after a failure (the worker's `retryStrategy`); the
+   * failures counted from the last session that opened.
+   */
+  retryStrategy: RetryStrategy;
+  /** The strategy gave up on the watch's session (the watch has stopped). */
+  onGiveUp: (error: Error) => void;
 }
 
 /** How often a cancel meant for a stale wait is sent again until the wait has ended. */
@@ -54,10 +62,12 @@ export class RingWatch {
   /** A session closed on purpose: its wait outlived `closeTimeoutMs` of cancels (retarget). */
   private retired: Connection | null = null;
   private readonly done: Promise<void>;
+  private readonly retry: RetryCycle;
   /** Why the watch's session failed, until a statement on a new one succeeds (`health()`). */
   down: Error | null = null;
 
   constructor(private readonly o: WatchOptions) {
+    this.retry = new RetryCycle(o.retryStrategy, () => o.clock.now());
     this.done = this.loop();
   }
 
@@ -196,7 +206,14 @@ export class RingWatch {
         this.conn = null;
         this.down = err as Error;
         this.o.onError(err as Error);
-        await sleep(this.o.clock, 500, this.wakeUp.signal);
+        this.retry.lastError = err as Error;
+        const next = this.retry.next();
+        if ('giveUp' in next) {
+          this.stopped = true;
+          this.o.onGiveUp(next.giveUp);
+          break;
+        }
+        await sleep(this.o.clock, next.delayMs, this.wakeUp.signal);
       }
     }
   }
@@ -240,6 +257,7 @@ export class RingWatch {
     this.o.onStatement();
     this.conn = conn;
     this.down = null;
+    this.retry.reset();
     if (this.stopped) await conn.close();
     return conn;
   }

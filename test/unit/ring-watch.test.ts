@@ -6,24 +6,33 @@
  * against a real proxy: integration/no-cancel.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { FixedInterval, type RetryStrategy } from '../../src/core/retry.js';
 import { RingWatch } from '../../src/partitions/watch.js';
 import { type FakeClient, FakeClock, FakeDb, flush } from './fakes.js';
 
 const CLOSE_TIMEOUT_MS = 300;
 
-function ringWatch(): {
+function ringWatch(retryStrategy: RetryStrategy = new FixedInterval({ intervalMs: 500 })): {
   watch: RingWatch;
   clock: FakeClock;
   db: FakeDb;
   errors: Error[];
   deaths: number[];
+  gaveUp: Error[];
+  /** Connection attempts, failed ones included. */
+  attempts: { n: number };
 } {
   const clock = new FakeClock();
   const db = new FakeDb(clock);
   const errors: Error[] = [];
   const deaths: number[] = [];
+  const gaveUp: Error[] = [];
+  const attempts = { n: 0 };
   const watch = new RingWatch({
-    connect: () => db.connect(),
+    connect: () => {
+      attempts.n += 1;
+      return db.connect();
+    },
     membersKey: 7,
     appName: 'pgleaderlock:w#watch',
     sliceMs: 60_000,
@@ -35,8 +44,10 @@ function ringWatch(): {
     onDeath: (slot) => deaths.push(slot),
     onError: (error) => errors.push(error),
     onStatement: () => {},
+    retryStrategy,
+    onGiveUp: (error) => gaveUp.push(error),
   });
-  return { watch, clock, db, errors, deaths };
+  return { watch, clock, db, errors, deaths, gaveUp, attempts };
 }
 
 /** The member slot `client` waits for now (its last statement a watch wait), or null. */
@@ -52,6 +63,40 @@ async function close(watch: RingWatch, clock: FakeClock): Promise<void> {
   await clock.advance(CLOSE_TIMEOUT_MS);
   await closed;
 }
+
+describe('RingWatch reconnects on the retry strategy', () => {
+  it("a failed session: the next one after the strategy's delay (here 200 ms, not before)", async () => {
+    const { watch, clock, db, errors } = ringWatch(new FixedInterval({ intervalMs: 200 }));
+    watch.watch(1);
+    await flush();
+    db.clients[0]?.kill();
+    await flush();
+    expect(errors).toHaveLength(1);
+    await clock.advance(199);
+    expect(db.clients).toHaveLength(1);
+    await clock.advance(1);
+    expect(waitingFor(db.clients[1])).toBe(1);
+    expect(watch.down).toBeNull();
+    await close(watch, clock);
+    expect(db.open).toEqual([]);
+  });
+
+  it('a strategy that gives up: onGiveUp with ERR_PGLEADERLOCK_RETRY_EXHAUSTED, the watch stops, no session left', async () => {
+    const giveUpAfter2: RetryStrategy = { nextDelayMs: (ctx) => (ctx.attempt > 2 ? null : 100) };
+    const { watch, clock, db, gaveUp, attempts } = ringWatch(giveUpAfter2);
+    db.connectBehaviour = 'error';
+    watch.watch(1);
+    await clock.advance(1000);
+    expect(gaveUp.map((e) => (e as Error & { code?: string }).code)).toEqual([
+      'ERR_PGLEADERLOCK_RETRY_EXHAUSTED',
+    ]);
+    expect(attempts.n).toBe(3); // the first, then two on the strategy's delays
+    await clock.advance(5000);
+    expect(attempts.n).toBe(3); // stopped: no more attempts
+    await close(watch, clock);
+    expect(db.open).toEqual([]);
+  });
+});
 
 describe('RingWatch behind a path that drops cancels', () => {
   it('a new target: the waiting session is closed after closeTimeoutMs (not before), with no onError, health not down, and the new session waits for the new target at once (no 500 ms back-off)', async () => {
