@@ -105,7 +105,9 @@ describe('PartitionedLeadership', () => {
     }
   });
 
-  it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', async () => {
+  it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', {
+    tags: ['node-line'],
+  }, async () => {
     const name = uniq();
     const got: string[] = [];
     const onAssigned = (m: unknown) => {
@@ -164,7 +166,9 @@ describe('PartitionedLeadership', () => {
     );
   });
 
-  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL, and the worker backs off (2 × healthIntervalMs, doubling) instead of filling the table at every reconcile', async () => {
+  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL, and the worker backs off (2 × healthIntervalMs, doubling) instead of filling the table at every reconcile', {
+    tags: ['pg-major'],
+  }, async () => {
     await using server = await ownServer({
       settings: { max_locks_per_transaction: 10, max_connections: 20 },
     });
