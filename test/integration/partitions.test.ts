@@ -43,7 +43,9 @@ describe('PartitionedLeadership', () => {
     expect((await holders(name)).size).toBe(0);
   });
 
-  it('three workers split 64 partitions 21/21/22, each held once; a leaving worker hands its share over', async () => {
+  it('three workers split 64 partitions 21/21/22, each held once; a leaving worker hands its share over', {
+    tags: ['pg-major'],
+  }, async () => {
     const name = uniq();
     const ws = [worker(name, 64), worker(name, 64), worker(name, 64)];
     await Promise.all(ws.map((w) => w.start()));
