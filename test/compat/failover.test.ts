@@ -51,7 +51,7 @@ function report(what: string, s: Spread): void {
   );
 }
 
-describe(`wait mode, ${TRIALS} trials each`, () => {
+describe(`wait mode, ${TRIALS} trials each`, { tags: ['pg-major'] }, () => {
   it('shutdown() of the leader → the queued follower leads (p50 under 100 ms); the old leader is no longer isLeader by then', async () => {
     const samples: number[] = [];
     for (let i = 0; i < TRIALS; i++) {

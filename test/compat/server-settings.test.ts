@@ -10,7 +10,7 @@ import { useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
 
-describe('session settings on this server', () => {
+describe('session settings on this server', { tags: ['pg-major'] }, () => {
   it('a leader (healthIntervalMs 200, queryTimeoutMs 500) gets every setting it asks for: idle_session_timeout, keepalives, tcp_user_timeout and client_connection_check_interval applied; lease 1260 ms', async () => {
     const lock = locks.make({ ...randomKeys(), healthIntervalMs: 200, queryTimeoutMs: 500 });
     await lock.start();

@@ -60,7 +60,9 @@ async function createTable(cluster: Cluster): Promise<void> {
 }
 
 describe('cluster harness', () => {
-  it('a standby is a streaming hot standby: what the primary writes appears there after sync()', async () => {
+  it('a standby is a streaming hot standby: what the primary writes appears there after sync()', {
+    tags: ['pg-major'],
+  }, async () => {
     const t0 = performance.now();
     await using cluster = await startCluster();
     console.log(`[cluster] 1-standby cluster built in ${ms(t0)} ms`);
@@ -97,7 +99,9 @@ describe('cluster harness', () => {
     expect(cluster.url([standby])).toBe(standby.url);
   });
 
-  it('promoted after the primary is SIGKILLed, a standby leaves recovery on a later timeline', async () => {
+  it('promoted after the primary is SIGKILLed, a standby leaves recovery on a later timeline', {
+    tags: ['pg-major'],
+  }, async () => {
     await using cluster = await startCluster();
     const [standby] = cluster.standbys;
     if (!standby) throw new Error('no standby');
@@ -143,7 +147,9 @@ describe('cluster harness', () => {
     expect(await clone.timeline()).toBe(newTimeline);
   });
 
-  it('promoted while the old primary runs: two primaries, both take writes and the same advisory lock', async () => {
+  it('promoted while the old primary runs: two primaries, both take writes and the same advisory lock', {
+    tags: ['pg-major'],
+  }, async () => {
     await using cluster = await startCluster();
     const [standby] = cluster.standbys;
     if (!standby) throw new Error('no standby');

@@ -100,7 +100,9 @@ describe('docs/deploy.md', () => {
     expect(blocks).toHaveLength(FILES.length);
   });
 
-  it('worker: a follower is live and ready; SIGTERM to the leader hands over without a takeover delay; SIGINT (PM2) stops the other', async () => {
+  it('worker: a follower is live and ready; SIGTERM to the leader hands over without a takeover delay; SIGINT (PM2) stops the other', {
+    tags: ['node-line'],
+  }, async () => {
     // the fixed name: wait until no other test of this run holds its keys
     await eventually(async () => (await lockHolders(databaseUrl(), key1, key2)).length === 0);
     const a = await startWorker();
@@ -128,7 +130,10 @@ describe('docs/deploy.md', () => {
     expect(await lockHolders(databaseUrl(), key1, key2)).toEqual([]);
   });
 
-  it(`worker: leader work that ignores its signal is cut ${SHUTDOWN_TIMEOUT_MS} ms after SIGTERM; the next leader waits the takeover delay and starts after the old process’s last line, at its exit`, async () => {
+  it(`worker: leader work that ignores its signal is cut ${SHUTDOWN_TIMEOUT_MS} ms after SIGTERM; the next leader waits the takeover delay and starts after the old process’s last line, at its exit`, {
+    tags: ['node-line'],
+    timeout: 30_000,
+  }, async () => {
     await eventually(async () => (await lockHolders(databaseUrl(), key1, key2)).length === 0);
     const a = await startWorker(path.join(root, 'test/fixtures/deploy-worker-stubborn.fixture.ts'));
     await a.line(/stubborn work/);
@@ -154,9 +159,11 @@ describe('docs/deploy.md', () => {
     // the new leader's line, which came 250 ms after the old session closed)
     expect(a.lines).toContain('exiting');
     expect(b.at(/^leading \(term 1\)$/)).toBeGreaterThan(a.at(/^exiting$/) as number);
-  }, 30_000);
+  });
 
-  it('worker: a second signal during the shutdown ends the process at once: killed by the signal (Node’s default action), not after the shutdown', async () => {
+  it('worker: a second signal during the shutdown ends the process at once: killed by the signal (Node’s default action), not after the shutdown', {
+    tags: ['node-line'],
+  }, async () => {
     await eventually(async () => (await lockHolders(databaseUrl(), key1, key2)).length === 0);
     const a = await startWorker(path.join(root, 'test/fixtures/deploy-worker-stubborn.fixture.ts'));
     await a.line(/stubborn work/);

@@ -60,7 +60,10 @@ function candidate(
 const hostOf = (node: { port: number }): string => `127.0.0.1:${node.port}`;
 
 describe.each([false, true])('a candidate that starts right after a promotion (fencing %s)', (fencing) => {
-  it('holds the lock takeoverDelayMs + 350 ms while the old leader still leads on the old primary; its work starts after the old work stopped', async () => {
+  it('holds the lock takeoverDelayMs + 350 ms while the old leader still leads on the old primary; its work starts after the old work stopped', {
+    tags: fencing ? ['pg-major'] : [],
+    timeout: 45_000,
+  }, async () => {
     await using cluster = await startCluster();
     const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
     const keys = randomKeys();
@@ -101,11 +104,13 @@ describe.each([false, true])('a candidate that starts right after a promotion (f
     console.log(
       `[failover edges, fencing ${fencing}] old work stopped ${((oldRun.end as number) - promotedAt).toFixed(0)} ms after the promotion; the new leader's started ${(next.start - promotedAt).toFixed(0)} ms after it`,
     );
-  }, 45_000);
+  });
 });
 
 describe('primary failover edges', () => {
-  it('every acquisition asks the other hosts: a follower granted the lock on a superseded primary gives it back instead of leading there', async () => {
+  it('every acquisition asks the other hosts: a follower granted the lock on a superseded primary gives it back instead of leading there', {
+    tags: ['pg-major'],
+  }, async () => {
     await using cluster = await startCluster();
     const [p, s] = [cluster.primary, cluster.standbys[0] as ClusterNode];
     const keys = randomKeys();
@@ -206,7 +211,9 @@ describe('primary failover edges', () => {
     expect(seen).toMatchObject({ host: hostOf(p), leader: { id: lock.id } });
   });
 
-  it('shutdown during a survey that finds only standbys resolves within a bare connection + 50 ms, not after the survey deadline (5 s) or the back-off (1 s), and leaves no connection behind', async () => {
+  it('shutdown during a survey that finds only standbys resolves within a bare connection + 50 ms, not after the survey deadline (5 s) or the back-off (1 s), and leaves no connection behind', {
+    tags: ['pg-major'],
+  }, async () => {
     await using cluster = await startCluster();
     const s = cluster.standbys[0] as ClusterNode;
     const tag = testTag();
@@ -269,7 +276,9 @@ describe('primary failover edges', () => {
     await assertNoSessions(tag, s.url);
   });
 
-  it('a server that refuses the WAL and control functions (as Aurora does) still elects a leader, with fencing', async () => {
+  it('a server that refuses the WAL and control functions (as Aurora does) still elects a leader, with fencing', {
+    tags: ['pg-major'],
+  }, async () => {
     await using server = await ownServer();
     const admin = new pg.Client({ connectionString: server.url });
     await admin.connect();

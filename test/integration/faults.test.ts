@@ -25,7 +25,9 @@ import { lockFactory, useLocks } from '../harness/locks.js';
 const locks = useLocks();
 
 describe('a statement ended by its session’s end', () => {
-  it('pg_terminate_backend during a running statement: it rejects as a lost connection (ConnectionError, sqlState 57P01), the connection already dead when the rejection arrives', async () => {
+  it('pg_terminate_backend during a running statement: it rejects as a lost connection (ConnectionError, sqlState 57P01), the connection already dead when the rejection arrives', {
+    tags: ['pg-major'],
+  }, async () => {
     const conn = await Connection.open(
       async () => {
         const c = new pg.Client({
@@ -68,7 +70,7 @@ describe('a statement ended by its session’s end', () => {
 describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
 
-  describe('instant loss detection', () => {
+  describe('instant loss detection', { tags: mode === 'wait' ? ['pg-major'] : [] }, () => {
     it('pg_terminate_backend: the leader leaves LEADER within 50 ms (p50 of 5), with a 5 s health interval', async () => {
       const latencies: number[] = [];
       for (let i = 0; i < 5; i++) {
@@ -159,7 +161,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
     );
   });
 
-  describe('the bound holds: the old leader lets go before anyone else can take over', () => {
+  describe('the bound holds: the old leader lets go before anyone else can take over', {
+    tags: mode === 'wait' ? ['pg-major'] : [],
+  }, () => {
     it('blackholed leader: isLeader false and onLost before the follower acquires; follower takes over within the bound', async () => {
       const keys = randomKeys();
       const proxy = await proxyTo(databaseUrl());
@@ -321,7 +325,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
     });
   });
 
-  describe('server settings on the lock session', () => {
+  describe('server settings on the lock session', { tags: ['pg-major'] }, () => {
     it('reads back what the server applied, and idle_session_timeout is armed only once leader', async () => {
       const keys = randomKeys();
       const clients = new Map<string, pg.Client>();

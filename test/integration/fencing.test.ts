@@ -70,7 +70,9 @@ describe('fencing', () => {
     expect(BigInt(row?.epoch ?? '0')).toBe(epochs.at(-1));
   });
 
-  it('a fenced write from a superseded term is refused; a current one commits', async () => {
+  it('a fenced write from a superseded term is refused; a current one commits', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const client = await writer();
     try {
@@ -157,7 +159,9 @@ describe('fencing', () => {
     await expect(lock.fenced({} as pg.Client, async () => 1)).rejects.toThrow(/fencing is not enabled/);
   });
 
-  it('a role without CREATE on the schema leads with fencing once the table exists (PostgreSQL 15+ takes that right from ordinary roles on public)', async () => {
+  it('a role without CREATE on the schema leads with fencing once the table exists (PostgreSQL 15+ takes that right from ordinary roles on public)', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const schema = `nocreate_${locks.tag}`.toLowerCase();
     const table = `${schema}.epochs`;

@@ -123,7 +123,7 @@ describe('fault proxy', () => {
 });
 
 describe('exit code', () => {
-  it('a failing test makes the runner exit non-zero', async () => {
+  it('a failing test makes the runner exit non-zero', { tags: ['node-line'], timeout: 60_000 }, async () => {
     const root = path.resolve(import.meta.dirname, '../..');
     const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
       execFile(
@@ -142,5 +142,5 @@ describe('exit code', () => {
     });
     expect(result.out).toContain('1 failed');
     expect(result.code).not.toBe(0);
-  }, 60_000);
+  });
 });

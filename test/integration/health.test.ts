@@ -24,7 +24,9 @@ describe.each(['wait', 'poll'] as const)('lock.health() (%s mode)', (acquireMode
     }
   });
 
-  it('an event loop blocked for 3 s turns live false, as seen by the next probe after it', async () => {
+  it('an event loop blocked for 3 s turns live false, as seen by the next probe after it', {
+    tags: ['node-line'],
+  }, async () => {
     const lock = locks.make({ ...randomKeys(), acquireMode });
     await lock.start();
     await lock.waitForLeadership({ timeoutMs: 5000 });
@@ -58,7 +60,9 @@ describe.each(['wait', 'poll'] as const)('lock.health() (%s mode)', (acquireMode
     );
   });
 
-  it("a step-down whose work takes 3 s to stop, past the server's idle_session_timeout (800 ms): the session survives, live throughout, the lock follows again", async () => {
+  it("a step-down whose work takes 3 s to stop, past the server's idle_session_timeout (800 ms): the session survives, live throughout, the lock follows again", {
+    tags: ['pg-major'],
+  }, async () => {
     const lock = locks.make({
       ...randomKeys(),
       acquireMode,

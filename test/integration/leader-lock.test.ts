@@ -23,7 +23,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
   const make: typeof locks.make = (o) => locks.make({ acquireMode: mode, ...o });
 
   describe('LeaderLock against PostgreSQL', () => {
-    it('a single lock acquires, holds the lock in pg_locks, and releases on shutdown', async () => {
+    it('a single lock acquires, holds the lock in pg_locks, and releases on shutdown', {
+      tags: ['pg-major'],
+    }, async () => {
       const keys = randomKeys();
       const lock = make(keys);
       const acquired: string[] = [];
@@ -243,7 +245,9 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       },
     );
 
-    it('the longest durations accepted (2^31 - 1 ms) are accepted by PostgreSQL too', async () => {
+    it('the longest durations accepted (2^31 - 1 ms) are accepted by PostgreSQL too', {
+      tags: ['pg-major'],
+    }, async () => {
       const keys = randomKeys();
       const max = 2 ** 31 - 1;
       const lock = make({ ...keys, serverReleaseMs: max, waitSliceMs: max, healthIntervalMs: 100 });
@@ -259,7 +263,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       expect(errors).toEqual([]);
     });
 
-    it('await using releases the lock on scope exit', async () => {
+    it('await using releases the lock on scope exit', { tags: ['node-line'] }, async () => {
       const keys = randomKeys();
       {
         await using lock = make(keys);

@@ -131,7 +131,9 @@ describe.each(['wait', 'poll'] as const)('watching LeaderLocks in %s mode', (mod
     expect(watch.connected).toBe(true);
   });
 
-  it('a holder found at start is the leader since its session started (PostgreSQL keeps no grant time)', async () => {
+  it('a holder found at start is the leader since its session started (PostgreSQL keeps no grant time)', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const a = lockIn(keys);
     await a.start();
@@ -381,7 +383,9 @@ describe("the watch's own connection", () => {
     expect(after?.pid).not.toBe(before.pid);
   });
 
-  it('with several hosts it watches the primary, and moves to the promoted standby when the primary dies', async () => {
+  it('with several hosts it watches the primary, and moves to the promoted standby when the primary dies', {
+    tags: ['pg-major'],
+  }, async () => {
     await using cluster = await startCluster();
     const [standby] = cluster.standbys;
     if (!standby) throw new Error('no standby');
@@ -413,7 +417,9 @@ describe("the watch's own connection", () => {
     await watch.close();
   });
 
-  it('a connect hook works as for LeaderLock: the watch names its session', async () => {
+  it('a connect hook works as for LeaderLock: the watch names its session', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const pg = (await import('pg')).default;
     const watch = watches({
@@ -429,7 +435,9 @@ describe("the watch's own connection", () => {
     expect(await backendOf(databaseUrl(), `pgleaderlock-watch:${watch.id}`)).not.toBeNull();
   });
 
-  it('close() leaves no session on the server; `await using` closes; start() again works', async () => {
+  it('close() leaves no session on the server; `await using` closes; start() again works', {
+    tags: ['node-line'],
+  }, async () => {
     const keys = randomKeys();
     const name = { value: '' };
     {
@@ -558,7 +566,7 @@ function child(url: string, mode: 'ref' | 'unref', action: 'wait' | 'close') {
   return { proc, out, exited };
 }
 
-describe('the process a watch runs in', () => {
+describe('the process a watch runs in', { tags: ['node-line'] }, () => {
   it('a started watch keeps it alive through an outage; SIGTERM closes it and the process exits 0 by itself', async () => {
     await using server = await ownServer();
     const c = child(server.url, 'ref', 'wait');

@@ -41,7 +41,9 @@ function run(extraEnv: Record<string, string>): Promise<Run> {
   return new Promise((resolve) => proc.once('close', (code) => resolve({ code, stdout, stderr, report })));
 }
 
-describe('logging is silent by default (docs/observability.md, "Logging with pino")', () => {
+describe('logging is silent by default (docs/observability.md, "Logging with pino")', {
+  tags: ['node-line'],
+}, () => {
   it('no logger option, NODE_DEBUG unset: a takeover delay, a hand-over, a terminated backend, an unreachable database and a partition worker write nothing to stdout, and to stderr only the one warning of the lock whose errors nobody hears', async () => {
     const r = await run({});
     expect(r.report.done).toBe(true);

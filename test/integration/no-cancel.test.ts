@@ -20,7 +20,7 @@ async function droppingProxy(): Promise<FaultProxy> {
   return proxy;
 }
 
-describe('a path that drops cancel requests', () => {
+describe('a path that drops cancel requests', { tags: ['pg-major'] }, () => {
   it('LeaderLock: a waiting follower’s shutdown() ends within closeTimeoutMs + 500 ms (was a whole wait slice), and its backend leaves the lock queue within the client_connection_check_interval the lock sets (50 ms), plus the polling', async () => {
     const proxy = await droppingProxy();
     const keys = randomKeys();

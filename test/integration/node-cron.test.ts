@@ -177,7 +177,9 @@ async function outcome(
   return { slots, runs, skips, missed, table: table.join('\n  '), claims };
 }
 
-describe('two replica processes, real node-cron, a task every second; 2 quiet fires, then 3 stepDowns timed at fires', () => {
+describe('two replica processes, real node-cron, a task every second; 2 quiet fires, then 3 stepDowns timed at fires', {
+  tags: ['node-line'],
+}, () => {
   // one run of two services side by side (4 processes), one per leaderWaitMs; each test
   // checks one of them
   const offsets = [-2, 0, 2]; // each stepDown this many ms from a fire's second
@@ -354,7 +356,9 @@ describe('pgleaderlock/node-cron, in process', () => {
     }
   });
 
-  it('a term that ends while its claim is in flight: the next leader (leaderWaitMs) asks again, never in a tight loop, until the withdrawal is in, and runs the fire', async () => {
+  it('a term that ends while its claim is in flight: the next leader (leaderWaitMs) asks again, never in a tight loop, until the withdrawal is in, and runs the fire', {
+    tags: ['pg-major'],
+  }, async () => {
     // how soon after the withdrawal: test/timing/node-cron-handover.test.ts (one file at a time)
     const h = await handoverAtClaim(locks);
     // the old claim was still there, of the old epoch, when the next leader asked
@@ -549,7 +553,9 @@ describe('pgleaderlock/node-cron, in process', () => {
     expect(await tasksOf(other)).toEqual(['older', 'tick']);
   });
 
-  it('sweeps: one after a coordinator’s first claim, none at a claim 1 ms short of 10 minutes later, one at a claim 10 minutes later (performance.now() set)', async () => {
+  it('sweeps: one after a coordinator’s first claim, none at a claim 1 ms short of 10 minutes later, one at a claim 10 minutes later (performance.now() set)', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     // the lock keeps the real time: its lease must not end when the test moves performance.now()
     const lock = locks.make({ ...keys, fencing: true, clock: realClock });
@@ -582,7 +588,9 @@ describe('pgleaderlock/node-cron, in process', () => {
     expect(await tasksOf(scope)).toEqual(['tick', 'tick', 'tick']);
   });
 
-  it('a role without CREATE on the schema claims through a table made for it', async () => {
+  it('a role without CREATE on the schema claims through a table made for it', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const lock = locks.make({ ...keys, fencing: true });
     await lock.start();
@@ -620,7 +628,7 @@ describe('pgleaderlock/node-cron, in process', () => {
     }
   });
 
-  it('examples/node-cron.ts runs its task on the leader', async () => {
+  it('examples/node-cron.ts runs its task on the leader', { tags: ['node-line', 'pg-major'] }, async () => {
     const ran: number[] = [];
     const stop = await scheduleReport(databaseUrl(), async () => void ran.push(Date.now()), {
       name: `${testTag()}-report`,

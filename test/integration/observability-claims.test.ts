@@ -113,7 +113,9 @@ function expectDriverCause(err: PgLeaderLockError, state: string, message: RegEx
   expect(err.message).toContain(cause.message); // the server's words, not only a code
 }
 
-describe('err.sqlState: the SQLSTATE of the driver error in the cause chain; err.code stays the library code', () => {
+describe('err.sqlState: the SQLSTATE of the driver error in the cause chain; err.code stays the library code', {
+  tags: ['pg-major'],
+}, () => {
   /** A server of this file's own: roles and databases made for the tests live only there. */
   let server: PgServer;
   const as = (user: string, database = 'postgres'): string => {
@@ -227,7 +229,9 @@ describe('err.sqlState: the SQLSTATE of the driver error in the cause chain; err
     await within(started, 5000, 'start() to settle after shutdown()');
   });
 
-  it('57P01, an idle leader whose backend is terminated: the lost message (diagnostics_channel) carries a LockError ERR_PGLEADERLOCK_LOST with sqlState 57P01', async () => {
+  it('57P01, an idle leader whose backend is terminated: the lost message (diagnostics_channel) carries a LockError ERR_PGLEADERLOCK_LOST with sqlState 57P01', {
+    tags: ['node-line'],
+  }, async () => {
     const keys = randomKeys();
     // no health check in flight when the terminate lands (one then fails as "query failed",
     // code ERR_PGLEADERLOCK_LOCK, with the same sqlState): the session's own error event tells
@@ -324,6 +328,7 @@ const EXIT_MS = 1000;
 
 describe.each(ADAPTERS)(
   'unref: true, $kind in a process whose only activity is the started subject',
+  { tags: ['node-line'] },
   (adapter) => {
     it.each([
       ['in charge (its sessions open)', 'holding'],

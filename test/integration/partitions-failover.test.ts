@@ -100,7 +100,10 @@ async function splitBrain(cluster: Cluster, oldHosts: 'all' | 'old primary only'
   return { p, s, a, b, c, runs, errors, drains, promotedAt, overlaps, delays, join };
 }
 
-it('a standby promoted beside a live old primary: the old primary’s workers end their terms, the new one’s start after the old work stopped (the overlap detector sees none), and all end up on the new primary', async () => {
+it('a standby promoted beside a live old primary: the old primary’s workers end their terms, the new one’s start after the old work stopped (the overlap detector sees none), and all end up on the new primary', {
+  tags: ['pg-major'],
+  timeout: 60_000,
+}, async () => {
   await using cluster = await startCluster();
   const { p, s, a, b, c, runs, errors, drains, promotedAt, overlaps } = await splitBrain(cluster, 'all');
   await eventually(() => runs.some((r) => r.worker === 'c'), {
@@ -143,7 +146,7 @@ it('a standby promoted beside a live old primary: the old primary’s workers en
     `[partitions split brain] old work stopped by ${(Math.max(...oldEnds) - promotedAt).toFixed(0)} ms after the promotion; c's first run started ${(firstOnS - promotedAt).toFixed(0)} ms after it`,
   );
   expect(p.port).not.toBe(s.port);
-}, 60_000);
+});
 
 /** The split-brain fence (docs/partitions.md, "Primary failover"): a take-over, and a clean hand-over. */
 const FENCE_MS = TAKEOVER_MS + HEALTH_MS + 250;
@@ -153,7 +156,10 @@ const CLEAN_FENCE_MS = FENCE_MS;
 const med = (xs: readonly number[]): number =>
   [...xs].sort((x, y) => x - y)[Math.floor((xs.length - 1) / 2)] as number;
 
-it(`the split-brain fence: while the old primary is up, a partition taken over on the new one opens ${FENCE_MS} ms after its take (takeoverDelayMs ${TAKEOVER_MS} + healthIntervalMs ${HEALTH_MS} + 250), a clean hand-over there ${CLEAN_FENCE_MS} ms after it too (nothing heard on the new primary proves the old one's workers stopped); never earlier, the median within 50 ms above; once the old primary is killed, a clean hand-over opens at once (under 50 ms) 1.75 s after; no partition runs twice at once`, async () => {
+it(`the split-brain fence: while the old primary is up, a partition taken over on the new one opens ${FENCE_MS} ms after its take (takeoverDelayMs ${TAKEOVER_MS} + healthIntervalMs ${HEALTH_MS} + 250), a clean hand-over there ${CLEAN_FENCE_MS} ms after it too (nothing heard on the new primary proves the old one's workers stopped); never earlier, the median within 50 ms above; once the old primary is killed, a clean hand-over opens at once (under 50 ms) 1.75 s after; no partition runs twice at once`, {
+  tags: ['pg-major'],
+  timeout: 60_000,
+}, async () => {
   await using cluster = await startCluster();
   const { p, s, a, b, c, promotedAt, overlaps, delays, join } = await splitBrain(cluster, 'all');
   await eventually(
@@ -220,7 +226,7 @@ it(`the split-brain fence: while the old primary is up, a partition taken over o
   expect(med(excess)).toBeLessThanOrEqual(50);
   expect(med(takeovers.map((x) => x.ms))).toBeLessThanOrEqual(FENCE_MS + 50);
   expect(med(clean.map((x) => x.ms))).toBeLessThanOrEqual(CLEAN_FENCE_MS + 50);
-}, 60_000);
+});
 
 it('negative control, the peer watch off (a and b list only the old primary’s host, so they watch no other host): they never see the promotion and keep their partitions, c runs all 8 on the new primary, and the overlap detector sees two owners of every partition', async () => {
   await using cluster = await startCluster();

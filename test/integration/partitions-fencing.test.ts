@@ -47,7 +47,9 @@ function termsOf(w: PartitionedLeadership): Map<number, PartitionTerm> {
 }
 
 describe('PartitionedLeadership fencing', () => {
-  it('each take of a partition bumps its epoch; a write from an earlier term is refused by the epoch, the current one commits', async () => {
+  it('each take of a partition bumps its epoch; a write from an earlier term is refused by the epoch, the current one commits', {
+    tags: ['pg-major'],
+  }, async () => {
     const name = uniq();
     const client = await writer();
     const a = worker(name, 8, { id: 'fa' });

@@ -164,7 +164,9 @@ describe('PartitionedLeadership callbacks', () => {
   });
 });
 
-describe('freeing what a moved member session left on its backend (FREE_MOVED)', () => {
+describe('freeing what a moved member session left on its backend (FREE_MOVED)', {
+  tags: ['pg-major'],
+}, () => {
   async function holder(): Promise<{ client: pg.Client; pid: number }> {
     const client = new pg.Client({ connectionString: databaseUrl() });
     client.on('error', () => {});
@@ -204,7 +206,9 @@ describe('freeing what a moved member session left on its backend (FREE_MOVED)',
 });
 
 describe('runForEach handle', () => {
-  it('stop() aborts the current runs of every partition and resolves once they have settled; no run starts after it', async () => {
+  it('stop() aborts the current runs of every partition and resolves once they have settled; no run starts after it', {
+    tags: ['pg-major'],
+  }, async () => {
     const name = uniq();
     const w = worker(name, 4, { id: 'h' });
     let running = 0;
@@ -241,7 +245,7 @@ describe('runForEach handle', () => {
   });
 });
 
-describe('session names', () => {
+describe('session names', { tags: ['pg-major'] }, () => {
   it('a worker’s ring watch session is named pgleaderlock:<id>#watch from its first moment: while workers join and watch each other, pgleaderlock:<id>#p<P> names only the member session', async () => {
     // the mechanism: the default connection opens under the name the session asks for
     const [endpoint] = endpointsOf({ connectionString: databaseUrl() }, 'pgleaderlock:x#p4', 2000);

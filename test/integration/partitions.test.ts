@@ -43,7 +43,9 @@ describe('PartitionedLeadership', () => {
     expect((await holders(name)).size).toBe(0);
   });
 
-  it('three workers split 64 partitions 21/21/22, each held once; a leaving worker hands its share over', async () => {
+  it('three workers split 64 partitions 21/21/22, each held once; a leaving worker hands its share over', {
+    tags: ['pg-major'],
+  }, async () => {
     const name = uniq();
     const ws = [worker(name, 64), worker(name, 64), worker(name, 64)];
     await Promise.all(ws.map((w) => w.start()));
@@ -105,7 +107,9 @@ describe('PartitionedLeadership', () => {
     }
   });
 
-  it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', async () => {
+  it('publishes partition-assigned and partition-revoked on node:diagnostics_channel', {
+    tags: ['node-line'],
+  }, async () => {
     const name = uniq();
     const got: string[] = [];
     const onAssigned = (m: unknown) => {
@@ -164,7 +168,9 @@ describe('PartitionedLeadership', () => {
     );
   });
 
-  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL, and the worker backs off (2 × healthIntervalMs, doubling) instead of filling the table at every reconcile', async () => {
+  it('more partition locks than the server lock table holds: SQLSTATE 53200 reported as ERR_PGLEADERLOCK_LOCK_TABLE_FULL, and the worker backs off (2 × healthIntervalMs, doubling) instead of filling the table at every reconcile', {
+    tags: ['pg-major'],
+  }, async () => {
     await using server = await ownServer({
       settings: { max_locks_per_transaction: 10, max_connections: 20 },
     });

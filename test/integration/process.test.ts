@@ -42,7 +42,7 @@ function child(url: string, mode: 'ref' | 'unref'): Child {
 /** The claim is that nothing happens (no exit) for a while: this waits out that while. */
 const quietFor = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe('a started lock keeps its process alive', () => {
+describe('a started lock keeps its process alive', { tags: ['node-line'] }, () => {
   it('while it retries an unreachable database; SIGTERM shuts it down and the process exits 0', async () => {
     const c = child(UNREACHABLE, 'ref');
     await c.line('started');

@@ -42,7 +42,9 @@ function keptClient(url: string, appName: string) {
   };
 }
 
-describe('client_connection_check_interval: 50 ms whatever the release target', () => {
+describe('client_connection_check_interval: 50 ms whatever the release target', {
+  tags: ['pg-major'],
+}, () => {
   it.each([
     [4200, 'a short target'],
     [20_000, 'the default'],
@@ -70,7 +72,7 @@ describe('client_connection_check_interval: 50 ms whatever the release target', 
   );
 });
 
-describe('a backend crash (57P02)', () => {
+describe('a backend crash (57P02)', { tags: ['pg-major'] }, () => {
   it('SIGKILL of another session’s backend: the leader leaves LEADER within 50 ms of its own connection hearing the 57P02 notice or its end (5 s health interval)', async () => {
     await using server = await ownServer();
     const factory = lockFactory(() => server.url);
@@ -144,7 +146,7 @@ describe('a backend crash (57P02)', () => {
   });
 });
 
-describe('SHOW pool_version', () => {
+describe('SHOW pool_version', { tags: ['pg-major'] }, () => {
   it('is never sent on a direct connection (the server log has none); through a TCP proxy (another port) it is: one error line in the server log per lock session', async () => {
     // the server's own log (log_statement = all), read from its stderr: `verbose` echoes it
     // to this process's stderr, captured for the length of the test
@@ -191,7 +193,7 @@ describe('SHOW pool_version', () => {
   });
 });
 
-describe('the pooler probe kept while leading', () => {
+describe('the pooler probe kept while leading', { tags: ['pg-major'] }, () => {
   it('ends leadership with ERR_PGLEADERLOCK_UNSAFE within one health interval (100 ms) and a check (< 200 ms) once it is served by the leader’s backend; no later session leads', async () => {
     // A stand-in for a pooler that stops pinning: real connections to PostgreSQL, each
     // announcing a pid of its own (as a pooler's startup answer does, so the lock probes),
@@ -261,87 +263,91 @@ describe('the pooler probe kept while leading', () => {
   });
 });
 
-describe.each(['wait', 'poll'] as const)('a long fenced transaction (%s mode)', (acquireMode) => {
-  it('delays the next leader’s acquisition up to its queryTimeoutMs (500 ms): that attempt fails, is retried, and leads once the write commits', async () => {
-    const keys = randomKeys();
-    const client = new pg.Client({
-      connectionString: databaseUrl(),
-      application_name: 'pgleaderlock-test-writer',
-    });
-    client.on('error', () => {});
-    await client.connect();
-    onTestFinished(() => client.end().catch(() => {}));
-    const a = locks.make({ ...keys, acquireMode, fencing: true, autoReacquire: false });
-    await a.start();
-    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    const inside = deferred<void>();
-    const finish = deferred<void>();
-    const write = a.fenced(client, async () => {
-      inside.resolve();
-      await finish.promise; // holding the epoch row FOR SHARE
-    });
-    await inside.promise;
+describe.each(['wait', 'poll'] as const)(
+  'a long fenced transaction (%s mode)',
+  { tags: ['pg-major'] },
+  (acquireMode) => {
+    it('delays the next leader’s acquisition up to its queryTimeoutMs (500 ms): that attempt fails, is retried, and leads once the write commits', async () => {
+      const keys = randomKeys();
+      const client = new pg.Client({
+        connectionString: databaseUrl(),
+        application_name: 'pgleaderlock-test-writer',
+      });
+      client.on('error', () => {});
+      await client.connect();
+      onTestFinished(() => client.end().catch(() => {}));
+      const a = locks.make({ ...keys, acquireMode, fencing: true, autoReacquire: false });
+      await a.start();
+      expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      const inside = deferred<void>();
+      const finish = deferred<void>();
+      const write = a.fenced(client, async () => {
+        inside.resolve();
+        await finish.promise; // holding the epoch row FOR SHARE
+      });
+      await inside.promise;
 
-    // the default wait slice (30 s): in wait mode the slice is the session's lock_timeout,
-    // which would end a shorter wait first
-    const b = locks.make({ ...keys, acquireMode, fencing: true, queryTimeoutMs: 500, waitSliceMs: 30_000 });
-    const errors: { at: number; error: Error }[] = [];
-    b.onError((error) => {
-      errors.push({ at: performance.now(), error });
+      // the default wait slice (30 s): in wait mode the slice is the session's lock_timeout,
+      // which would end a shorter wait first
+      const b = locks.make({ ...keys, acquireMode, fencing: true, queryTimeoutMs: 500, waitSliceMs: 30_000 });
+      const errors: { at: number; error: Error }[] = [];
+      b.onError((error) => {
+        errors.push({ at: performance.now(), error });
+      });
+      await b.start();
+      await eventually(() => b.state === LockState.FOLLOWER || b.state === LockState.ACQUIRING);
+      await using admin = await adminClient(databaseUrl());
+      const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
+      const t0 = performance.now();
+      await admin.terminate(pid);
+      /** The backends of b whose epoch increment waits for the fenced write's row lock. */
+      const bumping = async (): Promise<number[]> =>
+        (
+          await admin.query<{ pid: number }>(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%pgleaderlock:bump%'",
+            [`pgleaderlock:${b.id}`],
+          )
+        ).map((r) => r.pid);
+      let firstPid: number | undefined;
+      await eventually(
+        async () => {
+          firstPid = (await bumping())[0];
+          return firstPid !== undefined;
+        },
+        { intervalMs: 5, what: 'b’s epoch increment to wait for the fenced write' },
+      );
+      const seenWaiting = performance.now();
+      await eventually(() => errors.length >= 1, { timeoutMs: 3000, what: 'the first attempt to fail' });
+      const failedAt = (errors[0]?.at ?? 0) - t0;
+      const failedAfterWait = (errors[0]?.at ?? 0) - seenWaiting;
+      const first = errors[0]?.error as LockError;
+      // retried: a new session (its backend free of the lock once the server dropped the cut one)
+      // queues behind the same row again
+      await eventually(async () => (await bumping()).some((p) => p !== firstPid), {
+        intervalMs: 5,
+        what: 'a retry on a new session, waiting again',
+      });
+      console.log(
+        `[safety] long fenced write (${acquireMode}): the next leader's attempt failed ${failedAt.toFixed(0)} ms after the fault, ${failedAfterWait.toFixed(0)} ms after its increment was seen waiting (queryTimeoutMs 500): ${first.message}; retried`,
+      );
+      expect(first.code).toBe('ERR_PGLEADERLOCK_QUERY_TIMEOUT');
+      expect(failedAt).toBeGreaterThanOrEqual(500);
+      expect(failedAfterWait).toBeLessThan(500 + 100);
+      expect(b.isLeader).toBe(false);
+      finish.resolve();
+      await write;
+      expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+      console.log(
+        `[safety] long fenced write (${acquireMode}): ${errors.length} failed attempts, then led with epoch ${b.term?.epoch}`,
+      );
+      // the cut attempt's increment never committed (its backend left while it waited)
+      expect(b.term?.epoch).toBe(2n);
+      expect(await b.fenced(client, async () => 'written')).toBe('written');
     });
-    await b.start();
-    await eventually(() => b.state === LockState.FOLLOWER || b.state === LockState.ACQUIRING);
-    await using admin = await adminClient(databaseUrl());
-    const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
-    const t0 = performance.now();
-    await admin.terminate(pid);
-    /** The backends of b whose epoch increment waits for the fenced write's row lock. */
-    const bumping = async (): Promise<number[]> =>
-      (
-        await admin.query<{ pid: number }>(
-          "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%pgleaderlock:bump%'",
-          [`pgleaderlock:${b.id}`],
-        )
-      ).map((r) => r.pid);
-    let firstPid: number | undefined;
-    await eventually(
-      async () => {
-        firstPid = (await bumping())[0];
-        return firstPid !== undefined;
-      },
-      { intervalMs: 5, what: 'b’s epoch increment to wait for the fenced write' },
-    );
-    const seenWaiting = performance.now();
-    await eventually(() => errors.length >= 1, { timeoutMs: 3000, what: 'the first attempt to fail' });
-    const failedAt = (errors[0]?.at ?? 0) - t0;
-    const failedAfterWait = (errors[0]?.at ?? 0) - seenWaiting;
-    const first = errors[0]?.error as LockError;
-    // retried: a new session (its backend free of the lock once the server dropped the cut one)
-    // queues behind the same row again
-    await eventually(async () => (await bumping()).some((p) => p !== firstPid), {
-      intervalMs: 5,
-      what: 'a retry on a new session, waiting again',
-    });
-    console.log(
-      `[safety] long fenced write (${acquireMode}): the next leader's attempt failed ${failedAt.toFixed(0)} ms after the fault, ${failedAfterWait.toFixed(0)} ms after its increment was seen waiting (queryTimeoutMs 500): ${first.message}; retried`,
-    );
-    expect(first.code).toBe('ERR_PGLEADERLOCK_QUERY_TIMEOUT');
-    expect(failedAt).toBeGreaterThanOrEqual(500);
-    expect(failedAfterWait).toBeLessThan(500 + 100);
-    expect(b.isLeader).toBe(false);
-    finish.resolve();
-    await write;
-    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
-    console.log(
-      `[safety] long fenced write (${acquireMode}): ${errors.length} failed attempts, then led with epoch ${b.term?.epoch}`,
-    );
-    // the cut attempt's increment never committed (its backend left while it waited)
-    expect(b.term?.epoch).toBe(2n);
-    expect(await b.fenced(client, async () => 'written')).toBe('written');
-  });
-});
+  },
+);
 
-describe('a server that applies a smaller setting than the lock asks for', () => {
+describe('a server that applies a smaller setting than the lock asks for', { tags: ['pg-major'] }, () => {
   it('a role whose tcp_user_timeout (1 s) stays in force because its session ignores the lock’s settings: every grant is refused with ERR_PGLEADERLOCK_UNSAFE naming the figures, and within 100 ms nothing is held and no session is open; the lock retries and leads once its settings apply', async () => {
     const role = `pinned_${locks.tag}`.toLowerCase().replaceAll('-', '_');
     await using admin = await adminClient(databaseUrl());

@@ -226,7 +226,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     expect(t.overlaps()).toEqual([]);
   });
 
-  it('a handover asked for while another is pending, or during a stepDown, is refused; a stepDown during a handover waits for it; a shutdown during a handover’s release still hands over', async () => {
+  it('a handover asked for while another is pending, or during a stepDown, is refused; a stepDown during a handover waits for it; a shutdown during a handover’s release still hands over', {
+    tags: mode === 'poll' ? ['pg-major'] : [],
+  }, async () => {
     const t = team(mode);
     t.stopMs = 150;
     const a = t.make();
@@ -325,7 +327,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
   });
 });
 
-describe('LeaderLock.inspect() shows a leader’s priority', () => {
+describe('LeaderLock.inspect() shows a leader’s priority', { tags: ['pg-major'] }, () => {
   it.each([
     ['wait', 'pgleaderlock:queued', 'a read of the queue (after its term opens, and 100 ms and 1 s later)'],
     ['poll', 'pgleaderlock:try-lock', 'its winning attempt, longer than pg_stat_activity.query keeps (1 kB)'],
@@ -353,7 +355,9 @@ describe('LeaderLock.inspect() shows a leader’s priority', () => {
   );
 });
 
-describe('every statement of a lock session carries its priority, from its first attempt on (inspect and status read it)', () => {
+describe('every statement of a lock session carries its priority, from its first attempt on (inspect and status read it)', {
+  tags: ['pg-major'],
+}, () => {
   it.each(['wait', 'poll'] as const)(
     '%s mode, fencing on: the attempts, the epoch table and its bump, checks, a stepDown and the re-acquisition, the release at shutdown',
     async (mode) => {

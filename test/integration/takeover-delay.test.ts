@@ -12,77 +12,81 @@ import { useLocks } from '../harness/locks.js';
 const locks = useLocks();
 const candidates = useCandidates(() => locks.tag);
 
-describe.each(['wait', 'poll'] as const)('takeover delay, candidates in two processes (%s mode)', (mode) => {
-  it(`after pg_terminate_backend of a leader whose work takes ${STOP_MS} ms to stop, the next leader's work (another process) starts only after it stopped (3 rounds)`, async () => {
-    const c = candidates(mode, STOP_MS + 200, 4); // a loser stays out: each round hands over to another process
-    await using admin = await adminClient(databaseUrl());
-    for (let round = 0; round < 3; round++) {
-      await eventually(() => c.runs('run-start').length === round + 1, {
-        timeoutMs: 10_000,
-        what: `leader ${round + 1}`,
-      });
-      const old = c.runs('run-start')[round] as Report;
-      await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
-      await eventually(() => c.runs('run-start').length === round + 2, {
-        timeoutMs: 10_000,
-        what: `leader ${round + 2}`,
-      });
-      const next = c.runs('run-start')[round + 1] as Report;
-      expect(next.id).not.toBe(old.id);
-      const oldEnd = c.runs('run-end').find((r) => r.id === old.id && r.term === old.term);
-      expect(oldEnd, 'the old leader reported its work stopped before the next started').toBeDefined();
-      expect(runOverlaps(c.reports)).toEqual([]);
-      console.log(
-        `[takeover delay ${mode}] round ${round + 1}: the next leader's work started ${(next.at - (oldEnd?.at ?? 0)).toFixed(0)} ms after the old leader's had stopped`,
-      );
-    }
-    expect(c.reports.filter((r) => r.ev === 'delayed').length).toBeGreaterThanOrEqual(3);
-  });
-
-  it('without the delay (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
-    // work that takes 2 s to stop: the overlap shows even on a loaded machine
-    const c = candidates(mode, 0, 2, false, 2000);
-    await using admin = await adminClient(databaseUrl());
-    await eventually(() => c.runs('run-start').length === 1, { timeoutMs: 10_000 });
-    const old = c.runs('run-start')[0] as Report;
-    await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
-    await eventually(() => c.runs('run-start').length === 2 && c.runs('run-end').length >= 1, {
-      timeoutMs: 10_000,
+describe.each(['wait', 'poll'] as const)(
+  'takeover delay, candidates in two processes (%s mode)',
+  { tags: ['node-line'] },
+  (mode) => {
+    it(`after pg_terminate_backend of a leader whose work takes ${STOP_MS} ms to stop, the next leader's work (another process) starts only after it stopped (3 rounds)`, async () => {
+      const c = candidates(mode, STOP_MS + 200, 4); // a loser stays out: each round hands over to another process
+      await using admin = await adminClient(databaseUrl());
+      for (let round = 0; round < 3; round++) {
+        await eventually(() => c.runs('run-start').length === round + 1, {
+          timeoutMs: 10_000,
+          what: `leader ${round + 1}`,
+        });
+        const old = c.runs('run-start')[round] as Report;
+        await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
+        await eventually(() => c.runs('run-start').length === round + 2, {
+          timeoutMs: 10_000,
+          what: `leader ${round + 2}`,
+        });
+        const next = c.runs('run-start')[round + 1] as Report;
+        expect(next.id).not.toBe(old.id);
+        const oldEnd = c.runs('run-end').find((r) => r.id === old.id && r.term === old.term);
+        expect(oldEnd, 'the old leader reported its work stopped before the next started').toBeDefined();
+        expect(runOverlaps(c.reports)).toEqual([]);
+        console.log(
+          `[takeover delay ${mode}] round ${round + 1}: the next leader's work started ${(next.at - (oldEnd?.at ?? 0)).toFixed(0)} ms after the old leader's had stopped`,
+        );
+      }
+      expect(c.reports.filter((r) => r.ev === 'delayed').length).toBeGreaterThanOrEqual(3);
     });
-    const next = c.runs('run-start')[1] as Report;
-    expect(next.id).not.toBe(old.id);
-    // the one overlap detector finds it
-    expect(runOverlaps(c.reports).map((o) => [o.a.owner, o.b.owner])).toEqual([[old.id, next.id]]);
-  });
 
-  it('a clean handover (stepDown) is not delayed: the next leader leads after the old work stopped and within 150 ms of it (the delay is 1,500 ms)', async () => {
-    const c = candidates(mode, 1500);
-    await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: delayed 1.5 s
-    await eventually(() => c.reports.filter((r) => r.ev === 'ready').length === 2);
-    const leader = c.reports.find((r) => r.ev === 'acquired') as Report;
-    const other = [...c.procs.keys()].find((id) => id !== leader.id) as string;
-    if (mode === 'wait') {
-      // the follower is queued in the server
-      await eventually(async () => {
-        const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...c.keys });
-        return seen.waiters.length === 1;
+    it('without the delay (takeoverDelayMs: 0) the same fault overlaps the two leaders\u2019 work: the check above can fail', async () => {
+      // work that takes 2 s to stop: the overlap shows even on a loaded machine
+      const c = candidates(mode, 0, 2, false, 2000);
+      await using admin = await adminClient(databaseUrl());
+      await eventually(() => c.runs('run-start').length === 1, { timeoutMs: 10_000 });
+      const old = c.runs('run-start')[0] as Report;
+      await admin.terminate(await holderPid(databaseUrl(), c.keys.key1, c.keys.key2));
+      await eventually(() => c.runs('run-start').length === 2 && c.runs('run-end').length >= 1, {
+        timeoutMs: 10_000,
       });
-    }
-    c.procs.get(leader.id)?.send('stepDown');
-    await eventually(() => c.reports.some((r) => r.ev === 'acquired' && r.id === other), { intervalMs: 2 });
-    const next = c.reports.find((r) => r.ev === 'acquired' && r.id === other) as Report;
-    const stopped = c.reports.find((r) => r.ev === 'run-end' && r.id === leader.id) as Report;
-    expect(c.reports.filter((r) => r.ev === 'delayed').map((f) => f.id)).toEqual([leader.id]); // the first start only
-    const tookMs = next.at - stopped.at;
-    console.log(
-      `[takeover delay ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (delay 1.5 s)`,
-    );
-    expect(tookMs).toBeGreaterThan(0); // the old work had stopped before the next leader's term opened
-    expect(tookMs).toBeLessThan(150); // never the 1,500 ms delay: two processes and IPC on a loaded 2-core machine (52 ms seen once in wait mode)
-  });
-});
+      const next = c.runs('run-start')[1] as Report;
+      expect(next.id).not.toBe(old.id);
+      // the one overlap detector finds it
+      expect(runOverlaps(c.reports).map((o) => [o.a.owner, o.b.owner])).toEqual([[old.id, next.id]]);
+    });
 
-describe('inspect and a pending holder', () => {
+    it('a clean handover (stepDown) is not delayed: the next leader leads after the old work stopped and within 150 ms of it (the delay is 1,500 ms)', async () => {
+      const c = candidates(mode, 1500);
+      await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: delayed 1.5 s
+      await eventually(() => c.reports.filter((r) => r.ev === 'ready').length === 2);
+      const leader = c.reports.find((r) => r.ev === 'acquired') as Report;
+      const other = [...c.procs.keys()].find((id) => id !== leader.id) as string;
+      if (mode === 'wait') {
+        // the follower is queued in the server
+        await eventually(async () => {
+          const seen = await LeaderLock.inspect({ connectionString: databaseUrl(), ...c.keys });
+          return seen.waiters.length === 1;
+        });
+      }
+      c.procs.get(leader.id)?.send('stepDown');
+      await eventually(() => c.reports.some((r) => r.ev === 'acquired' && r.id === other), { intervalMs: 2 });
+      const next = c.reports.find((r) => r.ev === 'acquired' && r.id === other) as Report;
+      const stopped = c.reports.find((r) => r.ev === 'run-end' && r.id === leader.id) as Report;
+      expect(c.reports.filter((r) => r.ev === 'delayed').map((f) => f.id)).toEqual([leader.id]); // the first start only
+      const tookMs = next.at - stopped.at;
+      console.log(
+        `[takeover delay ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (delay 1.5 s)`,
+      );
+      expect(tookMs).toBeGreaterThan(0); // the old work had stopped before the next leader's term opened
+      expect(tookMs).toBeLessThan(150); // never the 1,500 ms delay: two processes and IPC on a loaded 2-core machine (52 ms seen once in wait mode)
+    });
+  },
+);
+
+describe('inspect and a pending holder', { tags: ['node-line'] }, () => {
   it('shows the holder as pending while its takeover delay runs, then as leader', async () => {
     const keys = randomKeys();
     const lock = locks.make({ ...keys, takeoverDelayMs: 1500, healthIntervalMs: 100 });

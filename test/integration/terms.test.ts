@@ -99,7 +99,7 @@ describe.each(['wait', 'poll'] as const)('shutdown and leader work (%s mode)', (
   });
 });
 
-describe('LeaderLock.inspect', () => {
+describe('LeaderLock.inspect', { tags: ['pg-major'] }, () => {
   it('shows the id of a lock whose clients come from a connect hook (no application_name of theirs)', async () => {
     const keys = randomKeys();
     const lock = locks.make({

@@ -31,7 +31,9 @@ async function leaderAndGhost() {
 }
 
 describe("acquireMode: 'wait' against PostgreSQL", () => {
-  it('waiting followers are visible in pg_locks as not granted, and cost no statements while they wait', async () => {
+  it('waiting followers are visible in pg_locks as not granted, and cost no statements while they wait', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const leader = make(keys);
     await leader.start();
@@ -74,7 +76,9 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     expect(took).toBeLessThan(100);
   });
 
-  it('shutdown during a wait: the backend leaves the queue at once, no connection is left', async () => {
+  it('shutdown during a wait: the backend leaves the queue at once, no connection is left', {
+    tags: ['pg-major'],
+  }, async () => {
     const keys = randomKeys();
     const leader = make(keys);
     await leader.start();
@@ -112,7 +116,9 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     expect(leader.isLeader).toBe(true);
   });
 
-  it('a waiter whose client vanished (upstream reset) leaves the queue and never inherits the lock', async () => {
+  it('a waiter whose client vanished (upstream reset) leaves the queue and never inherits the lock', {
+    tags: ['pg-major'],
+  }, async () => {
     const { keys, leader, proxy, ghost } = await leaderAndGhost();
     try {
       await ghost.start();
@@ -135,7 +141,9 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     }
   });
 
-  it('a blackholed waiter granted the lock anyway is cut by the server within serverReleaseMs', async () => {
+  it('a blackholed waiter granted the lock anyway is cut by the server within serverReleaseMs', {
+    tags: ['pg-major'],
+  }, async () => {
     // the ghost is first in the queue, behind a blackhole the server cannot see (the proxy answers for it)
     const { keys, leader, proxy, ghost } = await leaderAndGhost();
     try {
