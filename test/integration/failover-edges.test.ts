@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PEER_TIMEOUT_MS } from '../../src/core/peers.js';
 import { SURVEY_GRACE_MS } from '../../src/core/primary.js';
-import { FixedInterval, LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { ExponentialBackoff, FixedInterval, LeaderLock, type LeaderLockOptions } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { assertNoSessions, eventually, lockHolders, ownServer, randomKeys, testTag } from '../harness/db.js';
 import { startFaultProxy } from '../harness/fault-proxy.js';
@@ -164,7 +164,7 @@ describe('primary failover edges', () => {
     // proves no clean release, so the new holder then waits the 250 ms takeover delay; the
     // rest is the survey of both hosts, the session's set-up and the grant's peer check
     // (915–948 ms in all here)
-    expect(ledAfter).toBeLessThan(500 + 250 + 750); // the default back-off (2 s by then) fails it
+    expect(ledAfter).toBeLessThan(500 + 250 + 750); // a back-off grown to 2 s by then fails it
   });
 
   it('a host that hangs (packets dropped), listed first, costs an attempt the 250 ms survey grace and the grant’s 250 ms peer probe, not queryTimeoutMs (5 s): median of 3 attempts within 250 + 250 + 150 ms of the same list answering; the lock leads and inspect finds the primary', async () => {
@@ -242,6 +242,7 @@ describe('primary failover edges', () => {
         connectionString: when === 'hung' ? viaProxy : cluster.url([s]),
         ...randomKeys(),
         id: `${tag}-${when}`,
+        retryStrategy: new ExponentialBackoff({ baseMs: 1000 }), // a back-off (1 s) a stop must not wait for
       });
       lock.onError((err) => {
         errors.push(err);

@@ -7,7 +7,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import type { LeaderLock } from '../../src/index.js';
+import { ExponentialBackoff, type LeaderLock } from '../../src/index.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import { adminClient, eventually, ownServer, randomKeys } from '../harness/db.js';
 import { hostOf, leaderOn, overlaps, promotionRounds, spread, useCandidates } from '../harness/failover.js';
@@ -93,7 +93,10 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
     const standby = cluster.standbys[0] as ClusterNode;
     const url = cluster.url([standby]);
     const keys = randomKeys();
-    const lock = c.add({ connectionString: url, ...keys, acquireMode: mode });
+    // the back-off of before 2026-12-02 (1 s doubling; the default now starts at 100 ms): a
+    // survey paced by it is what the window below counts, and a promotion must not wait for it
+    const retryStrategy = new ExponentialBackoff({ baseMs: 1000 });
+    const lock = c.add({ connectionString: url, ...keys, acquireMode: mode, retryStrategy });
     await eventually(() => c.errors.length > 0, { what: 'the no-primary error' });
     expect(c.errors[0]?.message).toContain(`${hostOf(standby)}: standby (in recovery)`);
     expect(lock.state).toBe('follower');
