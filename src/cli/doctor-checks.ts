@@ -11,7 +11,7 @@ import { sqlStateOf } from '../core/errors.js';
 import type { LeaderLockOptions } from '../core/lock-options.js';
 import { detectPgpool, type PgpoolFront } from '../core/pgpool.js';
 import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
-import { connectSettings, type Safety } from '../core/safety.js';
+import { connectSettings, resolveTimings, type Safety } from '../core/safety.js';
 import { LeaderLock } from '../leader/leader-lock.js';
 import { type Dsn, type Keys, scrub } from './args.js';
 import { connectionOptions, explain, humanMs } from './common.js';
@@ -305,7 +305,7 @@ function settingsCheck(run: LockRun, version: { num: number }, o: LeaderLockOpti
   }
   const s = run.safety;
   const applied = s.settings;
-  const wantedMs = o.serverReleaseMs ?? 2 * ((o.healthIntervalMs ?? 5000) + (o.queryTimeoutMs ?? 5000));
+  const wantedMs = resolveTimings(o).serverReleaseMs;
   const wanted = new Map(connectSettings(wantedMs, version.num));
   const got: Record<string, number | null> = {
     tcp_keepalives_idle: applied.tcpKeepalivesIdleS,

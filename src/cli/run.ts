@@ -30,7 +30,7 @@ export const LOCK_OPTIONS: OptionSpec[] = [
     name: 'health-interval',
     type: 'string',
     value: 'DURATION',
-    default: '5s',
+    default: '1.5s',
     help: 'ownership check interval while leader',
   },
   {

@@ -58,7 +58,7 @@ export interface LeaderLockOptions {
   priority?: number;
   /** Back-off for acquisition retries and reconnection. Default `new ExponentialBackoff()`. */
   retryStrategy?: RetryStrategy;
-  /** Time between health checks while leader. Default 5000. */
+  /** Time between health checks while leader. Default 1500 (docs/safety.md "Choosing the timings"). */
   healthIntervalMs?: number;
   /**
    * Flap damping: how long to try to reconnect and re-acquire after a failed health check
@@ -85,7 +85,7 @@ export interface LeaderLockOptions {
    * followers started together do not re-queue in step. At least 100. Default 30000.
    */
   waitSliceMs?: number;
-  /** Deadline for connecting and for every query. Default 5000. */
+  /** Deadline for connecting and for every query. Default 2000. */
   queryTimeoutMs?: number;
   /**
    * Target for how long after its last check the server may keep a dead or frozen

@@ -45,6 +45,15 @@ export function marginFor(serverReleaseMs: number): number {
   return Math.min(1000, Math.ceil(serverReleaseMs / 10));
 }
 
+/**
+ * Default `healthIntervalMs` and `queryTimeoutMs`, chosen by measurement (bench/defaults-grid.ts,
+ * docs/safety.md "Choosing the timings"): no false loss of leadership under any load of the
+ * grid, a frozen leader replaced within 10 s, and a query deadline twice the longest stall
+ * that cost a term there.
+ */
+export const DEFAULT_HEALTH_INTERVAL_MS = 1500;
+export const DEFAULT_QUERY_TIMEOUT_MS = 2000;
+
 /** Default target for D_srv: twice a health period plus its deadline. */
 export function defaultServerReleaseMs(healthIntervalMs: number, queryTimeoutMs: number): number {
   return 2 * (healthIntervalMs + queryTimeoutMs);
@@ -133,7 +142,7 @@ function describeSettings(s: AppliedSettings): string {
 
 /**
  * The timing options every lock and worker takes, checked: `healthIntervalMs` and
- * `queryTimeoutMs` (default 5000 each) and `serverReleaseMs` (default
+ * `queryTimeoutMs` (`DEFAULT_HEALTH_INTERVAL_MS`, `DEFAULT_QUERY_TIMEOUT_MS`) and `serverReleaseMs` (default
  * `defaultServerReleaseMs`), which must leave room for a health period and its deadline.
  */
 export function resolveTimings(options: {
@@ -141,8 +150,14 @@ export function resolveTimings(options: {
   queryTimeoutMs?: number | undefined;
   serverReleaseMs?: number | undefined;
 }): { healthIntervalMs: number; queryTimeoutMs: number; serverReleaseMs: number } {
-  const healthIntervalMs = checkPositiveDuration('healthIntervalMs', options.healthIntervalMs ?? 5000);
-  const queryTimeoutMs = checkPositiveDuration('queryTimeoutMs', options.queryTimeoutMs ?? 5000);
+  const healthIntervalMs = checkPositiveDuration(
+    'healthIntervalMs',
+    options.healthIntervalMs ?? DEFAULT_HEALTH_INTERVAL_MS,
+  );
+  const queryTimeoutMs = checkPositiveDuration(
+    'queryTimeoutMs',
+    options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS,
+  );
   const serverReleaseMs = checkPositiveDuration(
     'serverReleaseMs',
     options.serverReleaseMs ?? defaultServerReleaseMs(healthIntervalMs, queryTimeoutMs),

@@ -28,9 +28,9 @@ export interface SharedOptions {
   clientConfig?: Omit<pg.ClientConfig, 'connectionString'>;
   /** Opens a connected `pg.Client`, which the library then owns; called for every connection. */
   connect?: ConnectFn;
-  /** How often ownership is checked and the lease renewed (default 5000). */
+  /** How often ownership is checked and the lease renewed (default 1500). */
   healthIntervalMs?: number;
-  /** Deadline of connecting and of each statement (default 5000). */
+  /** Deadline of connecting and of each statement (default 2000). */
   queryTimeoutMs?: number;
   /** Bound on how long the server keeps a frozen process's locks (default 2 × (health + query)). */
   serverReleaseMs?: number;

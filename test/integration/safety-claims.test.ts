@@ -47,7 +47,7 @@ describe('client_connection_check_interval: 50 ms whatever the release target', 
 }, () => {
   it.each([
     [4200, 'a short target'],
-    [20_000, 'the default'],
+    [20_000, 'a long target (the default before 7,000)'],
   ])(
     'serverReleaseMs %i (%s): the lock’s own backend has 50 ms applied, and lock.safety reads it back',
     async (serverReleaseMs) => {

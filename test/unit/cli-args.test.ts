@@ -126,9 +126,9 @@ describe('defaults (docs/cli.md option tables), as the commands build their sett
   const keys = { key1: 1, key2: 2 };
   const ctx = (attempt: number) => ({ attempt, elapsedMs: 0, lastError: null, previousDelayMs: null });
 
-  it('run, acquire (and doctor’s scratch lock): --health-interval 5 s, --takeover-delay 250 ms', () => {
+  it('run, acquire (and doctor’s scratch lock): --health-interval 1.5 s, --takeover-delay 250 ms', () => {
     const o = resolveOptions(lockOptions({}, dsn, keys));
-    expect([o.healthIntervalMs, o.takeoverDelayMs]).toEqual([5000, 250]);
+    expect([o.healthIntervalMs, o.takeoverDelayMs]).toEqual([1500, 250]);
     const given = resolveOptions(lockOptions({ 'health-interval': '1s', 'takeover-delay': '0' }, dsn, keys));
     expect([given.healthIntervalMs, given.takeoverDelayMs]).toEqual([1000, 0]);
   });

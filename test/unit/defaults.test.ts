@@ -9,7 +9,7 @@ import { resolveOptions } from '../../src/core/lock-options.js';
 import { resolvePartitionOptions } from '../../src/partitions/options.js';
 
 describe('documented defaults', () => {
-  it('healthIntervalMs 5000, queryTimeoutMs 5000, waitSliceMs 30000, callbackTimeoutMs 10000, closeTimeoutMs 1000, takeoverDelayMs 250; serverReleaseMs = 2 × (5000 + 5000) = 20000 (a frozen leader is taken over within about 20 s)', () => {
+  it('healthIntervalMs 1500, queryTimeoutMs 2000, waitSliceMs 30000, callbackTimeoutMs 10000, closeTimeoutMs 1000, takeoverDelayMs 250; serverReleaseMs = 2 × (1500 + 2000) = 7000 (a frozen leader is taken over within 10 s)', () => {
     const o = resolveOptions({ key1: 1, key2: 2, connectionString: 'postgres://u@h/db' });
     expect({
       healthIntervalMs: o.healthIntervalMs,
@@ -20,13 +20,13 @@ describe('documented defaults', () => {
       takeoverDelayMs: o.takeoverDelayMs,
       serverReleaseMs: o.serverReleaseMs,
     }).toEqual({
-      healthIntervalMs: 5000,
-      queryTimeoutMs: 5000,
+      healthIntervalMs: 1500,
+      queryTimeoutMs: 2000,
       waitSliceMs: 30_000,
       callbackTimeoutMs: 10_000,
       closeTimeoutMs: 1000,
       takeoverDelayMs: 250,
-      serverReleaseMs: 20_000,
+      serverReleaseMs: 7000,
     });
   });
 });
@@ -54,7 +54,7 @@ describe('documented defaults of PartitionedLeadership (docs/partitions.md)', ()
     });
   });
 
-  it("the options shared with LeaderLock have LeaderLock's defaults (health 5000, query 5000, server release 20000, close 1000)", () => {
+  it("the options shared with LeaderLock have LeaderLock's defaults (health 1500, query 2000, server release 7000, close 1000)", () => {
     const p = resolved();
     const l = resolveOptions({ key1: 1, key2: 2, connectionString: 'postgres://u@h/db' });
     const shared = (o: typeof p | typeof l) => ({
@@ -68,9 +68,9 @@ describe('documented defaults of PartitionedLeadership (docs/partitions.md)', ()
     });
     expect(shared(p)).toEqual(shared(l));
     expect(shared(p)).toMatchObject({
-      healthIntervalMs: 5000,
-      queryTimeoutMs: 5000,
-      serverReleaseMs: 20_000,
+      healthIntervalMs: 1500,
+      queryTimeoutMs: 2000,
+      serverReleaseMs: 7000,
       closeTimeoutMs: 1000,
     });
   });
