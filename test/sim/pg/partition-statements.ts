@@ -86,15 +86,6 @@ export function executePartition(
       if (values.length > 0) return null; // LeaderLock's give notice
       return { result: giveScript(s, b, text) };
     }
-    case 'free-stranded': {
-      if (values.length !== 1) return null; // LeaderLock's
-      const pid = Number(values[0]);
-      if (pid === b.pid) {
-        s.locks.unlockAll(b);
-        return { result: row({ freed: true }) };
-      }
-      return { result: row({ freed: s.terminate(pid) }) };
-    }
     case 'watch': {
       const wait = /pg_advisory_lock\(\((-?\d+)\)::int4, \((-?\d+)\)::int4\)/.exec(text);
       if (wait) {
