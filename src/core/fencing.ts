@@ -79,7 +79,7 @@ function createTableSql(table: string): string {
  * marks the statements as the session marks its others (the lock's carry its priority).
  */
 export async function ensureFencingTable(
-  conn: Connection,
+  conn: Pick<Connection, 'simple'>,
   table: string,
   timeoutMs: number,
   tag: (sql: string) => string = (sql) => sql,

@@ -76,5 +76,21 @@ export const PROBE = `/* pgleaderlock:probe */ SELECT pg_backend_pid() AS pid,
  */
 export const PINNED = `/* pgleaderlock:pinned */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same, ${HELD_HERE} AS held`;
 
+/**
+ * Free what a lock session left on backend $3 once it proved not to be pinned to it (a
+ * pooler moved it or shares it), so that no key stays held on a pooled backend. Nothing
+ * happens unless backend $3 still holds the session's anchor key ($1, $2: the lock, or a
+ * worker's member lock): a pid that now serves another connection is never ended. On that
+ * backend itself, unlock the anchor key (twice: a grant holds the key twice,
+ * leader/sql.ts `ON_GRANT`) or, with $4, every advisory lock there (a worker's partitions
+ * too); elsewhere, terminate that backend (the role may lack the right: best effort).
+ */
+export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
+  CASE WHEN l.pid = pg_backend_pid()
+       THEN CASE WHEN $4::boolean THEN (SELECT true FROM (SELECT pg_advisory_unlock_all()) u)
+            ELSE (SELECT bool_or(pg_advisory_unlock($1::int4, $2::int4)) FROM generate_series(1, 2)) END
+       ELSE pg_terminate_backend(l.pid) END AS freed
+  FROM pg_locks l WHERE ${KEY_LOCKS} AND l.granted AND l.pid = $3`;
+
 /** The settings named in $1, as the server applied them. */
 export const READ_SETTINGS = `/* pgleaderlock:settings */ SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])`;

@@ -1,12 +1,11 @@
 /**
- * The lock's session: one {@link Connection} and the statements the lock runs on it
- * (sql.ts). On open it refuses a server in recovery and a pooler that shares backends
- * (pooler.ts), marks the session, sets the settings that bound how long the server keeps
- * a dead client's lock and reads back what was applied, listens for leadership
- * announcements, and reads who holds the lock now.
+ * The lock's session: the core lock session (core/lock-session.ts: the connection, its
+ * marker and preparation, the backend checks, the pooler guard, freeing what was left on
+ * another backend) and what LeaderLock runs on it (sql.ts): the acquisition (try or wait),
+ * the ownership check, the fencing epoch, the release with its handover, the key's channel
+ * (key-channel.ts), and who holds the lock now.
  */
 import { type ConnectFn, parseSettingMs } from '../core/connect.js';
-import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
 import {
@@ -18,9 +17,10 @@ import {
 } from '../core/handover.js';
 import { idOfSession } from '../core/identity.js';
 import { channelFor } from '../core/keys.js';
+import { LockSession } from '../core/lock-session.js';
 import type { PgpoolFront } from '../core/pgpool.js';
-import { type PoolerGuard, SHARED_BACKEND } from '../core/pooler.js';
-import { markerToken, prepareSession, unsafe } from '../core/prepare.js';
+import { SHARED_BACKEND } from '../core/pooler.js';
+import { unsafe } from '../core/prepare.js';
 import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
@@ -39,16 +39,11 @@ import type {
 import * as SQL from './sql.js';
 
 export class Session {
-  /** The session marker (sql.ts): proves each statement runs on this session's own backend. */
+  /** The session marker (statements.ts): proves each statement runs on this session's own backend. */
   private readonly token: string;
-  /** Set when a pooler is in the path (null: a direct connection). */
-  private pooler: PoolerGuard | null = null;
   /** A check under the takeover delay is running: the pooler guard's statement is marked so (`inspect`). */
   private pendingCheck = false;
-  /** Backend pid when the session was opened, and once the lock was granted. */
-  private openedPid = 0;
-  /** The pgpool-II in the path, if prepare recognised one (pgpool.ts). */
-  pgpool: PgpoolFront | null = null;
+  /** Backend pid once the lock was granted. */
   private lockedPid: number | null = null;
   private settings: AppliedSettings | null = null;
   private safety: Safety | null = null;
@@ -69,16 +64,16 @@ export class Session {
   private readonly slice: number | null;
 
   private constructor(
-    private readonly conn: Connection,
+    private readonly lock: LockSession,
     private readonly o: SessionOptions,
     /** Which host this session is on, its timeline, and what the other hosts said. */
     readonly place: SessionPlace,
   ) {
     // a seeded `random` (tests) replays a run exactly; by default the token is crypto's
     const random = o.random;
-    this.token = markerToken(random);
+    this.token = lock.token;
     this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
-    this.channel = new KeyChannel(conn, o, this.token, this.handover);
+    this.channel = new KeyChannel(lock.conn, o, this.token, this.handover);
     const w = o.waitSliceMs;
     const jitter = (random ?? Math.random)();
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + jitter * 0.2)));
@@ -102,8 +97,9 @@ export class Session {
     /** A shutdown: abandons the set-up's pooler probe. */
     signal?: AbortSignal,
   ): Promise<Session> {
-    const conn = await Connection.open(first, o);
-    const session = new Session(conn, o, where);
+    const tag = (sql: string): string => SQL.tagged(sql, SQL.markOf(o.priority, o.id));
+    const lock = await LockSession.open(first, { ...o, freeAll: false, tag });
+    const session = new Session(lock, o, where);
     try {
       if (drained) await session.channel.announceDrained(drained);
       await session.prepare(connect, signal);
@@ -116,7 +112,7 @@ export class Session {
 
   /** How other sessions know this one: its marker token and backend pid. */
   get identity(): SessionIdentity {
-    return { session: this.token, pid: this.openedPid };
+    return { session: this.token, pid: this.lock.pid };
   }
 
   /** Under the takeover delay: the holder before this session's grant announced its runs drained. */
@@ -131,15 +127,20 @@ export class Session {
 
   /** Backend pid of this session (`pg_backend_pid()` at connect). */
   get pid(): number {
-    return this.openedPid;
+    return this.lock.pid;
+  }
+
+  /** The pgpool-II in the path, if prepare recognised one (pgpool.ts). */
+  get pgpool(): PgpoolFront | null {
+    return this.lock.pgpool;
   }
 
   get dead(): boolean {
-    return this.conn.dead;
+    return this.lock.dead;
   }
 
   get cause(): Error | null {
-    return this.conn.cause;
+    return this.lock.cause;
   }
 
   /** The server's version number (server_version_num), once prepared. */
@@ -148,16 +149,13 @@ export class Session {
   }
 
   onDeath(fn: (err: Error) => void): () => void {
-    return this.conn.onDeath(fn);
+    return this.lock.onDeath(fn);
   }
 
   private async prepare(connect: EndpointConnect, signal: AbortSignal | undefined): Promise<void> {
     const slice = this.slice;
-    const prepared = await prepareSession(this.conn, {
-      token: this.token,
+    const prepared = await this.lock.prepare({
       applicationName: this.o.applicationName,
-      clock: this.o.clock,
-      queryTimeoutMs: this.o.queryTimeoutMs,
       serverReleaseMs: this.o.serverReleaseMs,
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
@@ -165,9 +163,6 @@ export class Session {
       tag: (sql) => SQL.tagged(sql, SQL.markOf(this.o.priority, this.o.id), this.pendingCheck),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
-    this.openedPid = prepared.pid;
-    this.pooler = prepared.pooler;
-    this.pgpool = prepared.pgpool;
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
     // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
     await this.channel.listen();
@@ -188,7 +183,7 @@ export class Session {
   /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
   async tryLock(): Promise<Acquired | null> {
     const sentAt = this.o.clock.now();
-    const [row] = await this.conn.query<AcquireRow>(this.tag(SQL.TRY_LOCK), this.acquireParams());
+    const [row] = await this.lock.query<AcquireRow>(this.tag(SQL.TRY_LOCK), this.acquireParams());
     return this.acquired(row, sentAt);
   }
 
@@ -204,12 +199,12 @@ export class Session {
     let rows: AcquireRow[];
     try {
       // simple protocol: behind pgpool-II, see statements.ts `inline`
-      rows = await this.conn.simple<AcquireRow>(this.tag(inline(SQL.WAIT_LOCK, this.acquireParams())), slice);
+      rows = await this.lock.simple<AcquireRow>(this.tag(inline(SQL.WAIT_LOCK, this.acquireParams())), slice);
     } catch (err) {
-      if (this.conn.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
+      if (this.lock.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
       sentAt = this.o.clock.now();
-      rows = await this.conn.query<AcquireRow>(this.tag(SQL.LATE_GRANT), this.acquireParams());
+      rows = await this.lock.query<AcquireRow>(this.tag(SQL.LATE_GRANT), this.acquireParams());
     }
     return this.acquired(rows[0], sentAt);
   }
@@ -238,19 +233,19 @@ export class Session {
     if (!row.ok) return null;
     if (row.twice !== true) {
       // a re-entrant lock on a held key cannot fail: the release's guard would be wrong
-      await this.freeStranded(row.pid);
+      await this.lock.free(row.pid);
       throw new LockError('the grant did not take the key a second time', {
         code: 'ERR_PGLEADERLOCK_UNSAFE',
       });
     }
-    if (row.pid !== this.openedPid) {
-      await this.freeStranded(row.pid);
+    if (row.pid !== this.lock.pid) {
+      await this.lock.free(row.pid);
       throw unsafe(
-        `the backend pid changed from ${this.openedPid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
+        `the backend pid changed from ${this.lock.pid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
       );
     }
     this.lockedPid = row.pid;
-    await this.verifyNotShared();
+    await this.lock.guardPooler(this.lockedPid);
     const settings = this.settings as AppliedSettings;
     const armed = settings.serverVersion >= 140000;
     const applied = { ...settings, idleSessionTimeoutMs: armed ? parseSettingMs(row.idle) : null };
@@ -271,16 +266,16 @@ export class Session {
    * client_connection_check_interval).
    */
   cancel(): Promise<void> {
-    return this.conn.cancel();
+    return this.lock.cancel();
   }
 
   /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
   async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
-      await ensureFencingTable(this.conn, table, this.o.queryTimeoutMs, (sql) => this.tag(sql));
+      await ensureFencingTable(this.lock, table, this.o.queryTimeoutMs, (sql) => this.tag(sql));
       this.fencingReady = true;
     }
-    const [row] = await this.conn.query<{ epoch: string; prev_released: boolean | null }>(
+    const [row] = await this.lock.query<{ epoch: string; prev_released: boolean | null }>(
       this.tag(bumpSql(table)),
       [...this.keys(), leaderId, this.place.timeline],
     );
@@ -308,9 +303,9 @@ export class Session {
       fencing,
       disarm: this.serverVersion >= 140000,
     });
-    const [row] = await this.conn.simple<{ ok: boolean; same: boolean }>(this.tag(sql));
+    const [row] = await this.lock.simple<{ ok: boolean; same: boolean }>(this.tag(sql));
     if (row && !row.same) {
-      await this.freeStranded(this.lockedPid);
+      await this.lock.free(this.lockedPid);
       throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
     }
     if (row?.ok) this.lockedPid = null;
@@ -324,10 +319,10 @@ export class Session {
    */
   async check(pending = false): Promise<CheckResult> {
     const text = this.tag(pending ? SQL.CHECK_PENDING : SQL.CHECK);
-    const [row] = await this.conn.query<CheckRow>(text, [...this.keys(), this.token]);
+    const [row] = await this.lock.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
-    if (!row.same || (this.lockedPid !== null && row.pid !== this.lockedPid)) {
-      await this.freeStranded(this.lockedPid);
+    if (!this.lock.ranHere(row, this.lockedPid)) {
+      await this.lock.free(this.lockedPid);
       return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
@@ -338,37 +333,11 @@ export class Session {
       };
     }
     this.pendingCheck = pending;
-    await this.verifyNotShared().finally(() => {
+    await this.lock.guardPooler(this.lockedPid).finally(() => {
       this.pendingCheck = false;
     });
     if (!this.safety) return { ok: false, reason: 'the session has not acquired the lock' };
     return { ok: true, safety: this.safety };
-  }
-
-  /** Behind a pooler, while the lock is held: the probe must not reach our backend (pooler.ts); else free it and refuse. */
-  private async verifyNotShared(): Promise<void> {
-    if (!this.pooler) return;
-    try {
-      await this.pooler.verifyHolding();
-    } catch (err) {
-      await this.freeStranded(this.lockedPid);
-      throw err;
-    }
-  }
-
-  /**
-   * This session proved not to be pinned to its backend (a pooler moved it) while the lock
-   * may be held on backend `pid`: free it there (unlock if this statement lands on it, else
-   * terminate that backend), so the key is not left held on a pooled backend. Best effort:
-   * the role may lack the right to terminate (docs/safety.md).
-   */
-  private async freeStranded(pid: number | null): Promise<void> {
-    if (pid === null) return;
-    try {
-      await this.conn.query(this.tag(SQL.FREE_STRANDED), [...this.keys(), pid]);
-    } catch {
-      // reported by the caller's error; nothing more to do here
-    }
   }
 
   /** The backend pid holding the lock now, or null if nobody does. */
@@ -378,19 +347,17 @@ export class Session {
 
   /** Who holds the lock now, if anybody. */
   private async holder(): Promise<HolderRow | undefined> {
-    const [row] = await this.conn.query<HolderRow>(this.tag(SQL.CURRENT_HOLDER), this.keys());
+    const [row] = await this.lock.query<HolderRow>(this.tag(SQL.CURRENT_HOLDER), this.keys());
     return row;
   }
 
   /** Close at once: the server releases the lock when it sees EOF. */
   destroy(reason?: Error): void {
-    this.pooler?.close();
-    this.conn.destroy(reason);
+    this.lock.destroy(reason);
   }
 
   /** Close gracefully within `closeTimeoutMs`. Idempotent. */
   close(): Promise<void> {
-    this.pooler?.close();
-    return this.conn.close();
+    return this.lock.close();
   }
 }

@@ -11,18 +11,6 @@ import { idTag } from '../core/identity.js';
 import { HELD_HERE, KEY_LOCKS, same } from '../core/statements.js';
 
 /**
- * Free the key held by backend $3 when this session has proven not to be pinned to it
- * (a pooler moved it): unlock if this statement runs there (twice: a grant holds the key
- * twice, see ON_GRANT), else terminate that backend. Nothing happens unless backend $3
- * still holds the key.
- */
-export const FREE_STRANDED = `/* pgleaderlock:free-stranded */ SELECT
-  CASE WHEN l.pid = pg_backend_pid()
-       THEN (SELECT bool_or(pg_advisory_unlock($1::int4, $2::int4)) FROM generate_series(1, 2))
-       ELSE pg_terminate_backend(l.pid) END AS freed
-  FROM pg_locks l WHERE ${KEY_LOCKS} AND l.granted AND l.pid = $3`;
-
-/**
  * What a granting statement also does, in its outer SELECT (so after the grant): take the
  * key a second time (`twice`: re-entrant, so only a count in this backend's own lock table:
  * the release's first unlock then says whether this backend still holds the key, at no

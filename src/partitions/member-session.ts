@@ -1,22 +1,20 @@
 /**
- * A worker's member session: one {@link Connection} to the primary that holds the worker's
- * member lock and its partitions' locks, listens for membership news, and bounds every
- * statement by `queryTimeoutMs`. It is prepared as a leader's session is (prepare.ts: the
- * session marker, a hot standby refused, a pooler that shares backends refused, the
- * settings that bound how long the server keeps a frozen worker's locks, read back). The
+ * A worker's member session: the core lock session (core/lock-session.ts: the connection,
+ * its marker and preparation, the backend checks, the pooler guard, freeing what was left
+ * on another backend) on the primary, holding the worker's member lock and its partitions'
+ * locks, listening for membership news, every statement bounded by `queryTimeoutMs`. The
  * server releases everything the session holds the moment it ends; the lease behind
  * `owned` comes from what the server applied (docs/safety.md).
  */
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
-import { Connection } from '../core/connection.js';
 import { ConnectionError, LockError, ShutdownError } from '../core/errors.js';
 import { ensureFencingTable } from '../core/fencing.js';
+import { type BackendRow, LockSession } from '../core/lock-session.js';
 import { PeerWatch } from '../core/peers.js';
 import type { PgpoolFront } from '../core/pgpool.js';
-import type { PoolerGuard } from '../core/pooler.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
-import { markerToken, prepareSession, unsafe } from '../core/prepare.js';
+import { unsafe } from '../core/prepare.js';
 import {
   connectFound,
   type Endpoint,
@@ -27,7 +25,7 @@ import {
 } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { refusesToJoin } from './errors.js';
-import { FREE_MOVED, MEMBER_LOCK } from './sql.js';
+import { MEMBER_LOCK } from './sql.js';
 
 export interface MemberSessionOptions {
   endpoints: readonly Endpoint[];
@@ -62,14 +60,9 @@ export interface MemberSessionOptions {
 
 export class MemberSession {
   private constructor(
-    private readonly conn: Connection,
+    private readonly lock: LockSession,
     private readonly o: MemberSessionOptions,
-    /** The session marker (sql.ts): each reconcile and take checks it. */
-    readonly token: string,
-    /** The backend this session was prepared on: each reconcile and take checks it. */
-    readonly pid: number,
     readonly safety: Safety,
-    private readonly pooler: PoolerGuard | null,
     /** The primary this session is on; the ring watch connects there too. */
     readonly endpoint: Endpoint,
     /** The server's timeline (0: unknown): the floor of fencing epochs, and what peers are compared with. */
@@ -95,19 +88,20 @@ export class MemberSession {
   }
 
   private static async openOn(o: MemberSessionOptions, found: Found): Promise<MemberSession> {
-    const conn = await Connection.open(connectFound(found), o);
-    let pooler: PoolerGuard | null = null;
+    const conn = await LockSession.open(connectFound(found), {
+      ...o,
+      key1: o.membersKey,
+      key2: o.slot,
+      freeAll: true,
+      onStatement: o.onStatement,
+    });
     try {
       for (const notice of o.drained?.(found.endpoint.label) ?? []) {
         o.onStatement();
         await conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [o.channel, notice]);
       }
-      const token = markerToken(o.random);
-      const prepared = await prepareSession(conn, {
-        token,
+      const prepared = await conn.prepare({
         applicationName: o.appName,
-        clock: o.clock,
-        queryTimeoutMs: o.queryTimeoutMs,
         serverReleaseMs: o.serverReleaseMs,
         probe: { connect: found.endpoint.connect, key1: o.membersKey, key2: o.slot },
         signal: o.signal,
@@ -115,19 +109,18 @@ export class MemberSession {
           version >= 140000 ? [['idle_session_timeout', String(Math.ceil(o.serverReleaseMs))]] : [],
         ...(o.onPgpool ? { onPgpool: o.onPgpool } : {}),
       });
-      pooler = prepared.pooler;
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
       if (o.fencingTable !== null) await ensureFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
       await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
       // a worker shut down while it reconnected joins no more (a join would move partitions twice)
       if (o.stopping?.()) throw new ShutdownError('shutdown() was called before the worker joined');
-      const [member] = await conn.query<{ got: boolean; pid: number; same: boolean }>(MEMBER_LOCK, [
+      const [member] = await conn.query<{ got: boolean } & BackendRow>(MEMBER_LOCK, [
         o.membersKey,
         o.slot,
-        token,
+        conn.token,
       ]);
-      if (!member?.same || member.pid !== prepared.pid) {
-        await conn.query(FREE_MOVED, [prepared.pid]).catch(() => {});
+      if (!member || !conn.ranHere(member)) {
+        await conn.free();
         throw unsafe(
           `the member lock was asked for on backend ${member?.pid ?? 'unknown'}, not the session's own (${prepared.pid}): ${SHARED_BACKEND}`,
         );
@@ -137,22 +130,21 @@ export class MemberSession {
           `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
         );
       }
-      return new MemberSession(
-        conn,
-        o,
-        token,
-        prepared.pid,
-        safety,
-        pooler,
-        found.endpoint,
-        found.timeline,
-        found.others,
-      );
+      return new MemberSession(conn, o, safety, found.endpoint, found.timeline, found.others);
     } catch (err) {
-      pooler?.close();
       conn.destroy();
       throw err;
     }
+  }
+
+  /** The session marker (statements.ts): each reconcile and take checks it. */
+  get token(): string {
+    return this.lock.token;
+  }
+
+  /** The backend this session was prepared on: each reconcile and take checks it. */
+  get pid(): number {
+    return this.lock.pid;
   }
 
   /**
@@ -175,27 +167,27 @@ export class MemberSession {
 
   /** Why the session ended, once it has. */
   get dead(): Error | null {
-    return this.conn.cause;
+    return this.lock.cause;
   }
 
   onDeath(fn: (err: Error) => void): () => void {
-    return this.conn.onDeath(fn);
+    return this.lock.onDeath(fn);
   }
 
   onNotify(fn: (payload: string) => void): void {
-    this.conn.onNotification(this.o.channel, fn);
+    this.lock.conn.onNotification(this.o.channel, fn);
   }
 
   /** One statement, bounded by queryTimeoutMs: past it the session is destroyed (a death). */
   query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     this.o.onStatement();
-    return this.conn.query<R>(text, values);
+    return this.lock.query<R>(text, values);
   }
 
   /** Several statements in one round trip (no parameters), bounded as `query`. */
   async script(text: string): Promise<void> {
     this.o.onStatement();
-    await this.conn.simple(text);
+    await this.lock.simple(text);
   }
 
   notify(payload: string): Promise<unknown> {
@@ -209,33 +201,29 @@ export class MemberSession {
    * the session, and refuse. Behind a pooler, also probe that no other connection reaches
    * the session's backend (pooler.ts).
    */
-  async verify(row: { pid: number; same: boolean } | undefined): Promise<void> {
-    if (!row?.same || row.pid !== this.pid) {
-      await this.query(FREE_MOVED, [this.pid]).catch(() => {});
+  async verify(row: BackendRow | undefined): Promise<void> {
+    if (!this.lock.ranHere(row)) {
+      await this.lock.free();
       const err = unsafe(
         `a statement of the member session ran on backend ${row?.pid ?? 'unknown'}, not its own (${this.pid}): ${SHARED_BACKEND}`,
       );
       this.destroy(err);
       throw err;
     }
-    if (!this.pooler) return;
     try {
-      await this.pooler.verifyHolding();
+      await this.lock.guardPooler();
     } catch (err) {
-      await this.query(FREE_MOVED, [this.pid]).catch(() => {});
       this.destroy(err as Error);
       throw err;
     }
   }
 
   destroy(err: Error = new ConnectionError('member session closed')): void {
-    this.pooler?.close();
-    this.conn.destroy(err);
+    this.lock.destroy(err);
   }
 
   /** A clean end within `closeTimeoutMs`: the server frees whatever is still held. */
   end(): Promise<void> {
-    this.pooler?.close();
-    return this.conn.close();
+    return this.lock.close();
   }
 }

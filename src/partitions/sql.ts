@@ -69,15 +69,6 @@ export const TAKE = `/* pgleaderlock:take */ SELECT pg_backend_pid() AS pid, ${s
 export const MEMBER_LOCK = `/* pgleaderlock:member */ SELECT pg_backend_pid() AS pid, ${same(3)} AS same,
   CASE WHEN ${same(3)} THEN pg_try_advisory_lock($1, $2) ELSE false END AS got`;
 
-/**
- * The member session proved not to be pinned to its own backend ($1) (a pooler shares or
- * moved it): free every lock the session took there. On that backend itself, unlock them
- * all; elsewhere, end that backend (the role may lack the right: best effort).
- */
-export const FREE_MOVED = `/* pgleaderlock:free-stranded */ SELECT CASE WHEN $1::int4 = pg_backend_pid()
-    THEN (SELECT true FROM (SELECT pg_advisory_unlock_all()) u)
-    ELSE pg_terminate_backend($1::int4) END AS freed`;
-
 /** Release the partitions in $2 held by this session, on a backend that carries its marker ($3). */
 export const GIVE = `/* pgleaderlock:give */ SELECT count(*) FILTER (WHERE CASE WHEN ${same(3)} THEN pg_advisory_unlock($1, p) ELSE false END)::int AS released FROM unnest($2::int4[]) p`;
 

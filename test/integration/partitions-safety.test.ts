@@ -6,8 +6,9 @@
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { type Endpoint, endpointsOf } from '../../src/core/primary.js';
+import { FREE_STRANDED } from '../../src/core/statements.js';
 import type { PartitionedLeadershipOptions } from '../../src/index.js';
-import { FREE_MOVED, keysOf } from '../../src/partitions/sql.js';
+import { keysOf } from '../../src/partitions/sql.js';
 import { adminQuery, databaseUrl, eventually, sessionsLike, terminate } from '../harness/db.js';
 import { interceptingConnect } from '../harness/intercept.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
@@ -164,10 +165,11 @@ describe('PartitionedLeadership callbacks', () => {
   });
 });
 
-describe('freeing what a moved member session left on its backend (FREE_MOVED)', {
+describe('freeing what a moved lock session left on its backend (core FREE_STRANDED)', {
   tags: ['pg-major'],
 }, () => {
-  async function holder(): Promise<{ client: pg.Client; pid: number }> {
+  /** A client holding (k, 1) and (k, 2): (k, 1) stands for the session's anchor key (the lock, or a member lock). */
+  async function holder(): Promise<{ client: pg.Client; pid: number; k: number }> {
     const client = new pg.Client({ connectionString: databaseUrl() });
     client.on('error', () => {});
     await client.connect();
@@ -175,7 +177,7 @@ describe('freeing what a moved member session left on its backend (FREE_MOVED)',
     const k = 700_000 + Math.floor(Math.random() * 100_000);
     await client.query('SELECT pg_advisory_lock($1, 1), pg_advisory_lock($1, 2)', [k]);
     const [row] = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
-    return { client, pid: row?.pid as number };
+    return { client, pid: row?.pid as number, k };
   }
   const heldBy = async (pid: number) =>
     (
@@ -186,22 +188,47 @@ describe('freeing what a moved member session left on its backend (FREE_MOVED)',
       )
     )[0]?.n;
 
-  it('run on the backend itself: every advisory lock there is released, the backend lives', async () => {
-    const { client, pid } = await holder();
+  it('run on the backend itself, freeing all (a worker): every advisory lock there is released, the backend lives', async () => {
+    const { client, pid, k } = await holder();
     expect(await heldBy(pid)).toBe(2);
-    await client.query(FREE_MOVED, [pid]);
+    await client.query(FREE_STRANDED, [k, 1, pid, true]);
     expect(await heldBy(pid)).toBe(0);
     expect((await client.query('SELECT 1 AS one')).rows[0]).toEqual({ one: 1 });
   });
 
+  it('run on the backend itself, not freeing all (a lock): only the anchor key is released, held twice as a grant holds it', async () => {
+    const { client, pid, k } = await holder();
+    await client.query('SELECT pg_advisory_lock($1, 1)', [k]); // the anchor twice, as ON_GRANT takes it
+    expect(await heldBy(pid)).toBe(2);
+    await client.query(FREE_STRANDED, [k, 1, pid, false]);
+    expect(await heldBy(pid)).toBe(1);
+    const [left] = (
+      await client.query<{ objid: string }>(
+        `SELECT objid::text FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`,
+      )
+    ).rows;
+    expect(left?.objid).toBe('2');
+  });
+
   it('run on another backend: that backend is terminated, and its locks with it', async () => {
-    const { pid } = await holder();
+    const { pid, k } = await holder();
     const other = new pg.Client({ connectionString: databaseUrl() });
     await other.connect();
     onTestFinished(() => other.end().catch(() => {}));
-    await other.query(FREE_MOVED, [pid]);
+    await other.query(FREE_STRANDED, [k, 1, pid, true]);
     await eventually(async () => (await heldBy(pid)) === 0, { what: 'the backend to end' });
     expect(await sessionsLike(databaseUrl(), '')).not.toContainEqual(expect.objectContaining({ pid }));
+  });
+
+  it('a backend that does not hold the anchor key (its pid reused by another connection) is left alone', async () => {
+    const { client, pid, k } = await holder();
+    const other = new pg.Client({ connectionString: databaseUrl() });
+    await other.connect();
+    onTestFinished(() => other.end().catch(() => {}));
+    const { rows } = await other.query(FREE_STRANDED, [k, 3, pid, true]);
+    expect(rows).toEqual([]);
+    expect(await heldBy(pid)).toBe(2);
+    expect((await client.query('SELECT 1 AS one')).rows[0]).toEqual({ one: 1 });
   });
 });
 

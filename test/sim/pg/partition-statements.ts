@@ -3,7 +3,7 @@
  * watch.ts, ownership.ts): the member lock, the reconcile's read of pg_locks (members and
  * the partitions this session holds), take, give (with values, and the script that
  * announces `released`, unlocks and announces `freed`), the ring watch's wait, unlock and
- * late-grant check, the pooler's FREE_MOVED, a bare LISTEN, and the two untagged
+ * late-grant check, a bare LISTEN, and the two untagged
  * statements (`SELECT pg_notify($1, $2)`, `SELECT pg_advisory_unlock($1, $2)`).
  * Returns null for a statement that is not one of these.
  */
@@ -85,15 +85,6 @@ export function executePartition(
       }
       if (values.length > 0) return null; // LeaderLock's give notice
       return { result: giveScript(s, b, text) };
-    }
-    case 'free-stranded': {
-      if (values.length !== 1) return null; // LeaderLock's
-      const pid = Number(values[0]);
-      if (pid === b.pid) {
-        s.locks.unlockAll(b);
-        return { result: row({ freed: true }) };
-      }
-      return { result: row({ freed: s.terminate(pid) }) };
     }
     case 'watch': {
       const wait = /pg_advisory_lock\(\((-?\d+)\)::int4, \((-?\d+)\)::int4\)/.exec(text);

@@ -95,8 +95,13 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
       const pid = Number(values[2]);
       const h = s.locks.holderOf(k);
       if (!h || h.pid !== pid) return { result: { rows: [] } };
-      if (h === b)
+      if (h === b) {
+        if (values[3] === true) {
+          s.locks.unlockAll(b);
+          return { result: row({ freed: true }) };
+        }
         return { result: row({ freed: [s.locks.unlock(b, k), s.locks.unlock(b, k)].some(Boolean) }) };
+      }
       return { result: row({ freed: s.terminate(pid) }) };
     }
     default:

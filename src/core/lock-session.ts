@@ -1,0 +1,180 @@
+/**
+ * A lock session, the same for every election that holds advisory locks (LeaderLock's
+ * session, a partitions worker's member session): one {@link Connection}; its session
+ * marker (statements.ts); its preparation (prepare.ts: a hot standby and a pooler that
+ * shares backends refused, the settings that bound how long the server keeps a dead
+ * client's locks, read back); the check that a statement ran on the session's own backend
+ * with its marker; behind a pooler, the guard that no other connection reaches that
+ * backend (pooler.ts); freeing what the session left on a backend it proved not to be
+ * pinned to (statements.ts `FREE_STRANDED`); and its end. Each election adds only its own
+ * statements and what it makes of their rows.
+ */
+import type pg from 'pg';
+import type { ConnectFn } from './connect.js';
+import { Connection, type ConnectionOptions } from './connection.js';
+import type { PgpoolFront } from './pgpool.js';
+import { markerToken, type Prepared, type PrepareOptions, prepareSession } from './prepare.js';
+import type { AppliedSettings } from './safety.js';
+import { FREE_STRANDED } from './statements.js';
+
+export interface LockSessionOptions extends ConnectionOptions {
+  /**
+   * The session's anchor key: the lock (LeaderLock), or the worker's member lock
+   * (partitions). Freeing what the session left on a backend happens only while that
+   * backend holds it.
+   */
+  readonly key1: number;
+  readonly key2: number;
+  /**
+   * Freeing on the session's own backend releases every advisory lock there (a worker's
+   * partitions too), not only the anchor key.
+   */
+  readonly freeAll: boolean;
+  /** The source of the session marker token (null: crypto; a seeded source replays a run exactly). */
+  readonly random?: (() => number) | null | undefined;
+  /** How the session marks its statements (LeaderLock: its priority and id, leader/sql.ts `tagged`). */
+  readonly tag?: ((sql: string) => string) | undefined;
+  /** Told of each statement this module sends on the election's behalf (the free). */
+  readonly onStatement?: (() => void) | undefined;
+}
+
+/** What the session's own preparation needs beyond the session's options (prepare.ts). */
+export type LockSessionPrepare = Omit<PrepareOptions, 'token' | 'clock' | 'queryTimeoutMs'>;
+
+/** What a statement that checks its backend reports: the backend that ran it, and whether it carries the session's marker. */
+export interface BackendRow {
+  readonly pid: number;
+  readonly same: boolean;
+}
+
+export class LockSession {
+  private marker: string | null = null;
+  private prepared: Prepared | null = null;
+
+  private constructor(
+    /** The connection, for the election's own statements. */
+    readonly conn: Connection,
+    private readonly o: LockSessionOptions,
+  ) {}
+
+  /** Open the connection (bounded by `queryTimeoutMs` and `signal`); `prepare` comes next. */
+  static async open(connect: ConnectFn, o: LockSessionOptions, signal?: AbortSignal): Promise<LockSession> {
+    return new LockSession(await Connection.open(connect, o, signal), o);
+  }
+
+  /**
+   * The session marker (16 hex digits), drawn on first use: each election draws it where it
+   * always has, so that a seeded `random` replays a run exactly.
+   */
+  get token(): string {
+    this.marker ??= markerToken(this.o.random);
+    return this.marker;
+  }
+
+  /** Mark the session, refuse what is unsafe, apply and read back the settings (prepare.ts). */
+  async prepare(p: LockSessionPrepare): Promise<Prepared> {
+    this.prepared = await prepareSession(this.conn, {
+      ...p,
+      token: this.token,
+      clock: this.o.clock,
+      queryTimeoutMs: this.o.queryTimeoutMs,
+    });
+    return this.prepared;
+  }
+
+  /** The session's own backend pid (`pg_backend_pid()` once prepared; 0 before). */
+  get pid(): number {
+    return this.prepared?.pid ?? 0;
+  }
+
+  /** The settings the server applied at preparation (null before). */
+  get settings(): AppliedSettings | null {
+    return this.prepared?.settings ?? null;
+  }
+
+  /** The pgpool-II in the path, if preparation recognised one (pgpool.ts). */
+  get pgpool(): PgpoolFront | null {
+    return this.prepared?.pgpool ?? null;
+  }
+
+  /**
+   * A statement's row shows it ran with this session's marker, on backend `pid` (the
+   * session's own by default; null: any backend that carries the marker).
+   */
+  ranHere(row: BackendRow | undefined, pid: number | null = this.pid): boolean {
+    return row?.same === true && (pid === null || row.pid === pid);
+  }
+
+  /**
+   * This session proved not to be pinned to its backend (a pooler moved or shares it) while
+   * it may hold locks on backend `pid`: free them there (statements.ts `FREE_STRANDED`: an
+   * unlock if this statement lands on it, else that backend ended). Best effort: the role
+   * may lack the right to terminate (docs/safety.md); the caller reports the refusal.
+   */
+  async free(pid: number | null = this.pid): Promise<void> {
+    if (pid === null) return;
+    const sql = this.o.tag ? this.o.tag(FREE_STRANDED) : FREE_STRANDED;
+    this.o.onStatement?.();
+    try {
+      await this.conn.query(sql, [this.o.key1, this.o.key2, pid, this.o.freeAll]);
+    } catch {
+      // reported by the caller's error; nothing more to do here
+    }
+  }
+
+  /**
+   * Behind a pooler, while locks are held: the probe must not reach this session's backend
+   * (pooler.ts `verifyHolding`). If it does, free what the session holds on backend `pid`
+   * and throw the guard's error.
+   */
+  async guardPooler(pid: number | null = this.pid): Promise<void> {
+    const pooler = this.prepared?.pooler;
+    if (!pooler) return;
+    try {
+      await pooler.verifyHolding();
+    } catch (err) {
+      await this.free(pid);
+      throw err;
+    }
+  }
+
+  get dead(): boolean {
+    return this.conn.dead;
+  }
+
+  /** Why the session ended, once it has. */
+  get cause(): Error | null {
+    return this.conn.cause;
+  }
+
+  onDeath(fn: (err: Error) => void): () => void {
+    return this.conn.onDeath(fn);
+  }
+
+  /** One statement, bounded by `queryTimeoutMs` (plus `extraMs`): past it the session is destroyed. */
+  query<R extends pg.QueryResultRow>(text: string, values: unknown[], extraMs = 0): Promise<R[]> {
+    return this.conn.query<R>(text, values, extraMs);
+  }
+
+  /** Several statements, or one with its values inline, in the simple protocol; bounded as `query`. */
+  simple<R extends pg.QueryResultRow>(text: string, extraMs = 0): Promise<R[]> {
+    return this.conn.simple<R>(text, extraMs);
+  }
+
+  /** End the running statement (a wait) within milliseconds (connection.ts `cancel`). */
+  cancel(): Promise<void> {
+    return this.conn.cancel();
+  }
+
+  /** Close at once: the server frees the session's locks when it sees EOF. */
+  destroy(reason?: Error): void {
+    this.prepared?.pooler?.close();
+    this.conn.destroy(reason);
+  }
+
+  /** Close gracefully within `closeTimeoutMs`: the server frees whatever is still held. */
+  close(): Promise<void> {
+    this.prepared?.pooler?.close();
+    return this.conn.close();
+  }
+}
