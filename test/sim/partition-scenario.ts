@@ -13,6 +13,7 @@ import { keysOf } from '../../src/partitions/sql.js';
 import type { PartitionTerm } from '../../src/partitions/terms.js';
 import { connector, type NetProfile, type SimClient } from './net.js';
 import { isLive, PartitionChecker, type Worker, workerName } from './partition-checker.js';
+import { Pooler, type PoolerProfile, poolerFor, sharesBackends } from './pooler.js';
 import { Random } from './random.js';
 import { type Backend, SimServer } from './server.js';
 import { Proc, World } from './world.js';
@@ -32,6 +33,8 @@ export interface PartitionProfile {
   net: NetProfile;
   drainMaxMs: number;
   chaosMs: number;
+  /** The pooler in the path (null: workers connect directly). */
+  pooler?: PoolerProfile | null;
 }
 
 export type PartitionStep =
@@ -114,7 +117,11 @@ export function drawPartitionPlan(rng: Random, p: PartitionProfile): PartitionSt
 
 export function describePartitionProfile(seed: number): string {
   const p = drawPartitionProfile(new Random(seed).fork());
-  return `partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms`;
+  const pool = poolerFor(seed, 2 * p.workers);
+  const via = pool
+    ? `through a ${pool.mode}-mode pooler (${pool.choice}, pool ${pool.size}, ${pool.warm} warm); `
+    : '';
+  return `${via}partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms`;
 }
 
 export interface PartitionOutcome {
@@ -132,7 +139,8 @@ export async function runPartitionScenario(
   o: { trace: boolean; drop?: ReadonlySet<number> },
 ): Promise<PartitionOutcome> {
   const root = new Random(seed);
-  const profile = drawPartitionProfile(root.fork());
+  const drawn = drawPartitionProfile(root.fork());
+  const profile = { ...drawn, pooler: poolerFor(seed, 2 * drawn.workers) };
   const fullPlan = drawPartitionPlan(root.fork(), profile);
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
@@ -176,6 +184,8 @@ export async function runPartitionScenario(
     onGap: (what) => checker.fail(`simulator gap: ${what}`),
   });
   checker.server = server;
+  const pooler = profile.pooler ? new Pooler(world, server, profile.pooler) : null;
+  checker.shared = sharesBackends(profile.pooler ?? null);
   world.log(() => `profile ${JSON.stringify(profile)}`);
   plan.forEach((s, i) => {
     world.log(() => `plan[${i}] ${JSON.stringify(s)}`);
@@ -195,7 +205,7 @@ export async function runPartitionScenario(
       watchSliceMs: p.watchSliceMs,
       drainTimeoutMs: p.drainTimeoutMs,
       callbackTimeoutMs: 5000,
-      connect: connector(world, server, netRng, p.net, proc, owner, (client) => {
+      connect: connector(world, pooler ?? server, netRng, p.net, proc, owner, (client) => {
         w.clients.push(client);
         client.onUnhandled = (err) =>
           checker.fail(
@@ -311,7 +321,8 @@ export async function runPartitionScenario(
         memberLink(w)?.link.reset();
         return;
       case 'terminate': {
-        const b = memberLink(w)?.link.backend;
+        const handle = memberLink(w)?.link.backend;
+        const b = pooler ? pooler.backendFor(handle, '', serverRng) : handle;
         if (b) server.terminate(b.pid);
         return;
       }

@@ -17,7 +17,7 @@
  * toward clients is the OS default (hours): a blackholed client is never noticed.
  */
 import { type Front, Link, type Packet } from './net.js';
-import type { Random } from './random.js';
+import { Random } from './random.js';
 import { Backend, type Peer, type ReleaseCause, type SimServer } from './server.js';
 import type { World } from './world.js';
 
@@ -39,6 +39,15 @@ export function drawPooler(rng: Random, clients: number): PoolerProfile {
   const sizes = [1, 2, 3, 4, 5, 6, 7, 8, 20];
   const size = mode === 'session' ? Math.max(rng.pick(sizes), 2 * clients + 2) : rng.pick(sizes);
   return { mode, choice: rng.pick(['mru', 'rr'] as const), size, warm: rng.pick([0, 1, size, size]) };
+}
+
+/**
+ * The pooler a scenario's candidates (or workers) connect through, or null (directly): one seed in four,
+ * from a stream of its own (the other seeds run as they did before poolers were modelled).
+ */
+export function poolerFor(seed: number, candidates: number): PoolerProfile | null {
+  const rng = new Random((seed ^ 0x5ee0f00d) >>> 0);
+  return rng.chance(0.25) ? drawPooler(rng, candidates) : null;
 }
 
 /** A shared-backend mode: session advisory locks do not exclude (the library must refuse it). */

@@ -10,7 +10,7 @@ import {
   type PartitionProfile,
   type PartitionStep,
 } from './partition-scenario.js';
-import { drawPooler, type PoolerProfile } from './pooler.js';
+import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
 
 export const KEY = { key1: 7, key2: -9 };
@@ -180,13 +180,4 @@ export function drawPlan(rng: Random, p: Profile): Step[] {
     } else steps.push({ at, op, who, ms: rng.pick([0, 0, 30]) });
   }
   return steps.sort((a, b) => a.at - b.at);
-}
-
-/**
- * The pooler a scenario's candidates connect through, or null (directly): one seed in four,
- * from a stream of its own (the other seeds run as they did before poolers were modelled).
- */
-export function poolerFor(seed: number, candidates: number): PoolerProfile | null {
-  const rng = new Random((seed ^ 0x5ee0f00d) >>> 0);
-  return rng.chance(0.25) ? drawPooler(rng, candidates) : null;
 }

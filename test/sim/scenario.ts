@@ -12,17 +12,8 @@ import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Checker } from './checker.js';
 import { connector, type SimClient } from './net.js';
 import { isPartitionSeed, runPartitionScenario } from './partition-scenario.js';
-import { clientLink, Pooler, sharesBackends } from './pooler.js';
-import {
-  drawPlan,
-  drawProfile,
-  KEY,
-  KEY_ID,
-  type Options,
-  type Outcome,
-  poolerFor,
-  type Step,
-} from './profile.js';
+import { clientLink, Pooler, poolerFor, sharesBackends } from './pooler.js';
+import { drawPlan, drawProfile, KEY, KEY_ID, type Options, type Outcome, type Step } from './profile.js';
 import { Random } from './random.js';
 import { SimServer } from './server.js';
 import { Proc, World } from './world.js';
