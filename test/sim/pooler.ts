@@ -46,6 +46,8 @@ export function drawPooler(rng: Random, clients: number): PoolerProfile {
  * from a stream of its own (the other seeds run as they did before poolers were modelled).
  */
 export function poolerFor(seed: number, candidates: number): PoolerProfile | null {
+  // SIM_POOLERS=off: every connection direct (how the seeds cited before poolers were modelled replay)
+  if (process.env.SIM_POOLERS === 'off') return null;
   const rng = new Random((seed ^ 0x5ee0f00d) >>> 0);
   return rng.chance(0.25) ? drawPooler(rng, candidates) : null;
 }
