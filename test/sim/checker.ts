@@ -10,11 +10,22 @@
  *    (docs/safety.md);
  *  - after the last fault, a leader within the bound, and no leaderless stretch after it;
  *  - after shutdown(), no open connection and no timer left.
+ * Through a pooler in session mode all of these hold as on a direct connection. Through one
+ * that shares backends (transaction or statement mode; `shared`) the server's holder is a
+ * pooled backend, not a candidate, and instead (docs/safety.md, "Poolers"):
+ *  - never two open terms or bodies (as above); a lone candidate never opens a term;
+ *  - every refusal is `ERR_PGLEADERLOCK_UNSAFE` naming the pooler mode and the way out;
+ *  - after the last fault, every running candidate is refused again within the bound, and
+ *    none is leader then (a candidate that slipped through is caught by its own check);
+ *  - after shutdown(), nothing is left held on the server (unless a candidate crashed).
  */
 
 import { type Candidate, KEY_ID, type Profile } from './scenario.js';
 import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
 import type { World } from './world.js';
+
+/** The way out every pooler refusal names (docs/safety.md, "Poolers"). */
+const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
 
 interface Body {
   cand: Candidate;
@@ -26,6 +37,8 @@ export class Checker {
   server!: SimServer;
   private readonly bodies = new Set<Body>();
   private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
+  /** Candidates connect through a pooler that shares backends. */
+  shared = false;
 
   constructor(
     private readonly world: World,
@@ -56,7 +69,12 @@ export class Checker {
     // the key left a backend: remember how, for its candidate
     const prev = this.owner(prevBackend);
     if (!prev) return;
-    prev.lastLoss = { at: this.world.now, cause };
+    // a leader behind a pooler whose check could not be completed frees the key on its own
+    // backend before it leaves LEADER (src/leader/session.ts verifyNotShared): a round trip
+    // with isLeader true and the key free (a successor's takeover delay covers it), excused
+    // below for the statement's deadline
+    const own = cause === 'unlock' && prevBackend.query.startsWith('/* pgleaderlock:free-stranded');
+    prev.lastLoss = { at: this.world.now, cause: own ? 'free-stranded' : cause };
     // taken at once while its connection is blackholed: it hears of it at its next check's
     // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
     if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
@@ -80,6 +98,19 @@ export class Checker {
 
   bodyEnd(b: Body): void {
     this.bodies.delete(b);
+  }
+
+  /** An error reported to `onError`: a refusal must name the pooler and the way out, and only happen behind one. */
+  reported(c: Candidate, e: Error): void {
+    if ((e as { code?: unknown }).code !== 'ERR_PGLEADERLOCK_UNSAFE') return;
+    const pooled = this.profile.pooler !== null;
+    const named = pooled && e.message.includes(ADVICE);
+    const allowed = this.shared || e.message.includes('could not be checked');
+    if (!named || !allowed)
+      this.fail(
+        `${c.name}: ERR_PGLEADERLOCK_UNSAFE ${this.shared ? 'without the documented advice' : `with ${pooled ? 'a session-mode pooler' : 'a direct connection'}`}: ${e.message}`,
+      );
+    c.refusedAt = this.world.now;
   }
 
   crashed(c: Candidate): void {
@@ -116,6 +147,10 @@ export class Checker {
       const lock = c.lock;
       if (!lock) continue;
       const term = lock.term;
+      if (this.shared && this.cands.length === 1 && ((term && !term.signal.aborted) || lock.isLeader)) {
+        this.fail(`${c.name}, a lone candidate, leads through a ${this.profile.pooler?.mode}-mode pooler`);
+        return;
+      }
       if (term && !term.signal.aborted) {
         if (term.id !== c.termId) {
           c.termId = term.id;
@@ -125,10 +160,12 @@ export class Checker {
       }
       if (!lock.isLeader) continue;
       leaders.push(c);
-      if (holder === c) continue;
+      if (holder === c || this.shared) continue;
       const lease = lock.safety?.leaseMs ?? 0;
       const loss = c.lastLoss;
-      if (!loss || !INSTANT.has(loss.cause as ReleaseCause) || now >= loss.at + lease) {
+      const window = loss?.cause === 'free-stranded' ? this.profile.queryTimeoutMs : lease;
+      const excused = loss?.cause === 'free-stranded' || INSTANT.has(loss?.cause as ReleaseCause);
+      if (!loss || !excused || now >= loss.at + window) {
         this.fail(
           `${c.name} isLeader while the server grants the key to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease ${lease} ms)`,
         );
@@ -155,6 +192,14 @@ export class Checker {
     const led = leaders.length > 0 && holder !== undefined && leaders.includes(holder);
     if (!someone) {
       this.stable = true; // nobody is meant to lead
+      return;
+    }
+    if (this.shared) {
+      // refused again since the quiet point, each running candidate, and nobody leading
+      const refused = this.cands.every(
+        (c) => (!c.live && !c.starting) || c.lock?.state === 'stopped' || c.refusedAt >= live.quiet,
+      );
+      if (refused && leaders.length === 0) this.stable = true;
       return;
     }
     if (!led) {
@@ -205,6 +250,9 @@ export class Checker {
     }
     if (this.bodies.size > 0)
       this.fail(`${this.bodies.size} runWhileLeader body(ies) still running after shutdown()`);
+    const h = this.server.holderOf(KEY_ID);
+    if (this.shared && h && !this.cands.some((c) => c.generation > 0 || c.crashed))
+      this.fail(`the key is left held on pooled backend ${h.pid} after every candidate shut down`);
     void this.profile;
   }
 }

@@ -8,13 +8,24 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Random } from './random.js';
-import type { Backend, ReleaseCause, Reply, SimServer } from './server.js';
+import type { Backend, ReleaseCause, Reply } from './server.js';
 import type { Proc, World } from './world.js';
 
 export interface Packet {
   notifications: { channel: string; payload: string }[];
   /** null: notifications only (an idle session). */
   reply: Reply | null;
+}
+
+/** What a client's link reaches: the server itself, or a pooler in front of it (pooler.ts). */
+export interface Front {
+  readonly up: boolean;
+  /** A connection that reached it: the session it serves the link with. */
+  open(owner: string, link: Link): Backend;
+  receive(b: Backend, text: string, values: unknown[]): void;
+  peerClosed(b: Backend, cause: ReleaseCause): void;
+  blackholed(b: Backend): void;
+  unacked(b: Backend): void;
 }
 
 /** The run's network: how long a message takes. */
@@ -34,7 +45,7 @@ export class Link {
 
   constructor(
     readonly world: World,
-    readonly server: SimServer,
+    readonly server: Front,
     readonly rng: Random,
     readonly net: NetProfile,
     readonly client: SimClient,
@@ -255,7 +266,7 @@ export class SimClient extends EventEmitter {
 /** The `connect` hook of a simulated process: a client connected after a round trip, or ECONNREFUSED. */
 export function connector(
   world: World,
-  server: SimServer,
+  server: Front,
   rng: Random,
   net: NetProfile,
   proc: Proc,

@@ -12,6 +12,10 @@
  *  - after the last fault: every partition owned by exactly one worker, each worker owning
  *    ⌊P/N⌋ or ⌈P/N⌉, held for a window without a break, within the bound;
  *  - after shutdown(): no connection, timer or body left.
+ * Through a pooler in session mode all of these hold as on a direct connection. Through one
+ * that shares backends (`shared`: transaction or statement mode), the server's holder is a
+ * pooled backend: never two bodies for one partition, a lone worker never owns a partition
+ * or runs a body, and after the last fault no worker owns any (docs/partitions.md, "Poolers").
  */
 
 import type { PartitionedLeadership } from '../../src/partitions/partitioned.js';
@@ -33,7 +37,7 @@ export interface Worker {
   lostUnheard: boolean;
   readonly stopping: Promise<unknown>[];
   /** The last time the server took a partition from it at once, by partition. */
-  readonly lastLoss: Map<number, { at: number; cause: ReleaseCause }>;
+  readonly lastLoss: Map<number, { at: number; cause: ReleaseCause; stranded?: boolean }>;
   /** Whether it is started and not shut down (what the quiet phase expects to be a member). */
   member: boolean;
   /** The step it last froze at: a freeze excuses only the bodies that started before it. */
@@ -61,6 +65,8 @@ export class PartitionChecker {
   private readonly bodies = new Set<Body>();
   private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
   stable = false;
+  /** Workers connect through a pooler that shares backends. */
+  shared = false;
   private okSince: number | null = null;
 
   constructor(
@@ -97,7 +103,10 @@ export class PartitionChecker {
     if (holder || !prev || !cause) return;
     const w = this.ownerOf(prev);
     if (!w) return;
-    w.lastLoss.set(partition, { at: this.world.now, cause });
+    // freed by the worker's own session as its pooler check could not be completed (as a
+    // LeaderLock's, checker.ts): excused for a check's length
+    const stranded = cause === 'unlock' && prev.query.startsWith('/* pgleaderlock:free-stranded');
+    w.lastLoss.set(partition, { at: this.world.now, cause, stranded });
     if (INSTANT.has(cause) && prev.link.state === 'blackhole') {
       w.lostUnheard = true;
       w.excusedUntil = Math.max(w.excusedUntil, this.world.now + this.checkMs);
@@ -151,14 +160,20 @@ export class PartitionChecker {
     const now = this.world.now;
     // owned only while granted (or within the lease after an instant loss)
     for (const w of this.workers) {
-      if (!isLive(w) || now <= w.excusedUntil) continue;
+      if (!isLive(w)) continue;
       const pl = w.pl as PartitionedLeadership;
+      if (this.shared && this.workers.length === 1 && (pl.owned.size > 0 || this.bodies.size > 0)) {
+        this.fail(`${workerName(w)}, a lone worker, owns a partition through a pooler that shares backends`);
+        return;
+      }
+      if (now <= w.excusedUntil || this.shared) continue;
       for (const p of pl.owned) {
         const h = this.holder(p);
         if (h && h.owner === workerName(w)) continue;
         const loss = w.lastLoss.get(p);
         const lease = pl.leaseExpiresAt ?? Number.NEGATIVE_INFINITY;
         if (loss && INSTANT.has(loss.cause) && now <= lease) continue;
+        if (loss?.stranded && now <= loss.at + this.checkMs) continue;
         this.fail(
           `${workerName(w)} owns partition ${p} while the server grants it to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease until ${lease})`,
         );
@@ -191,6 +206,13 @@ export class PartitionChecker {
     const live = this.live;
     if (!live || now < live.quiet) return;
     const members = this.workers.filter((w) => (w.starting && !w.crashed) || (isLive(w) && w.member));
+    if (this.shared) {
+      this.stable = this.workers.every(
+        (w) =>
+          !(w.starting && !w.crashed) && (!isLive(w) || (w.pl as PartitionedLeadership).owned.size === 0),
+      );
+      return;
+    }
     if (members.length === 0) {
       this.stable = true;
       return;

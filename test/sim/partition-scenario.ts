@@ -13,12 +13,12 @@ import { keysOf } from '../../src/partitions/sql.js';
 import type { PartitionTerm } from '../../src/partitions/terms.js';
 import { connector, type NetProfile, type SimClient } from './net.js';
 import { isLive, PartitionChecker, type Worker, workerName } from './partition-checker.js';
+import { Pooler, type PoolerProfile, poolerFor, sharesBackends } from './pooler.js';
 import { Random } from './random.js';
 import { type Backend, SimServer } from './server.js';
 import { Proc, World } from './world.js';
 
 const NAME = 'sim-partitions';
-
 export interface PartitionProfile {
   kind: 'partitions';
   workers: number;
@@ -32,6 +32,7 @@ export interface PartitionProfile {
   net: NetProfile;
   drainMaxMs: number;
   chaosMs: number;
+  pooler?: PoolerProfile | null; // null: workers connect directly
 }
 
 export type PartitionStep =
@@ -112,9 +113,19 @@ export function drawPartitionPlan(rng: Random, p: PartitionProfile): PartitionSt
   return steps.sort((a, b) => a.at - b.at);
 }
 
+/** Workers' pooler: the sharing modes only (session mode: seed 2493232885, not yet understood); a start() refused is no member. */
+function partitionPooler(seed: number, workers: number): PoolerProfile | null {
+  const pool = poolerFor(seed, 2 * workers);
+  return pool?.mode === 'session' ? null : pool;
+}
+
 export function describePartitionProfile(seed: number): string {
   const p = drawPartitionProfile(new Random(seed).fork());
-  return `partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms`;
+  const pool = partitionPooler(seed, p.workers);
+  const via = pool
+    ? `through a ${pool.mode}-mode pooler (${pool.choice}, pool ${pool.size}, ${pool.warm} warm); `
+    : '';
+  return `${via}partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms`;
 }
 
 export interface PartitionOutcome {
@@ -132,7 +143,8 @@ export async function runPartitionScenario(
   o: { trace: boolean; drop?: ReadonlySet<number> },
 ): Promise<PartitionOutcome> {
   const root = new Random(seed);
-  const profile = drawPartitionProfile(root.fork());
+  const drawn = drawPartitionProfile(root.fork());
+  const profile = { ...drawn, pooler: partitionPooler(seed, drawn.workers) };
   const fullPlan = drawPartitionPlan(root.fork(), profile);
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
@@ -176,6 +188,8 @@ export async function runPartitionScenario(
     onGap: (what) => checker.fail(`simulator gap: ${what}`),
   });
   checker.server = server;
+  const pooler = profile.pooler ? new Pooler(world, server, profile.pooler) : null;
+  checker.shared = sharesBackends(profile.pooler ?? null);
   world.log(() => `profile ${JSON.stringify(profile)}`);
   plan.forEach((s, i) => {
     world.log(() => `plan[${i}] ${JSON.stringify(s)}`);
@@ -195,7 +209,7 @@ export async function runPartitionScenario(
       watchSliceMs: p.watchSliceMs,
       drainTimeoutMs: p.drainTimeoutMs,
       callbackTimeoutMs: 5000,
-      connect: connector(world, server, netRng, p.net, proc, owner, (client) => {
+      connect: connector(world, pooler ?? server, netRng, p.net, proc, owner, (client) => {
         w.clients.push(client);
         client.onUnhandled = (err) =>
           checker.fail(
@@ -280,7 +294,10 @@ export async function runPartitionScenario(
           w.starting = false;
           w.member = true;
           w.pl ??= build(w);
-          w.pl.start().catch(swallow(`${workerName(w)} start`));
+          w.pl.start().catch((e: unknown) => {
+            if ((e as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE') w.member = false;
+            swallow(`${workerName(w)} start`)(e);
+          });
         });
         return;
       case 'shutdown':
@@ -311,7 +328,8 @@ export async function runPartitionScenario(
         memberLink(w)?.link.reset();
         return;
       case 'terminate': {
-        const b = memberLink(w)?.link.backend;
+        const h = memberLink(w)?.link.backend;
+        const b = pooler ? pooler.backendFor(h, '', serverRng) : h;
         if (b) server.terminate(b.pid);
         return;
       }

@@ -6,8 +6,7 @@
  * `pg_terminate_backend`, a restart, idle_session_timeout, keepalive, tcp_user_timeout or
  * its client gone.
  */
-import type { Link } from './net.js';
-import { Backend, type ReleaseCause, type Reply } from './pg/backend.js';
+import { Backend, type Peer, type ReleaseCause, type Reply } from './pg/backend.js';
 import type { Engine } from './pg/engine.js';
 import { LockTable } from './pg/locks.js';
 import { commitNotify, type Note } from './pg/notify.js';
@@ -16,7 +15,15 @@ import { showMs, shownQuery } from './pg/text.js';
 import type { Random } from './random.js';
 import type { World } from './world.js';
 
-export { Backend, INSTANT, type ReleaseCause, type Reply, type Result, type SqlError } from './pg/backend.js';
+export {
+  Backend,
+  INSTANT,
+  type Peer,
+  type ReleaseCause,
+  type Reply,
+  type Result,
+  type SqlError,
+} from './pg/backend.js';
 export { cleanAscii, shownApplicationName } from './pg/text.js';
 
 export interface ServerHooks {
@@ -45,7 +52,7 @@ export class SimServer implements Engine {
   }
 
   /** A new backend for a connection that reached the server. */
-  open(owner: string, link: Link): Backend {
+  open(owner: string, link: Peer): Backend {
     const b = new Backend(this.nextPid++, owner, link);
     b.lastRecv = this.world.now;
     this.backends.set(b.pid, b);
@@ -101,6 +108,17 @@ export class SimServer implements Engine {
       this.fatal(b, '57P01', 'terminating connection due to administrator command', 'terminate');
     });
     return true;
+  }
+
+  /** DISCARD ALL (a session pooler's server_reset_query): locks, marker, name, settings, LISTENs gone. */
+  discard(b: Backend, cause: ReleaseCause): void {
+    if (!b.alive) return;
+    this.locks.unlockAll(b, cause);
+    b.marker = null;
+    b.appName = '';
+    b.listening.clear();
+    for (const name of b.settings.keys()) b.settings.set(name, 0);
+    this.idle(b);
   }
 
   /** A fast shutdown: every backend is told 57P01 and ends; nothing is accepted until `start`. */

@@ -7,13 +7,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isPartitionSeed } from './partition-scenario.js';
+import { poolerFor } from './pooler.js';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
 
 const COUNT = Number(process.env.SIM_TEST_SCENARIOS ?? 1000);
 const BASE = 20_261_201;
 
 describe('deterministic simulation', () => {
-  it(`${COUNT} seeded scenarios (1–4 candidates, both modes, faults; one in five PartitionedLeadership workers): no invariant violated`, async () => {
+  it(`${COUNT} seeded scenarios (1–4 candidates, both modes, faults; one in five PartitionedLeadership workers; one in four through a pooler): no invariant violated`, async () => {
     const failures: string[] = [];
     for (let i = 0; i < COUNT; i++) {
       const seed = scenarioSeed(BASE, i);
@@ -25,16 +26,21 @@ describe('deterministic simulation', () => {
     expect(failures).toEqual([]);
   });
 
-  it('a seed replays exactly: the same trace twice (a LeaderLock and a PartitionedLeadership scenario)', async () => {
+  it('a seed replays exactly: the same trace twice (a LeaderLock and a PartitionedLeadership scenario, direct and through a transaction-mode pooler)', async () => {
     const lock = scenarioSeed(BASE, 7);
     let partitions = 0;
-    for (let i = 0; partitions === 0; i++)
-      if (isPartitionSeed(scenarioSeed(BASE, i))) partitions = scenarioSeed(BASE, i);
-    for (const seed of [lock, partitions]) {
+    let pooled = 0;
+    for (let i = 0; partitions === 0 || pooled === 0; i++) {
+      const seed = scenarioSeed(BASE, i);
+      if (isPartitionSeed(seed)) partitions ||= seed;
+      else if (poolerFor(seed, 1)?.mode === 'transaction') pooled ||= seed;
+    }
+    for (const seed of [lock, partitions, pooled]) {
       const a = await runScenario(seed, { trace: true });
       const b = await runScenario(seed, { trace: true });
       expect(a.trace?.length).toBeGreaterThan(20);
       expect(b.trace).toEqual(a.trace);
+      if (seed === pooled) expect(a.trace?.some((l) => l.includes(' pooler: '))).toBe(true);
     }
     expect(isPartitionSeed(lock)).toBe(false);
   });

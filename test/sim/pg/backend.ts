@@ -4,7 +4,16 @@
  * holds, the statement it runs, and what it knows of its socket. Also the wire types a
  * backend answers with, and why a backend stops holding a key.
  */
-import type { Link } from '../net.js';
+import type { Packet } from '../net.js';
+
+/** The other end of a backend's socket: a client's link, or a pooler's server connection (pooler.ts). */
+export interface Peer {
+  /** 'blackhole': what the backend sends is lost (and its client hears nothing). */
+  readonly state: 'open' | 'blackhole' | 'closed';
+  toClient(packet: Packet): void;
+  /** The backend exited. */
+  serverGone(): void;
+}
 
 export type Result = { rows: Record<string, unknown>[] } | { rows: Record<string, unknown>[] }[];
 export type Reply = { result: Result } | { error: SqlError };
@@ -72,7 +81,8 @@ export class Backend {
 
   constructor(
     readonly pid: number,
-    readonly owner: string,
-    readonly link: Link,
+    /** Who it serves (a pooled backend: the pooler, or the client it is pinned to in session mode). */
+    public owner: string,
+    readonly link: Peer,
   ) {}
 }

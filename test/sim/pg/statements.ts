@@ -31,6 +31,10 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
   const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1];
   const key = (): string => `${Number(values[0])}:${Number(values[1])}`;
   const same = (token: unknown): boolean => b.marker !== null && b.marker === token;
+  if (text === 'SHOW pool_version')
+    return {
+      error: { code: '42704', message: 'unrecognized configuration parameter "pool_version"', fatal: false },
+    };
   const partition = executePartition(s, b, tag, text, values);
   if (partition !== null) return partition;
   switch (tag) {
@@ -67,6 +71,10 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
       s.notify([{ channel: m[2] as string, payload: unquote(m[3] as string) }]);
       return { result: [{ rows: [] }, row({ pg_notify: '' }) as { rows: Record<string, unknown>[] }] };
     }
+    case 'probe':
+      return { result: row({ pid: b.pid, marker: b.marker || null, held: b.held.has(key()) }) };
+    case 'pinned':
+      return { result: row({ pid: b.pid, same: same(values[2]), held: b.held.has(key()) }) };
     case 'holder':
       return { result: { rows: holderRows(s.locks, key()) } };
     case 'check':
