@@ -49,8 +49,11 @@ describe('logging is silent by default (docs/observability.md, "Logging with pin
     expect(r.report.done).toBe(true);
     expect(r.code).toBe(0);
     // the events happened…
-    expect(r.report.seen).toMatchObject({ 'a:takeoverDelay': 1, 'a:released': 1, 'b:lost': 1 });
-    expect(r.report.seen?.['b:acquired']).toBeGreaterThanOrEqual(1);
+    // (a, queued again after its step-down, may lead once more after b's loss: how soon it
+    // rejoins is its back-off's first delay, 50–100 ms at the default)
+    for (const event of ['a:takeoverDelay', 'a:released', 'b:lost', 'b:acquired']) {
+      expect(r.report.seen?.[event], event).toBeGreaterThanOrEqual(1);
+    }
     console.log(`[silent] events: ${JSON.stringify(r.report.seen)}`);
     expect(r.report.seen?.['partition:run']).toBe(4);
     expect(r.report.unreachable).toMatch(/ECONNREFUSED/);
