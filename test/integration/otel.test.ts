@@ -61,7 +61,11 @@ describe('pgleaderlock/otel', () => {
       await a.start();
       expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
       await b.start();
-      await new Promise((r) => setTimeout(r, 200));
+      // b queued (its session prepared and listening) before a hands over: a fixed 200 ms
+      // was once too short on a loaded run, and b then took the lock without hearing a's
+      // release (no handoff recorded)
+      await eventually(() => b.state === 'acquiring', { what: 'b waiting for the lock' });
+      await new Promise((r) => setTimeout(r, 50));
       await a.shutdown();
       expect(await b.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
       await bad.start();
