@@ -60,11 +60,15 @@ describe('pgleaderlock/otel', () => {
     try {
       await a.start();
       expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+      // the handoff metric counts from the moment b knew another held the lock (docs): b
+      // must have learned that a leads, and be queued, before a hands over (a fixed 200 ms
+      // was too short in loaded runs: no handoff was recorded)
+      let knowsA = false;
+      b.onNewLeader((id) => {
+        if (id === a.id) knowsA = true;
+      });
       await b.start();
-      // b queued (its session prepared and listening) before a hands over: a fixed 200 ms
-      // was once too short on a loaded run, and b then took the lock without hearing a's
-      // release (no handoff recorded)
-      await eventually(() => b.state === 'acquiring', { what: 'b waiting for the lock' });
+      await eventually(() => knowsA && b.state === 'acquiring', { what: 'b knowing a leads, and waiting' });
       await new Promise((r) => setTimeout(r, 50));
       await a.shutdown();
       expect(await b.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
