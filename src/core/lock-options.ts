@@ -33,9 +33,10 @@ export interface LeaderLockOptions {
    * Opens a connected `pg.Client` (spec's `connect_fn`). Called once per connection
    * attempt; the lock owns the client it returns and closes it. Overrides
    * `connectionString`. Attach your own `'error'` listener inside if the client may
-   * fail before it is returned.
+   * fail before it is returned. A list is one hook per host, as several hosts in
+   * `connectionString`: surveyed together, the lock only on a primary.
    */
-  connect?: () => Promise<pg.Client>;
+  connect?: (() => Promise<pg.Client>) | readonly (() => Promise<pg.Client>)[];
   /** First advisory lock key: a 32-bit signed integer. Give `key1` and `key2`, or `name`. */
   key1?: number;
   /** Second advisory lock key: a 32-bit signed integer. */

@@ -26,8 +26,11 @@ export interface SharedOptions {
   connectionString?: string;
   /** Options for the default `pg.Client` (not with `connect`). */
   clientConfig?: Omit<pg.ClientConfig, 'connectionString'>;
-  /** Opens a connected `pg.Client`, which the library then owns; called for every connection. */
-  connect?: ConnectFn;
+  /**
+   * Opens a connected `pg.Client`, which the library then owns; called for every connection.
+   * A list is one hook per host, surveyed as the hosts of a connection string are.
+   */
+  connect?: ConnectFn | readonly ConnectFn[];
   /** How often ownership is checked and the lease renewed (default 1500). */
   healthIntervalMs?: number;
   /** Deadline of connecting and of each statement (default 2000). */
@@ -129,7 +132,7 @@ export function resolveShared(options: SharedOptions, appName: string): Resolved
   const unref = checkBoolean('unref', options.unref ?? false);
   const configured: Endpoint[] =
     options.connect !== undefined
-      ? [{ label: 'connect()', connect: hookConnect(checkFunction('connect', options.connect)) }]
+      ? hookEndpoints(options.connect)
       : endpointsOf(options, appName, queryTimeoutMs);
   // every connection opened (sessions, survey, probes, standby and peer watches) obeys `unref`
   const endpoints = unref ? configured.map((e) => ({ ...e, connect: unrefConnect(e.connect) })) : configured;
@@ -148,9 +151,37 @@ export function resolveShared(options: SharedOptions, appName: string): Resolved
   };
 }
 
-/** The `connect` hook, called as the user wrote it: with no argument. */
+/**
+ * The endpoints of a `connect` option: one hook, or a list of hooks, one per host (as the
+ * hosts of a connection string: surveyed together, the lock only on a primary, the others
+ * watched for a promotion).
+ */
+export function hookEndpoints(connect: ConnectFn | readonly ConnectFn[]): Endpoint[] {
+  if (typeof connect === 'function') return [{ label: 'connect()', connect: hookConnect(connect) }];
+  if (!Array.isArray(connect) || connect.length === 0) {
+    throw new TypeError(
+      `connect must be a function or a non-empty array of functions, received ${show(connect)}`,
+    );
+  }
+  return connect.map((fn: unknown, i) => ({
+    label: `connect[${i}]`,
+    connect: hookConnect(checkFunction(`connect[${i}]`, fn as ConnectFn)),
+  }));
+}
+
+/**
+ * The `connect` hook, called as the user wrote it: with no argument. The client it returns
+ * gets a placeholder 'error' listener, as the default connection's does, until a session
+ * attaches its own: a survey's client waits for the other hosts' answers (up to
+ * SURVEY_GRACE_MS) with none, and a FATAL then (a shutdown) would crash the process.
+ */
 export function hookConnect(hook: ConnectFn): Endpoint['connect'] {
-  return () => hook();
+  return async () => {
+    const client: unknown = await hook();
+    if (isClient(client) && typeof client.listenerCount === 'function' && client.listenerCount('error') === 0)
+      client.on('error', () => {});
+    return client as pg.Client;
+  };
 }
 
 function unrefConnect(connect: Endpoint['connect']): Endpoint['connect'] {

@@ -12,7 +12,7 @@ import { ConnectionError, describe } from '../core/errors.js';
 import { idOfSession } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
-import { hookConnect } from '../core/shared-options.js';
+import { hookEndpoints } from '../core/shared-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';
 import { PENDING_STATEMENT, priorityOf } from './sql.js';
@@ -22,7 +22,7 @@ export interface InspectOptions {
   /** As for LeaderLock, several hosts included (the primary among them is inspected). */
   connectionString?: string;
   /** Opens a connected client; inspect closes it. */
-  connect?: () => Promise<pg.Client>;
+  connect?: (() => Promise<pg.Client>) | readonly (() => Promise<pg.Client>)[];
   /** First advisory lock key (with `key2`, or give `name`). */
   key1?: number;
   /** Second advisory lock key. */
@@ -116,7 +116,7 @@ export async function inspect(options: InspectOptions): Promise<LockInspection> 
   const timeoutMs =
     options.timeoutMs === undefined ? 5000 : checkPositiveDuration('timeoutMs', options.timeoutMs);
   const endpoints: Endpoint[] = options.connect
-    ? [{ label: 'connect()', connect: hookConnect(options.connect) }]
+    ? hookEndpoints(options.connect)
     : endpointsOf(
         options.connectionString === undefined ? {} : { connectionString: options.connectionString },
         'pgleaderlock-inspect',

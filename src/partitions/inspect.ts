@@ -7,7 +7,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
 import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
-import { hookConnect } from '../core/shared-options.js';
+import { hookEndpoints } from '../core/shared-options.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 
 /** Options of `PartitionedLeadership.inspect()`: where, and which group. */
@@ -17,7 +17,7 @@ export interface PartitionInspectOptions {
   /** Options for the default `pg.Client` (not with `connect`). */
   clientConfig?: Omit<pg.ClientConfig, 'connectionString'>;
   /** Opens a connected client; inspect closes it. */
-  connect?: ConnectFn;
+  connect?: ConnectFn | readonly ConnectFn[];
   /** The group's name, as its workers give it. */
   name: string;
   /** The group's partition count, as its workers give it. */
@@ -50,7 +50,7 @@ export interface PartitionInspection {
 export async function inspectPartitions(o: PartitionInspectOptions): Promise<PartitionInspection> {
   const timeoutMs = o.timeoutMs ?? 5000;
   const endpoints: Endpoint[] = o.connect
-    ? [{ label: 'connect()', connect: hookConnect(o.connect) }]
+    ? hookEndpoints(o.connect)
     : endpointsOf(o, 'pgleaderlock-inspect', timeoutMs);
   const clock = o.clock ?? systemClock;
   const found = await findPrimaryOnly(endpoints, { clock, queryTimeoutMs: timeoutMs });

@@ -21,7 +21,7 @@ export interface LeaderWatchOptions {
   /** Extra `pg.Client` settings for the default connection (not with `connect`). */
   clientConfig?: Omit<pg.ClientConfig, 'application_name' | 'connectionString'>;
   /** Opens a connected `pg.Client`, which the watch then owns; called once per connection attempt. */
-  connect?: () => Promise<pg.Client>;
+  connect?: (() => Promise<pg.Client>) | readonly (() => Promise<pg.Client>)[];
   /** First advisory lock key of the watched lock: a 32-bit signed integer. Give `key1` and `key2`, or `name`. */
   key1?: number;
   /** Second advisory lock key: a 32-bit signed integer. */

@@ -10,6 +10,12 @@
  *    (docs/safety.md);
  *  - after the last fault, a leader within the bound, and no leaderless stretch after it;
  *  - after shutdown(), no open connection and no timer left.
+ * With a standby and a promotion (failover.ts) all of these hold across both servers (a
+ * candidate leads where a server grants it the key), and (docs/safety.md, "Primary
+ * failover"): no term is open on a standby; a term on an old primary ends within
+ * PEER_BOUND_MS plus a round trip of the newer primary becoming reachable (of its thaw, for
+ * a process frozen meanwhile); never two open terms or bodies, the old primary kept running
+ * included; after the last fault, a leader on the newest primary within the bound.
  * Through a pooler in session mode all of these hold as on a direct connection. Through one
  * that shares backends (transaction or statement mode; `shared`) the server's holder is a
  * pooled backend, not a candidate, and instead (docs/safety.md, "Poolers"):
@@ -20,6 +26,7 @@
  *  - after shutdown(), nothing is left held on the server (unless a candidate crashed).
  */
 
+import type { Cluster } from './failover.js';
 import { type Candidate, KEY_ID, type Profile } from './scenario.js';
 import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
 import type { World } from './world.js';
@@ -35,6 +42,10 @@ interface Body {
 export class Checker {
   readonly violations: string[] = [];
   server!: SimServer;
+  /** Every server (the first: `server`); with a standby, the cluster and how soon a leader sees a promotion. */
+  servers: SimServer[] = [];
+  cluster: Cluster | null = null;
+  peerSeenMs = 0;
   private readonly bodies = new Set<Body>();
   private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
   /** Candidates connect through a pooler that shares backends. */
@@ -60,9 +71,9 @@ export class Checker {
     return b ? this.cands.find((c) => c.name === b.owner && !c.crashed) : undefined;
   }
 
-  holderChanged(holder: Backend | null, cause: ReleaseCause | null): void {
-    const prevBackend = this.current;
-    this.current = holder;
+  holderChanged(holder: Backend | null, cause: ReleaseCause | null, server: SimServer = this.server): void {
+    const prevBackend = this.current.get(server) ?? null;
+    this.current.set(server, holder);
     const granted = this.owner(holder);
     if (granted) granted.lostUnheard = false;
     if (holder || !prevBackend || !cause) return;
@@ -88,7 +99,7 @@ export class Checker {
     const p = this.profile;
     return p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
   }
-  private current: Backend | null = null;
+  private readonly current = new Map<SimServer, Backend | null>();
 
   bodyStart(cand: Candidate): Body {
     const b = { cand, start: this.world.now };
@@ -103,6 +114,8 @@ export class Checker {
   /** An error reported to `onError`: a refusal must name the pooler and the way out, and only happen behind one. */
   reported(c: Candidate, e: Error): void {
     if ((e as { code?: unknown }).code !== 'ERR_PGLEADERLOCK_UNSAFE') return;
+    // the split-brain guard ends a term on an old primary with this code (docs/safety.md)
+    if (this.cluster && e.message.includes('a standby was promoted')) return;
     const pooled = this.profile.pooler !== null;
     const named = pooled && e.message.includes(ADVICE);
     const allowed = this.shared || e.message.includes('could not be checked');
@@ -124,8 +137,13 @@ export class Checker {
   thawed(c: Candidate): void {
     // thawed, its timers run first and it reads what came: a lapsed lease or a loss it can
     // read ends the term at once, the work stops within the drain; a loss it cannot hear
-    // (blackholed) shows at its next check's deadline
-    c.excusedUntil = this.world.now + (c.lostUnheard ? this.checkMs() : this.profile.drainMaxMs + 1);
+    // (blackholed) shows at its next check's deadline; a promotion it could not see while
+    // frozen, within its peer watch's bound (the term), and the drain (the work)
+    const held = this.servers.find((s) => this.owner(s.holderOf(KEY_ID)) === c);
+    const unseen = held && this.cluster?.superseded(held) ? this.peerSeenMs + this.profile.drainMaxMs : 0;
+    c.thawedAt = this.world.now;
+    c.excusedUntil =
+      this.world.now + Math.max(unseen, c.lostUnheard ? this.checkMs() : this.profile.drainMaxMs + 1);
   }
 
   /**
@@ -138,8 +156,12 @@ export class Checker {
 
   check(): void {
     const now = this.world.now;
-    const h = this.server.holderOf(KEY_ID);
-    const holder = this.owner(h);
+    const hs = this.servers.map((s) => s.holderOf(KEY_ID));
+    const holders = hs.map((x) => this.owner(x));
+    // the leader the quiet phase waits for: on the newest primary
+    const newest = this.cluster ? this.servers.indexOf(this.cluster.newest() ?? this.server) : 0;
+    const h = hs[newest] ?? null;
+    const holder = holders[newest];
     const leaders: Candidate[] = [];
     const terms: Candidate[] = [];
     for (const c of this.cands) {
@@ -157,10 +179,11 @@ export class Checker {
           c.termOpenedAt = now;
         }
         if (now > c.excusedUntil) terms.push(c);
+        if (this.cluster && this.oldTerm(c, holders, now)) return;
       }
       if (!lock.isLeader) continue;
       leaders.push(c);
-      if (holder === c || this.shared) continue;
+      if (holders.includes(c) || this.shared) continue;
       const lease = lock.safety?.leaseMs ?? 0;
       const loss = c.lastLoss;
       const window = loss?.cause === 'free-stranded' ? this.profile.queryTimeoutMs : lease;
@@ -208,6 +231,28 @@ export class Checker {
     }
     this.ledSince ??= now;
     if (now - this.ledSince >= live.holdMs) this.stable = true;
+  }
+
+  /**
+   * A failover's claims about an open term (docs/safety.md, "Primary failover"): never on a
+   * standby; on an old primary, not past PEER_BOUND_MS plus a round trip of the newer
+   * primary becoming reachable (or of the candidate's thaw). True when it failed.
+   */
+  private oldTerm(c: Candidate, holders: (Candidate | undefined)[], now: number): boolean {
+    const i = holders.indexOf(c);
+    const s = this.servers[i];
+    if (!s || !this.cluster) return false;
+    if (s.recovery) {
+      this.fail(`${c.name} has an open term on server ${i}, a standby`);
+      return true;
+    }
+    if (!this.cluster.superseded(s) || now <= c.excusedUntil) return false;
+    const since = Math.max(this.cluster.newestSince, c.thawedAt);
+    if (now <= since + this.peerSeenMs) return false;
+    this.fail(
+      `${c.name}'s term on server ${i} (timeline ${s.timeline}) is still open ${(now - since).toFixed(1)} ms after a newer primary became reachable (bound ${this.peerSeenMs.toFixed(1)} ms: PEER_BOUND_MS plus a round trip)`,
+    );
+    return true;
   }
 
   /** A fault lasts until `t` (a freeze on a grant): the quiet phase starts no earlier. */

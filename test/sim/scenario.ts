@@ -10,12 +10,13 @@ import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../.
 import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Checker } from './checker.js';
-import { connector, type SimClient } from './net.js';
+import { Cluster, FAILOVER_SPIKE_MS, FOLLOWER, failoverBoundMs, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
+import { connector, type Front, type SimClient } from './net.js';
 import { isPartitionSeed, runPartitionScenario } from './partition-scenario.js';
 import { clientLink, Pooler, poolerFor, sharesBackends } from './pooler.js';
 import { drawPlan, drawProfile, KEY, KEY_ID, type Options, type Outcome, type Step } from './profile.js';
 import { Random } from './random.js';
-import { SimServer } from './server.js';
+import { type Backend, type ReleaseCause, SimServer } from './server.js';
 import { Proc, World } from './world.js';
 
 export {
@@ -43,6 +44,8 @@ export class Candidate {
   /** The lock's term as last seen, and when it opened. */
   termId = 0;
   termOpenedAt = 0;
+  /** When it last thawed from a freeze. */
+  thawedAt = Number.NEGATIVE_INFINITY;
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
   lastLoss: { at: number; cause: string } | null = null;
@@ -83,8 +86,15 @@ export async function runScenario(
   if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
   const root = new Random(seed);
   const drawn = drawProfile(root.fork(), o);
-  const profile = { ...drawn, pooler: poolerFor(seed, drawn.candidates.length) };
-  const fullPlan = drawPlan(root.fork(), profile);
+  const pooled = { ...drawn, pooler: poolerFor(seed, drawn.candidates.length) };
+  // a standby and a promotion in some scenarios (failover.ts): the key only where drawn, so
+  // that the other seeds' traces stay as they were
+  const failover = failoverFor(seed, pooled.pooler !== null, drawn.candidates.length);
+  const profile = failover
+    ? { ...pooled, failover, net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) } }
+    : pooled;
+  const drawnPlan = drawPlan(root.fork(), profile);
+  const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
   const serverRng = root.fork();
@@ -93,14 +103,15 @@ export async function runScenario(
   const world = new World(o.trace);
   const cands = profile.candidates.map((c, i) => new Candidate(i, c.id, c.priority, world));
   const checker = new Checker(world, profile, cands);
-  const server = new SimServer(world, serverRng, {
-    onHolder: (key, holder, cause) => {
+  const hooks = (n: number) => ({
+    onHolder: (key: string, holder: Backend | null, cause: ReleaseCause | null) => {
+      const at = n === 0 ? '' : ` on server ${n}`;
       world.log(
         () =>
-          `server: ${key} ${holder ? `granted to ${holder.owner} pid ${holder.pid}` : `freed (${cause})`}`,
+          `server: ${key} ${holder ? `granted to ${holder.owner} pid ${holder.pid}` : `freed (${cause})`}${at}`,
       );
       if (key !== KEY_ID) return;
-      checker.holderChanged(holder, cause);
+      checker.holderChanged(holder, cause, servers[n]);
       // an armed freezeOnGrant: frozen now, before the process reads its grant; maybe
       // blackholed as it thaws (it reads the grant, then hears nothing more)
       const c = holder ? cands.find((x) => x.name === holder.owner && !x.crashed) : undefined;
@@ -110,9 +121,21 @@ export async function runScenario(
         c.freezeOnGrant = 0;
       }
     },
-    onGap: (what) => checker.fail(`simulator gap: ${what}`),
+    onGap: (what: string) => checker.fail(`simulator gap: ${what}`),
   });
+  const servers: SimServer[] = [];
+  const server = new SimServer(world, serverRng, hooks(0));
+  servers.push(server);
+  const cluster = failover ? new Cluster(world, servers) : null;
+  if (failover) {
+    const standby = new SimServer(world, failoverRandom(seed), hooks(1), 5000);
+    standby.recovery = true;
+    servers.push(standby);
+  }
   checker.server = server;
+  checker.servers = servers;
+  checker.cluster = cluster;
+  checker.peerSeenMs = peerSeenMs(profile.net.baseMs + profile.net.spikeMs);
   // the pooler in the path, if any (pooler.ts); through a sharing one, the lock must refuse
   const pooler = profile.pooler ? new Pooler(world, server, profile.pooler) : null;
   checker.shared = sharesBackends(profile.pooler);
@@ -137,6 +160,14 @@ export async function runScenario(
   const build = (c: Candidate): LeaderLock => {
     const proc = c.proc;
     const owner = c.name;
+    const connectTo = (front: Front) =>
+      connector(world, front, netRng, profile.net, proc, owner, (client) => {
+        c.clients.push(client);
+        client.onUnhandled = (err) =>
+          checker.fail(
+            `${owner}: an 'error' with no listener (the process would crash): ${err.message}; the client ran ${JSON.stringify(client.history)}, its listeners: ${client.eventNames().join(',')}`,
+          );
+      });
     const lock = new LeaderLock({
       ...KEY,
       id: c.id,
@@ -149,13 +180,7 @@ export async function runScenario(
       takeoverDelayMs: profile.takeoverDelayMs,
       callbackTimeoutMs: 5000,
       retryStrategy: retry(),
-      connect: connector(world, pooler ?? server, netRng, profile.net, proc, owner, (client) => {
-        c.clients.push(client);
-        client.onUnhandled = (err) =>
-          checker.fail(
-            `${owner}: an 'error' with no listener (the process would crash): ${err.message}; the client ran ${JSON.stringify(client.history)}, its listeners: ${client.eventNames().join(',')}`,
-          );
-      }) as never,
+      connect: (cluster ? servers.map(connectTo) : connectTo(pooler ?? server)) as never,
       clock: proc.clock,
       random: () => libRng.next(),
       unref: true,
@@ -191,10 +216,18 @@ export async function runScenario(
 
   const target = (who: number): Candidate | undefined => {
     if (who >= 0) return cands[who];
+    const held = (c: Candidate) => servers.some((s) => s.holderOf(KEY_ID)?.owner === c.name);
+    const followers = cands.filter((c) => c.live && !held(c));
+    if (who === FOLLOWER) return pickRng.pick(followers.length > 0 ? followers : cands);
     const h = server.holderOf(KEY_ID);
     return cands.find((c) => h && c.name === h.owner) ?? pickRng.pick(cands);
   };
-  const lockLink = (c: Candidate): SimClient | undefined => [...c.clients].reverse().find((x) => !x.ended);
+  // with a standby, a leader's to the server that grants it the key (not its peer watch's:
+  // a peer it cannot reach proves nothing, docs/safety.md)
+  const lockLink = (c: Candidate): SimClient | undefined => {
+    const at = servers.length > 1 ? servers.find((s) => s.holderOf(KEY_ID)?.owner === c.name) : undefined;
+    return [...c.clients].reverse().find((x) => !x.ended && (!at || x.link.server === at));
+  };
   const swallow = (what: string) => (e: unknown) =>
     world.log(() => `${what} rejected: ${e instanceof Error ? e.message : String(e)}`);
 
@@ -216,14 +249,15 @@ export async function runScenario(
   let quietAt = 0;
   const run = (s: Step): void => {
     world.log(() => `do ${JSON.stringify(s)}`);
-    if (s.op === 'restart') {
+    if (s.op === 'restart' && cluster) cluster.restart(s.ms);
+    else if (s.op === 'restart') {
       server.stop();
       world.schedule(s.ms, null, 'server', () => {
         server.start();
         world.log('server up');
       });
-      return;
     }
+    if (s.op === 'restart') return;
     const c = target(s.who);
     if (!c) return;
     // an operation runs in the candidate's process: held while it is frozen
@@ -288,9 +322,9 @@ export async function runScenario(
         lockLink(c)?.link.reset();
         return;
       case 'terminate': {
-        const handle = lockLink(c)?.link.backend;
-        const b = pooler ? pooler.backendFor(handle, KEY_ID, pickRng) : handle;
-        if (b) server.terminate(b.pid);
+        const link = lockLink(c)?.link;
+        const b = pooler ? pooler.backendFor(link?.backend ?? null, KEY_ID, pickRng) : link?.backend;
+        if (b) (pooler || !link ? server : (link.server as SimServer)).terminate(b.pid);
         return;
       }
     }
@@ -301,6 +335,10 @@ export async function runScenario(
     const end = s.op === 'restart' || s.op === 'freeze' ? s.at + (s.ms ?? 0) : s.at;
     // an armed freezeOnGrant fires at the next grant (the quiet phase waits for it to end, below)
     quietAt = Math.max(quietAt, end);
+  }
+  if (failover) {
+    cluster?.schedule(failover, (t) => checker.faultUntil(t));
+    quietAt = Math.max(quietAt, failover.at);
   }
   // quiet: no more faults or operations; a leader must come within the bound and stay
   const p = profile;
@@ -315,7 +353,8 @@ export async function runScenario(
     p.retry.maxMs +
     p.healthIntervalMs +
     40 * maxDelay +
-    100;
+    100 +
+    (failover ? failoverBoundMs(p.takeoverDelayMs, maxDelay) : 0);
   const hold = Math.max(3 * p.healthIntervalMs, p.mode === 'wait' ? 1.5 * p.waitSliceMs : 0, 500);
   checker.liveness(quietAt, bound, hold);
   world.schedule(quietAt, null, 'server', () => {

@@ -35,7 +35,11 @@ export interface ServerHooks {
 
 export class SimServer implements Engine {
   up = true;
-  private nextPid = 100;
+  /** A hot standby (pg_is_in_recovery()): it grants advisory locks, refuses LISTEN and NOTIFY (25006). */
+  recovery = false;
+  /** The timeline a primary is on; a promotion starts a newer one. */
+  timeline = 1;
+  private nextPid: number;
   readonly backends = new Map<number, Backend>();
   readonly locks: LockTable;
 
@@ -43,7 +47,10 @@ export class SimServer implements Engine {
     readonly world: World,
     private readonly rng: Random,
     private readonly hooks: ServerHooks,
+    /** Its first backend's pid (a second server's pids differ from the first's). */
+    firstPid = 100,
   ) {
+    this.nextPid = firstPid;
     this.locks = new LockTable(world, rng, (key, holder, cause) => hooks.onHolder(key, holder, cause));
   }
 
@@ -55,6 +62,7 @@ export class SimServer implements Engine {
   open(owner: string, link: Peer): Backend {
     const b = new Backend(this.nextPid++, owner, link);
     b.lastRecv = this.world.now;
+    b.startedAt = this.world.now;
     this.backends.set(b.pid, b);
     this.idle(b);
     return b;
@@ -131,6 +139,12 @@ export class SimServer implements Engine {
 
   start(): void {
     this.up = true;
+  }
+
+  /** pg_promote(): out of recovery, on a new timeline; its sessions and their locks stay. */
+  promote(timeline: number): void {
+    this.recovery = false;
+    this.timeline = timeline;
   }
 
   /** The server's side of a blackholed connection: nothing arrives; keepalive or tcp_user_timeout end it. */

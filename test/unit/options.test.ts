@@ -46,6 +46,16 @@ describe('option validation', () => {
     expect(() => make(opts as Partial<LeaderLockOptions>)).toThrow(message);
   });
 
+  it('connect may be a list, one hook per host; an empty list or a non-function in it is refused', () => {
+    const hook = async () => ({}) as never;
+    const bare = { connectionString: undefined };
+    expect(() => make({ ...bare, connect: [hook, hook] })).not.toThrow();
+    expect(() => make({ ...bare, connect: [] })).toThrow(/connect must be a function or a non-empty array/);
+    expect(() => make({ ...bare, connect: [hook, 'h2'] as never })).toThrow(
+      /connect\[1\] must be a function, received "h2"/,
+    );
+  });
+
   it('accepts the extremes of the key range and a null grace', () => {
     expect(() => make({ key1: -2_147_483_648, key2: 2_147_483_647, reconnectGraceMs: null })).not.toThrow();
   });

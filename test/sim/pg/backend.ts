@@ -76,6 +76,8 @@ export class Backend {
   peerGone = false;
   idleEpoch = 0;
   lastRecv = 0;
+  /** When the session started (pg_stat_activity.backend_start). */
+  startedAt = 0;
   /** Blackhole: when the first byte it sent went unacknowledged. */
   firstUnacked: number | null = null;
 

@@ -12,6 +12,9 @@ export interface Engine {
   readonly world: World;
   readonly locks: LockTable;
   readonly backends: Map<number, Backend>;
+  /** In recovery (a hot standby), and the timeline it is on as a primary. */
+  readonly recovery: boolean;
+  readonly timeline: number;
   /** The statement of `b` ends with `reply`. */
   finish(b: Backend, reply: Reply): void;
   /** set_config(name, value, false): the value as the server shows it. */

@@ -37,16 +37,23 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
     };
   const partition = executePartition(s, b, tag, text, values);
   if (partition !== null) return partition;
+  const refused = s.recovery ? duringRecovery(tag, text) : null;
+  if (refused) return { error: { code: '25006', message: `cannot execute ${refused} during recovery`, fatal: false } };
+  const timeline = s.recovery ? null : s.timeline;
   switch (tag) {
     case 'survey':
-      return { result: row({ recovery: false, system_id: 'sim', timeline: 1 }) };
+      return { result: row({ recovery: s.recovery, system_id: 'sim', timeline }) };
+    case 'peer':
+      return { result: row({ recovery: s.recovery, timeline }) };
+    case 'leader-watch':
+      return leaderWatch(s, b, text);
     case 'prepare':
       b.marker = String(values[0]);
       b.appName = shownApplicationName(String(values[1]));
       return {
         result: row({
           version: 160000,
-          recovery: false,
+          recovery: s.recovery,
           pid: b.pid,
           server_addr: null,
           server_port: null,
@@ -80,11 +87,13 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
     case 'check':
     case 'pending':
       return {
-        result: row({ pid: b.pid, same: same(values[2]), held: b.held.has(key()), recovery: false }),
+        result: row({ pid: b.pid, same: same(values[2]), held: b.held.has(key()), recovery: s.recovery }),
       };
     case 'try-lock':
-    case 'late-grant':
-      return { result: row(acquire(s, b, tag, values)) };
+    case 'late-grant': {
+      const r = acquire(s, b, tag, values);
+      return r.ok === true && s.recovery ? NOTIFY_IN_RECOVERY : { result: row(r) };
+    }
     case 'wait-lock':
       return waitLock(s, b, uninline(WAIT_LOCK, text));
     case 'release':
@@ -117,6 +126,44 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
   }
 }
 
+/**
+ * What a hot standby refuses of a statement (SQLSTATE 25006, "cannot execute … during
+ * recovery", before it runs: nothing of it happens): LISTEN, and NOTIFY (pg_notify() checks
+ * it too; the release's is taken as refused before its unlock). Advisory locks are granted
+ * there as on a primary (they are not WAL-logged): see NOTIFY_IN_RECOVERY.
+ */
+function duringRecovery(tag: string | undefined, text: string): string | null {
+  if (/\bLISTEN \w/.test(text)) return 'LISTEN';
+  if (tag === 'waiting' || tag === 'drained' || tag === 'give' || tag === 'release') return 'NOTIFY';
+  return null;
+}
+
+/**
+ * A grant on a standby: the lock is taken (and taken twice, ON_GRANT's `twice`), then the
+ * statement's pg_notify fails; session advisory locks outlive the failed statement.
+ */
+const NOTIFY_IN_RECOVERY: Reply = {
+  error: { code: '25006', message: 'cannot execute NOTIFY during recovery', fatal: false },
+};
+
+/** A LeaderWatch's statements (src/watch/session.ts): its name and LISTEN, or the holder read. */
+function leaderWatch(s: Engine, b: Backend, text: string): Reply {
+  const listen = new RegExp(`set_config\\('application_name', (${LIT}), false\\); LISTEN (\\w+)$`).exec(text);
+  if (listen) {
+    b.appName = shownApplicationName(unquote(listen[1] as string));
+    b.listening.add(listen[2] as string);
+    return { result: [{ rows: [{ set_config: b.appName }] }, { rows: [] }] };
+  }
+  const keys = /l\.classid = \((-?\d+)\)::int4::oid AND l\.objid = \((-?\d+)\)::int4::oid/.exec(text);
+  if (!keys) throw new Error(`sim: unparsed leader-watch statement: ${text.slice(0, 120)}`);
+  const h = s.locks.holderOf(`${Number(keys[1])}:${Number(keys[2])}`);
+  const none = { held: null, application_name: null, backend_start: null, query: null };
+  const held = h
+    ? { held: true, application_name: h.appName, backend_start: new Date(EPOCH_MS + h.startedAt), query: h.query }
+    : none;
+  return { result: row({ recovery: s.recovery, ...held }) };
+}
+
 /** sql.ts ON_GRANT, after a grant: the key a second time, idle_session_timeout, the acquired event, the times. */
 function onGrant(s: Engine, b: Backend, values: unknown[], startedAt: number): Record<string, unknown> {
   const twice = s.locks.tryLock(b, `${Number(values[0])}:${Number(values[1])}`);
@@ -126,7 +173,7 @@ function onGrant(s: Engine, b: Backend, values: unknown[], startedAt: number): R
     typeof values[4] === 'string' && typeof values[5] === 'string'
       ? [{ channel: values[5], payload: values[4] }]
       : [];
-  s.notify(notes);
+  if (!s.recovery) s.notify(notes);
   return {
     twice,
     idle,
@@ -160,11 +207,12 @@ function waitLock(s: Engine, b: Backend, values: unknown[]): Reply | 'wait' {
   const startedAt = s.world.now;
   const base = { pid: b.pid, same, held_before: heldBefore };
   if (!same || heldBefore) return { result: row({ ...base, ok: false, ...NO_GRANT }) };
-  if (s.locks.tryLock(b, key))
-    return { result: row({ ...base, ok: true, ...onGrant(s, b, values, startedAt) }) };
-  queueFor(s, b, key, startedAt, () =>
-    s.finish(b, { result: row({ ...base, ok: true, ...onGrant(s, b, values, startedAt) }) }),
-  );
+  const granted = (): Reply => {
+    const r = onGrant(s, b, values, startedAt);
+    return s.recovery ? NOTIFY_IN_RECOVERY : { result: row({ ...base, ok: true, ...r }) };
+  };
+  if (s.locks.tryLock(b, key)) return granted();
+  queueFor(s, b, key, startedAt, () => s.finish(b, granted()));
   return 'wait';
 }
 
