@@ -97,7 +97,8 @@ export class Cluster {
     this.world.schedule(ms, null, 'server', () => {
       if (s === this.fenced) return;
       s.start();
-      if (s === this.newest() && this.newestSince !== Number.POSITIVE_INFINITY) this.newestSince = this.world.now;
+      if (s === this.newest() && this.newestSince !== Number.POSITIVE_INFINITY)
+        this.newestSince = this.world.now;
       this.world.log(`server ${this.servers.indexOf(s)} up`);
     });
   }

@@ -3,6 +3,8 @@
  * candidates, which mode, timings, ids, priorities, which faults and how often, how slow
  * the network, whether a pooler is in the path and of which kind).
  */
+import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../../src/core/retry.js';
+import { failoverBoundMs } from './failover.js';
 import type { NetProfile } from './net.js';
 import {
   describePartitionProfile,
@@ -180,4 +182,32 @@ export function drawPlan(rng: Random, p: Profile): Step[] {
     } else steps.push({ at, op, who, ms: rng.pick([0, 0, 30]) });
   }
   return steps.sort((a, b) => a.at - b.at);
+}
+
+/**
+ * The quiet phase's bounds: a leader within `bound` of the last fault (with a failover, what
+ * it adds: failover.ts), leading then for `hold` without a break.
+ */
+export function livenessBounds(p: Profile, failover: boolean): { bound: number; hold: number } {
+  const maxDelay = p.net.baseMs + p.net.spikeMs;
+  const release = 2 * (p.healthIntervalMs + p.queryTimeoutMs);
+  const bound =
+    release +
+    p.takeoverDelayMs +
+    (p.mode === 'wait' ? 1.1 * p.waitSliceMs : 0) +
+    p.queryTimeoutMs +
+    p.closeTimeoutMs +
+    p.retry.maxMs +
+    p.healthIntervalMs +
+    40 * maxDelay +
+    100 +
+    (failover ? failoverBoundMs(p.takeoverDelayMs, maxDelay) : 0);
+  const hold = Math.max(3 * p.healthIntervalMs, p.mode === 'wait' ? 1.5 * p.waitSliceMs : 0, 500);
+  return { bound, hold };
+}
+
+/** A candidate's retry strategy as the profile draws it, its jitter from `rng`. */
+export function retryFor(p: Profile, rng: Random): RetryStrategy {
+  const o = { baseMs: p.retry.baseMs, maxMs: p.retry.maxMs, random: () => rng.next() };
+  return p.retry.kind === 'exponential' ? new ExponentialBackoff(o) : new DecorrelatedJitter(o);
 }

@@ -6,15 +6,25 @@
  * in which a leader must come and stay, then every lock is shut down and must leave nothing.
  */
 
-import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../../src/core/retry.js';
+import type { RetryStrategy } from '../../src/core/retry.js';
 import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Checker } from './checker.js';
-import { Cluster, FAILOVER_SPIKE_MS, FOLLOWER, failoverBoundMs, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
+import { Cluster, FAILOVER_SPIKE_MS, FOLLOWER, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
 import { connector, type Front, type SimClient } from './net.js';
 import { isPartitionSeed, runPartitionScenario } from './partition-scenario.js';
 import { clientLink, Pooler, poolerFor, sharesBackends } from './pooler.js';
-import { drawPlan, drawProfile, KEY, KEY_ID, type Options, type Outcome, type Step } from './profile.js';
+import {
+  drawPlan,
+  drawProfile,
+  KEY,
+  KEY_ID,
+  livenessBounds,
+  type Options,
+  type Outcome,
+  retryFor,
+  type Step,
+} from './profile.js';
 import { Random } from './random.js';
 import { type Backend, type ReleaseCause, SimServer } from './server.js';
 import { Proc, World } from './world.js';
@@ -91,7 +101,11 @@ export async function runScenario(
   // that the other seeds' traces stay as they were
   const failover = failoverFor(seed, pooled.pooler !== null, drawn.candidates.length);
   const profile = failover
-    ? { ...pooled, failover, net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) } }
+    ? {
+        ...pooled,
+        failover,
+        net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) },
+      }
     : pooled;
   const drawnPlan = drawPlan(root.fork(), profile);
   const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
@@ -144,18 +158,7 @@ export async function runScenario(
     world.log(() => `plan[${i}] ${JSON.stringify(s)}`);
   });
 
-  const retry = (): RetryStrategy =>
-    profile.retry.kind === 'exponential'
-      ? new ExponentialBackoff({
-          baseMs: profile.retry.baseMs,
-          maxMs: profile.retry.maxMs,
-          random: () => libRng.next(),
-        })
-      : new DecorrelatedJitter({
-          baseMs: profile.retry.baseMs,
-          maxMs: profile.retry.maxMs,
-          random: () => libRng.next(),
-        });
+  const retry = (): RetryStrategy => retryFor(profile, libRng);
 
   const build = (c: Candidate): LeaderLock => {
     const proc = c.proc;
@@ -341,21 +344,7 @@ export async function runScenario(
     quietAt = Math.max(quietAt, failover.at);
   }
   // quiet: no more faults or operations; a leader must come within the bound and stay
-  const p = profile;
-  const maxDelay = p.net.baseMs + p.net.spikeMs;
-  const release = 2 * (p.healthIntervalMs + p.queryTimeoutMs);
-  const bound =
-    release +
-    p.takeoverDelayMs +
-    (p.mode === 'wait' ? 1.1 * p.waitSliceMs : 0) +
-    p.queryTimeoutMs +
-    p.closeTimeoutMs +
-    p.retry.maxMs +
-    p.healthIntervalMs +
-    40 * maxDelay +
-    100 +
-    (failover ? failoverBoundMs(p.takeoverDelayMs, maxDelay) : 0);
-  const hold = Math.max(3 * p.healthIntervalMs, p.mode === 'wait' ? 1.5 * p.waitSliceMs : 0, 500);
+  const { bound, hold } = livenessBounds(profile, failover !== null);
   checker.liveness(quietAt, bound, hold);
   world.schedule(quietAt, null, 'server', () => {
     for (const c of cands) c.freezeOnGrant = 0; // disarmed: no fault after the quiet point

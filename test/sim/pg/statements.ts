@@ -38,7 +38,8 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
   const partition = executePartition(s, b, tag, text, values);
   if (partition !== null) return partition;
   const refused = s.recovery ? duringRecovery(tag, text) : null;
-  if (refused) return { error: { code: '25006', message: `cannot execute ${refused} during recovery`, fatal: false } };
+  if (refused)
+    return { error: { code: '25006', message: `cannot execute ${refused} during recovery`, fatal: false } };
   const timeline = s.recovery ? null : s.timeline;
   switch (tag) {
     case 'survey':
@@ -159,7 +160,12 @@ function leaderWatch(s: Engine, b: Backend, text: string): Reply {
   const h = s.locks.holderOf(`${Number(keys[1])}:${Number(keys[2])}`);
   const none = { held: null, application_name: null, backend_start: null, query: null };
   const held = h
-    ? { held: true, application_name: h.appName, backend_start: new Date(EPOCH_MS + h.startedAt), query: h.query }
+    ? {
+        held: true,
+        application_name: h.appName,
+        backend_start: new Date(EPOCH_MS + h.startedAt),
+        query: h.query,
+      }
     : none;
   return { result: row({ recovery: s.recovery, ...held }) };
 }
