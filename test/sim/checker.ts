@@ -29,6 +29,7 @@
 import type { Cluster } from './failover.js';
 import { type Candidate, KEY_ID, type Profile } from './scenario.js';
 import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
+import { checkWatches, type SimWatch, watchLeaks } from './watches.js';
 import type { World } from './world.js';
 
 /** The way out every pooler refusal names (docs/safety.md, "Poolers"). */
@@ -46,6 +47,10 @@ export class Checker {
   servers: SimServer[] = [];
   cluster: Cluster | null = null;
   peerSeenMs = 0;
+  /** LeaderWatch observers (watches.ts), and when the key last changed hands on any server. */
+  watches: SimWatch[] = [];
+  private holderSince = 0;
+  private watchesOk = true;
   private readonly bodies = new Set<Body>();
   private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
   /** Candidates connect through a pooler that shares backends. */
@@ -73,6 +78,7 @@ export class Checker {
 
   holderChanged(holder: Backend | null, cause: ReleaseCause | null, server: SimServer = this.server): void {
     const prevBackend = this.current.get(server) ?? null;
+    this.holderSince = this.world.now;
     this.current.set(server, holder);
     const granted = this.owner(holder);
     if (granted) granted.lostUnheard = false;
@@ -209,12 +215,22 @@ export class Checker {
     }
     const live = this.live;
     if (!live || now < live.quiet) return;
+    if (this.watches.length > 0) {
+      const maxDelay = this.profile.net.baseMs + this.profile.net.spikeMs;
+      const since = Math.max(live.quiet, this.holderSince);
+      const r = checkWatches(this.watches, now, since, maxDelay, (s) => this.idHolding(s));
+      if (r.failure) {
+        this.fail(r.failure);
+        return;
+      }
+      this.watchesOk = r.ok;
+    }
     const someone = this.cands.some(
       (c) => (c.starting && !c.crashed) || (c.live && c.lock?.state !== 'stopped'),
     );
     const led = leaders.length > 0 && holder !== undefined && leaders.includes(holder);
     if (!someone) {
-      this.stable = true; // nobody is meant to lead
+      this.stable = this.watchesOk; // nobody is meant to lead
       return;
     }
     if (this.shared) {
@@ -230,7 +246,7 @@ export class Checker {
       return;
     }
     this.ledSince ??= now;
-    if (now - this.ledSince >= live.holdMs) this.stable = true;
+    if (now - this.ledSince >= live.holdMs) this.stable = this.watchesOk;
   }
 
   /**
@@ -253,6 +269,13 @@ export class Checker {
       `${c.name}'s term on server ${i} (timeline ${s.timeline}) is still open ${(now - since).toFixed(1)} ms after a newer primary became reachable (bound ${this.peerSeenMs.toFixed(1)} ms: PEER_BOUND_MS plus a round trip)`,
     );
     return true;
+  }
+
+  /** The id of the candidate whose session holds the key on `s` (a crashed one's included). */
+  private idHolding(s: SimServer): { id: string | null; b: Backend | null } {
+    const b = s.holderOf(KEY_ID);
+    const i = b ? /^c(\d+)\./.exec(b.owner)?.[1] : undefined;
+    return { id: i === undefined ? null : (this.cands[Number(i)]?.id ?? null), b };
   }
 
   /** A fault lasts until `t` (a freeze on a grant): the quiet phase starts no earlier. */
@@ -293,6 +316,7 @@ export class Checker {
       if (timers > 0) this.fail(`${c.name}: ${timers} timer(s) left after shutdown()`);
       if (c.lock?.state !== 'stopped') this.fail(`${c.name}: state ${c.lock?.state} after shutdown()`);
     }
+    for (const w of watchLeaks(this.watches)) this.fail(w);
     if (this.bodies.size > 0)
       this.fail(`${this.bodies.size} runWhileLeader body(ies) still running after shutdown()`);
     const h = this.server.holderOf(KEY_ID);

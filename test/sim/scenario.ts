@@ -27,6 +27,7 @@ import {
 } from './profile.js';
 import { Random } from './random.js';
 import { type Backend, type ReleaseCause, SimServer } from './server.js';
+import { closeWatches, startWatches, watchesFor } from './watches.js';
 import { Proc, World } from './world.js';
 
 export {
@@ -149,7 +150,13 @@ export async function runScenario(
   checker.server = server;
   checker.servers = servers;
   checker.cluster = cluster;
-  checker.peerSeenMs = peerSeenMs(profile.net.baseMs + profile.net.spikeMs);
+  const maxDelay = profile.net.baseMs + profile.net.spikeMs;
+  checker.peerSeenMs = peerSeenMs(maxDelay);
+  const wp = watchesFor(seed, profile.pooler !== null);
+  if (wp.length > 0) world.log(() => `watches ${JSON.stringify(wp)}`);
+  checker.watches = startWatches(world, wp, servers, profile.net, failoverRandom(seed ^ 1), (w) =>
+    checker.fail(w),
+  );
   // the pooler in the path, if any (pooler.ts); through a sharing one, the lock must refuse
   const pooler = profile.pooler ? new Pooler(world, server, profile.pooler) : null;
   checker.shared = sharesBackends(profile.pooler);
@@ -349,7 +356,8 @@ export async function runScenario(
   world.schedule(quietAt, null, 'server', () => {
     for (const c of cands) c.freezeOnGrant = 0; // disarmed: no fault after the quiet point
   });
-  const end = (): number => checker.quiet + bound + hold;
+  const watchMs = Math.max(0, ...checker.watches.map((w) => w.boundMs(maxDelay)));
+  const end = (): number => checker.quiet + Math.max(bound, watchMs) + hold;
   while (!checker.done && !checker.stable && (await world.step(end()))) checker.check();
   if (!checker.done && !checker.stable) {
     world.now = Math.max(world.now, end());
@@ -373,6 +381,7 @@ export async function runScenario(
         );
       });
     }
+    open += closeWatches(world, checker.watches, () => open--);
     for (const c of cands) for (const s of c.stopping) void s.then(() => {});
     const limit = world.now + 60_000;
     while (open > 0 && !checker.done && (await world.step(limit))) checker.check();
