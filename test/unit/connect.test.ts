@@ -70,3 +70,20 @@ describe('settingUp (a session set up on the primary found)', () => {
     expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
   });
 });
+
+describe('a connect hook (one, or one per host)', () => {
+  it("its client gets an 'error' listener until a session attaches: an error then (a FATAL while the survey waits for another host) crashes nothing", async () => {
+    const { hookEndpoints } = await import('../../src/core/shared-options.js');
+    const db = new FakeDb();
+    const [a, b] = hookEndpoints([
+      async () => new FakeClient(db, 1) as never,
+      async () => new FakeClient(db, 2) as never,
+    ]);
+    expect([a?.label, b?.label]).toEqual(['connect[0]', 'connect[1]']);
+    const client = (await a?.connect()) as unknown as FakeClient;
+    expect(client.listenerCount('error')).toBe(1);
+    expect(() =>
+      client.emit('error', new Error('terminating connection due to administrator command')),
+    ).not.toThrow();
+  });
+});
