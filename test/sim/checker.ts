@@ -255,7 +255,10 @@ export class Checker {
    * primary becoming reachable (or of the candidate's thaw). True when it failed.
    */
   private oldTerm(c: Candidate, holders: (Candidate | undefined)[], now: number): boolean {
-    const i = holders.indexOf(c);
+    // the server its term is on (term.host: `connect[i]`); it may also still hold the key on
+    // the other, from a session it has not yet heard is gone
+    const on = /^connect\[(\d+)\]$/.exec(c.lock?.term?.host ?? '')?.[1];
+    const i = on === undefined ? holders.indexOf(c) : Number(on);
     const s = this.servers[i];
     if (!s || !this.cluster) return false;
     if (s.recovery) {
