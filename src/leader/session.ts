@@ -120,6 +120,11 @@ export class Session {
     return this.handover.previousDrained();
   }
 
+  /** The proof of drain that ends the takeover delay, if any (handover.ts `drainOf`), for the log. */
+  drainProof(): ReturnType<HandoverLog['drainOf']> {
+    return this.handover.drainOf();
+  }
+
   /** After a handover's release: `id` was heard taking the lock since (handover.ts `tookOver`). */
   successorTook(id: string): boolean {
     return this.handover.tookOver(id);
@@ -213,7 +218,7 @@ export class Session {
   private acquireParams(): Literal[] {
     const version = this.settings?.serverVersion ?? 0;
     const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
-    const acquired = payload('acquired', this.o.id, this.token, this.o.priority);
+    const acquired = payload('acquired', this.o.id, this.token, this.o.priority, this.lock.pid);
     return [this.o.key1, this.o.key2, this.token, arm, acquired, channelFor(this.o.key1, this.o.key2)];
   }
 
