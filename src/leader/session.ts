@@ -6,6 +6,7 @@
  * (key-channel.ts), and who holds the lock now.
  */
 import { type ConnectFn, parseSettingMs } from '../core/connect.js';
+import type { EndpointConnect } from '../core/endpoints.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
 import {
@@ -21,7 +22,6 @@ import { LockSession } from '../core/lock-session.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { unsafe } from '../core/prepare.js';
-import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';

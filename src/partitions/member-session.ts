@@ -8,6 +8,7 @@
  */
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
+import type { Endpoint } from '../core/endpoints.js';
 import { ConnectionError, LockError, ShutdownError } from '../core/errors.js';
 import { ensureFencingTable } from '../core/fencing.js';
 import { type BackendRow, LockSession } from '../core/lock-session.js';
@@ -15,14 +16,7 @@ import { PeerWatch } from '../core/peers.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { unsafe } from '../core/prepare.js';
-import {
-  connectFound,
-  type Endpoint,
-  type Found,
-  findPrimaryOnly,
-  type Surveyed,
-  settingUp,
-} from '../core/primary.js';
+import { connectFound, type Found, findPrimaryOnly, type Surveyed, settingUp } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { refusesToJoin } from './errors.js';
 import { MEMBER_LOCK } from './sql.js';
