@@ -9,7 +9,6 @@
  * pinned to (statements.ts `FREE_STRANDED`); and its end. Each election adds only its own
  * statements and what it makes of their rows.
  */
-import type pg from 'pg';
 import type { ConnectFn } from './connect.js';
 import { Connection, type ConnectionOptions } from './connection.js';
 import type { PgpoolFront } from './pgpool.js';
@@ -32,14 +31,17 @@ export interface LockSessionOptions extends ConnectionOptions {
   readonly freeAll: boolean;
   /** The source of the session marker token (null: crypto; a seeded source replays a run exactly). */
   readonly random?: (() => number) | null | undefined;
-  /** How the session marks its statements (LeaderLock: its priority and id, leader/sql.ts `tagged`). */
+  /**
+   * How the session marks its statements (LeaderLock: its priority and id, leader/sql.ts
+   * `StatementTag`): given once here, for the free and for the preparation's pooler guard.
+   */
   readonly tag?: ((sql: string) => string) | undefined;
   /** Told of each statement this module sends on the election's behalf (the free). */
   readonly onStatement?: (() => void) | undefined;
 }
 
 /** What the session's own preparation needs beyond the session's options (prepare.ts). */
-export type LockSessionPrepare = Omit<PrepareOptions, 'token' | 'clock' | 'queryTimeoutMs'>;
+export type LockSessionPrepare = Omit<PrepareOptions, 'token' | 'clock' | 'queryTimeoutMs' | 'tag'>;
 
 /** What a statement that checks its backend reports: the backend that ran it, and whether it carries the session's marker. */
 export interface BackendRow {
@@ -75,6 +77,7 @@ export class LockSession {
   async prepare(p: LockSessionPrepare): Promise<Prepared> {
     this.prepared = await prepareSession(this.conn, {
       ...p,
+      ...(this.o.tag ? { tag: this.o.tag } : {}),
       token: this.token,
       clock: this.o.clock,
       queryTimeoutMs: this.o.queryTimeoutMs,
@@ -136,34 +139,6 @@ export class LockSession {
       await this.free(pid);
       throw err;
     }
-  }
-
-  get dead(): boolean {
-    return this.conn.dead;
-  }
-
-  /** Why the session ended, once it has. */
-  get cause(): Error | null {
-    return this.conn.cause;
-  }
-
-  onDeath(fn: (err: Error) => void): () => void {
-    return this.conn.onDeath(fn);
-  }
-
-  /** One statement, bounded by `queryTimeoutMs` (plus `extraMs`): past it the session is destroyed. */
-  query<R extends pg.QueryResultRow>(text: string, values: unknown[], extraMs = 0): Promise<R[]> {
-    return this.conn.query<R>(text, values, extraMs);
-  }
-
-  /** Several statements, or one with its values inline, in the simple protocol; bounded as `query`. */
-  simple<R extends pg.QueryResultRow>(text: string, extraMs = 0): Promise<R[]> {
-    return this.conn.simple<R>(text, extraMs);
-  }
-
-  /** End the running statement (a wait) within milliseconds (connection.ts `cancel`). */
-  cancel(): Promise<void> {
-    return this.conn.cancel();
   }
 
   /** Close at once: the server frees the session's locks when it sees EOF. */

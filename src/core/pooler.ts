@@ -29,8 +29,8 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
+import type { EndpointConnect } from './endpoints.js';
 import { ConnectionError, describe, LockError } from './errors.js';
-import type { EndpointConnect } from './primary.js';
 import { PINNED, PROBE } from './statements.js';
 
 const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
