@@ -1,0 +1,107 @@
+/**
+ * Wall-clock claims against a baseline measured in the same test (issue 37, part 2).
+ *
+ * A bound in absolute milliseconds fails on a loaded machine and passes a regression that
+ * hides under its slack. A bound relative to a baseline (a bare `pg` client doing the same
+ * thing, or a bare timer of the same length) measured interleaved with the library, in the
+ * same rounds, moves with the machine's load and still catches the library adding a round
+ * trip, a timer or a poll. Every such comparison goes through {@link expectNearBaseline},
+ * so that its failure message gives both figures, their difference and their ratio.
+ */
+import { expect } from 'vitest';
+import { median } from './stats.js';
+
+/** One figure per round of the library (`subject`) and of the baseline, taken in the same rounds. */
+export interface Paired {
+  readonly subject: number[];
+  readonly baseline: number[];
+}
+
+/**
+ * Runs `rounds` rounds of `baseline` and `subject`, each returning the milliseconds it measured,
+ * alternating which goes first so that a change of load during the test falls on both alike.
+ */
+export async function interleaved(
+  rounds: number,
+  baseline: (round: number) => Promise<number>,
+  subject: (round: number) => Promise<number>,
+): Promise<Paired> {
+  const out = { subject: [] as number[], baseline: [] as number[] };
+  for (let i = 0; i < rounds; i++) {
+    if (i % 2 === 0) {
+      out.baseline.push(await baseline(i));
+      out.subject.push(await subject(i));
+    } else {
+      out.subject.push(await subject(i));
+      out.baseline.push(await baseline(i));
+    }
+  }
+  return out;
+}
+
+/**
+ * How long a bare timer of `ms` takes from now until its callback runs: the baseline for a
+ * span that the library ends with a timer of that length (its lateness is the loop's load).
+ */
+export function bareTimer(ms: number): Promise<number> {
+  const t0 = performance.now();
+  return new Promise((resolve) => setTimeout(() => resolve(performance.now() - t0), ms));
+}
+
+/** What the subject may exceed the baseline by: `subject ≤ baseline × ratio + overMs`. */
+export interface Allowance {
+  /** Added milliseconds (default 0). */
+  readonly overMs?: number;
+  /** Factor on the baseline (default 1). */
+  readonly ratio?: number;
+  /**
+   * `'median'` (default): the p50s compared; `'each'`: each round's subject against the same
+   * round's baseline (arrays of equal length).
+   */
+  readonly compare?: 'median' | 'each';
+}
+
+const f = (x: number): string => x.toFixed(1);
+const list = (xs: readonly number[]): string => xs.map(f).join(', ');
+
+/** The line a baseline check prints and fails with: both figures, difference, ratio, allowance. */
+export function baselineReport(what: string, subject: number, baseline: number, allow: Allowance): string {
+  const ratio = allow.ratio ?? 1;
+  const over = allow.overMs ?? 0;
+  const limit = baseline * ratio + over;
+  const r = baseline > 0 ? `${(subject / baseline).toFixed(2)}×` : 'n/a';
+  return `${what}: ${f(subject)} ms against a baseline of ${f(baseline)} ms (difference ${subject >= baseline ? '+' : ''}${f(subject - baseline)} ms, ratio ${r}; allowed ${ratio === 1 ? '' : `${ratio}× + `}${over} ms over it: ${f(limit)} ms)`;
+}
+
+/**
+ * Asserts that the library's figure(s) stay within `allow` of the baseline measured in the same
+ * test. Returns the compared figures for the test's own report line.
+ */
+export function expectNearBaseline(
+  what: string,
+  m: { readonly subject: number | readonly number[]; readonly baseline: number | readonly number[] },
+  allow: Allowance,
+): { subject: number; baseline: number; difference: number; ratio: number } {
+  const ratio = allow.ratio ?? 1;
+  const over = allow.overMs ?? 0;
+  const subj = typeof m.subject === 'number' ? [m.subject] : m.subject;
+  const base = typeof m.baseline === 'number' ? [m.baseline] : m.baseline;
+  if (subj.length === 0 || base.length === 0) throw new Error(`${what}: no samples`);
+  const samples = `; samples ${list(subj)} ms, baseline ${list(base)} ms`;
+  if (allow.compare === 'each') {
+    if (subj.length !== base.length)
+      throw new Error(`${what}: ${subj.length} samples against ${base.length}`);
+    subj.forEach((s, i) => {
+      const b = base[i] as number;
+      expect(s, `${baselineReport(`${what} (round ${i + 1})`, s, b, allow)}${samples}`).toBeLessThanOrEqual(
+        b * ratio + over,
+      );
+    });
+  }
+  const s = median(subj);
+  const b = median(base);
+  expect(s, `${baselineReport(`${what} (p50)`, s, b, allow)}${samples}`).toBeLessThanOrEqual(
+    b * ratio + over,
+  );
+  return { subject: s, baseline: b, difference: s - b, ratio: b > 0 ? s / b : Number.NaN };
+}
