@@ -23,7 +23,7 @@ const TIME =
   /([bB]are|baseline|diffs|\bms\b|Ms\b|_MS\b|MS\b|\bms\(|elapsed|took|\btook\b|now\(\)|\blag|late|delay|pause|gap\b|spent|seconds|duration|latency|\bat\b|At\b|\.at\b|since|after|before|fromCall|handover|takeover|failover|excess|\bt\b|\bt0\b|released|next\b|cycles|quiet|wait|left\b|back_|first|unready|margin|budget|terminate|graceful|timeout|TIMEOUT|DELAY|SLICE|QUERY|HEALTH|HOLD|INTERVAL|exitAt|exited|ready|stopped|heard|sum\b|\bp50\b|median|med\(|sorted|samples)/;
 // a side with no constant, no number and no baseline: an order of two moments, not a bound
 const HAS_FIGURE = /\d|[A-Z][A-Z_]{2,}|baseline|bare|lateness|budget|connectMs|limit|Ms\b|ms\b/;
-const BASELINE = /baseline|bare|lateness|budget|connectMs|physical|\bbase\b|\bafter\b.*\bbase|limit\b/i;
+const BASELINE = /baseline|bare|lateness|connectMs|physical|\bbase\b|\bafter\b.*\bbase|limit\b/i;
 // statements the heuristic reads as durations that are counts, sizes or orders (file › text)
 const NOT_DURATION = [
   [

@@ -56,9 +56,15 @@ export interface Allowance {
   readonly ratio?: number;
   /**
    * `'median'` (default): the p50s compared; `'each'`: each round's subject against the same
-   * round's baseline (arrays of equal length).
+   * round's baseline (arrays of equal length); `'paired'`: the p50 of the rounds' differences
+   * (each round's subject less its baseline × ratio), which cancels load that lasts a round.
    */
-  readonly compare?: 'median' | 'each';
+  readonly compare?: 'median' | 'each' | 'paired';
+  /**
+   * `'paired'` only: which quantile of the rounds' differences is held to the allowance
+   * (default 0.5; 0.95 of 20 rounds is the 19th smallest: one round may wait behind something).
+   */
+  readonly quantile?: number;
 }
 
 const f = (x: number): string => x.toFixed(1);
