@@ -94,9 +94,20 @@ export function expectNearBaseline(
   const base = typeof m.baseline === 'number' ? [m.baseline] : m.baseline;
   if (subj.length === 0 || base.length === 0) throw new Error(`${what}: no samples`);
   const samples = `; samples ${list(subj)} ms, baseline ${list(base)} ms`;
+  if (allow.compare !== undefined && allow.compare !== 'median' && subj.length !== base.length) {
+    throw new Error(`${what}: ${subj.length} samples against ${base.length}`);
+  }
+  if (allow.compare === 'paired') {
+    const q = allow.quantile ?? 0.5;
+    const diffs = subj.map((x, i) => x - (base[i] as number) * ratio).sort((x, y) => x - y);
+    const d = q === 0.5 ? median(diffs) : (diffs[Math.max(0, Math.ceil(q * diffs.length) - 1)] as number);
+    const b = median(base);
+    const sm = median(subj);
+    const message = `${what}: ${q === 0.5 ? 'p50' : `quantile ${q}`} of the rounds' differences ${d >= 0 ? '+' : ''}${f(d)} ms over ${ratio === 1 ? '' : `${ratio}× `}the baseline (baseline p50 ${f(b)} ms, subject p50 ${f(sm)} ms, ratio of p50s ${b > 0 ? (sm / b).toFixed(2) : 'n/a'}×; allowed ${over} ms)${samples}`;
+    expect(d, message).toBeLessThanOrEqual(over);
+    return { subject: sm, baseline: b, difference: d, ratio: b > 0 ? sm / b : Number.NaN };
+  }
   if (allow.compare === 'each') {
-    if (subj.length !== base.length)
-      throw new Error(`${what}: ${subj.length} samples against ${base.length}`);
     subj.forEach((s, i) => {
       const b = base[i] as number;
       expect(s, `${baselineReport(`${what} (round ${i + 1})`, s, b, allow)}${samples}`).toBeLessThanOrEqual(
