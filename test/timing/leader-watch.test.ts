@@ -27,6 +27,13 @@ const fmt = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
 
 const TRIALS = 5;
 const BUDGET_MS = 100;
+/**
+ * After the successor's own grant report (its clock, another process): 3 × the worst figure
+ * seen (112.3 ms, poll mode, load average about 30, 2026-12-02; docs/testing.md). The watch's
+ * 5 s read of pg_locks, which it would wait for without the announcement, still fails it; the
+ * bare LISTEN comparison holds the watch to BUDGET_MS over the announcement itself.
+ */
+const GRANT_BOUND_MS = 350;
 
 /** A bare connection LISTENing on the key's channel: when the server delivered each grant's announcement. */
 async function bareListener(keys: { key1: number; key2: number }) {
@@ -60,7 +67,7 @@ describe.each(['wait', 'poll'] as const)(
   'a watch hears each new leader within 100 ms of its grant (%s mode)',
   (mode) => {
     it.each(['SIGKILL', 'stepDown'] as const)(
-      `%s of the leader, ${TRIALS} trials, takeover delay 250 ms, the watch reading pg_locks every 5 s: every trial within ${BUDGET_MS} ms of the grant`,
+      `%s of the leader, ${TRIALS} trials, takeover delay 250 ms, the watch reading pg_locks every 5 s: every trial within ${BUDGET_MS} ms of a bare LISTEN and ${GRANT_BOUND_MS} ms of the grant`,
       async (how) => {
         const c = candidates(mode, 250, TRIALS + 1);
         await using listener = await bareListener(c.keys);
@@ -135,7 +142,10 @@ describe.each(['wait', 'poll'] as const)(
                 afterCause,
               ),
           );
-          expect(Math.max(...afterGrant)).toBeLessThanOrEqual(BUDGET_MS);
+          expect(
+            Math.max(...afterGrant),
+            `the watch heard ${fmt(afterGrant)} ms after the successor's grant report`,
+          ).toBeLessThanOrEqual(GRANT_BOUND_MS);
           expectNearBaseline(
             `${mode} ${how}: the watch heard the new leader (ms after the fault), against a bare LISTEN connection`,
             { subject: watchHeard, baseline: listenerHeard },
