@@ -8,7 +8,9 @@
  * trip, a timer or a poll. Every such comparison goes through {@link expectNearBaseline},
  * so that its failure message gives both figures, their difference and their ratio.
  */
+import pg from 'pg';
 import { expect } from 'vitest';
+import { type AdminClient, eventually, holderPid, lockHolders, randomKeys } from './db.js';
 import { median } from './stats.js';
 
 /** One figure per round of the library (`subject`) and of the baseline, taken in the same rounds. */
@@ -121,4 +123,44 @@ export function expectNearBaseline(
     b * ratio + over,
   );
   return { subject: s, baseline: b, difference: s - b, ratio: b > 0 ? s / b : Number.NaN };
+}
+
+/**
+ * The physical limit of a failover after `pg_terminate_backend`, between bare clients on a key
+ * of their own: a holder is terminated while a waiter queues (ms from the terminate to the
+ * holder's socket ending, and to the waiter's grant), then a new connection and a statement
+ * (what a terminated leader's reconnection costs). `clock` is the test's own.
+ */
+export async function bareTerminate(
+  url: string,
+  admin: AdminClient,
+  clock: () => number = () => performance.now(),
+): Promise<{ ended: number; granted: number; connectMs: number }> {
+  const k = randomKeys();
+  const client = () => {
+    const c = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+    c.on('error', () => {});
+    return c;
+  };
+  const [holder, waiter, fresh] = [client(), client(), client()];
+  try {
+    await Promise.all([holder.connect(), waiter.connect()]);
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]);
+    const ended = new Promise<number>((r) => holder.once('end', () => r(clock())));
+    const granted = waiter.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]).then(() => clock());
+    await eventually(async () => (await lockHolders(url, k.key1, k.key2)).length === 2, {
+      what: 'the bare waiter to queue',
+      intervalMs: 5,
+    });
+    const pid = await holderPid(url, k.key1, k.key2);
+    const t0 = clock();
+    await admin.terminate(pid);
+    const [endAt, grantAt] = await Promise.all([ended, granted]);
+    const c0 = clock();
+    await fresh.connect();
+    await fresh.query('SELECT 1');
+    return { ended: endAt - t0, granted: grantAt - t0, connectMs: clock() - c0 };
+  } finally {
+    await Promise.all([holder, waiter, fresh].map((c) => c.end().catch(() => {})));
+  }
 }

@@ -29,5 +29,5 @@ describe.each(['poll', 'wait'] as const)('primary failover (%s mode, default tim
       { subject: samples, baseline },
       { overMs: 200, compare: 'paired' },
     );
-  });
+  }, 90_000); // a replicated cluster per mode: 30 s ran out at load 20
 });

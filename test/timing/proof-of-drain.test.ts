@@ -3,12 +3,11 @@
  * live old leader (candidates in processes of their own), and a lock's own step-down and
  * re-acquisition on the session it keeps.
  */
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { FixedInterval, LeaderLock } from '../../src/index.js';
-import { expectNearBaseline } from '../harness/baseline.js';
+import { bareTerminate, expectNearBaseline } from '../harness/baseline.js';
 import { type Report, runOverlaps, useCandidates } from '../harness/candidates.js';
-import { adminClient, databaseUrl, eventually, holderPid, lockHolders, randomKeys } from '../harness/db.js';
+import { adminClient, databaseUrl, eventually, holderPid, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { median } from '../harness/stats.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
@@ -30,47 +29,10 @@ describe('proof of drain: a live old leader ends the next leader’s takeover de
     // and a statement (the old leader's reconnection to say it drained)
     const bareStopped: number[] = [];
     const bareNext: number[] = [];
-    const bareRound = async (): Promise<void> => {
-      const k = randomKeys();
-      const clients = [0, 1].map(() => {
-        const cl = new pg.Client({
-          connectionString: databaseUrl(),
-          application_name: 'pgleaderlock-test-bare',
-        });
-        cl.on('error', () => {});
-        return cl;
-      });
-      const [holder, waiter] = clients as [pg.Client, pg.Client];
-      try {
-        await Promise.all(clients.map((cl) => cl.connect()));
-        await holder.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]);
-        const ended = new Promise<number>((r) => holder.once('end', () => r(now())));
-        const granted = waiter.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]).then(() => now());
-        await eventually(async () => (await lockHolders(databaseUrl(), k.key1, k.key2)).length === 2, {
-          what: 'the bare waiter to queue',
-          intervalMs: 5,
-        });
-        const bpid = await holderPid(databaseUrl(), k.key1, k.key2);
-        const t0 = now();
-        await admin.terminate(bpid);
-        const [endAt, grantAt] = await Promise.all([ended, granted]);
-        const c0 = now();
-        const fresh = new pg.Client({
-          connectionString: databaseUrl(),
-          application_name: 'pgleaderlock-test-bare',
-        });
-        await fresh.connect();
-        await fresh.query('SELECT 1');
-        const connectMs = now() - c0;
-        await fresh.end();
-        bareStopped.push(endAt - t0 + 5);
-        bareNext.push(grantAt - t0 + connectMs);
-      } finally {
-        await Promise.all(clients.map((cl) => cl.end().catch(() => {})));
-      }
-    };
     for (let round = 0; round < 6; round++) {
-      await bareRound();
+      const bare = await bareTerminate(databaseUrl(), admin, now);
+      bareStopped.push(bare.ended + 5);
+      bareNext.push(bare.granted + bare.connectMs);
       await eventually(() => c.runs('run-start').length === round + 1, {
         timeoutMs: 10_000,
         what: `leader ${round + 1}`,
