@@ -43,6 +43,19 @@ describe('assign', () => {
     expect(assign([], 10).size).toBe(0);
   });
 
+  // A rolling deploy runs two releases side by side: they must compute the same map, or
+  // each takes partitions the other holds. Changing any of these is a breaking change.
+  it.each([
+    [ids(5), 12, '103422434102'],
+    [ids(6), 12, '105423034152'],
+    [['a', 'b', 'c'], 40, '2000112202012220212100100201021111110202'],
+    [['api-7f9c', 'batch', 'x', 'Z.1'], 30, '120303111312030123302133002022'],
+  ])('the same map in every release: %j over %i partitions (owners by sorted index)', (members, P, want) => {
+    const sorted = [...members].sort();
+    const owner = owners(assign(members, P));
+    expect(Array.from({ length: P }, (_, p) => sorted.indexOf(owner.get(p) as string)).join('')).toBe(want);
+  });
+
   it('is stable: a join or a leave moves little more than one share (1024 partitions, 8 workers)', () => {
     const P = 1024;
     for (let trial = 0; trial < 5; trial++) {
