@@ -50,6 +50,9 @@ export interface BackendRow {
 export class LockSession {
   private marker: string | null = null;
   private prepared: Prepared | null = null;
+  /** Why the session gave up its locks ({@link free}), before its connection ends. */
+  private given: Error | null = null;
+  private readonly givingUp = new Set<(err: Error) => void>();
 
   private constructor(
     /** The connection, for the election's own statements. */
@@ -106,12 +109,17 @@ export class LockSession {
   }
 
   /**
-   * This session proved not to be pinned to its backend (a pooler moved or shares it) while
-   * it may hold locks on backend `pid`: free them there (statements.ts `FREE_STRANDED`: an
-   * unlock if this statement lands on it, else that backend ended). Best effort: the role
-   * may lack the right to terminate (docs/safety.md); the caller reports the refusal.
+   * This session proved not to be pinned to its backend (a pooler moved or shares it), or
+   * could not prove it is, while it may hold locks on backend `pid`: the session ends here
+   * for its election (`dead`, `onDeath`: a leader's term and lease, a worker's partitions,
+   * end at once, as for a lost connection), then the locks are freed there (statements.ts
+   * `FREE_STRANDED`: an unlock if this statement lands on it, else that backend ended), so
+   * that nothing is still believed held once the server lets go. Best effort: the role may
+   * lack the right to terminate (docs/safety.md); the caller reports `why` (the refusal),
+   * and ends the connection.
    */
-  async free(pid: number | null = this.pid): Promise<void> {
+  async free(why: Error, pid: number | null = this.pid): Promise<void> {
+    this.giveUp(why);
     if (pid === null) return;
     const sql = this.o.tag ? this.o.tag(FREE_STRANDED) : FREE_STRANDED;
     this.o.onStatement?.();
@@ -133,22 +141,50 @@ export class LockSession {
     try {
       await pooler.verifyHolding();
     } catch (err) {
-      await this.free(pid);
+      await this.free(err as Error, pid);
       throw err;
     }
   }
 
+  /** The session has ended: its connection died or closed, or it gave up its locks ({@link free}). */
   get dead(): boolean {
-    return this.conn.dead;
+    return this.given !== null || this.conn.dead;
   }
 
   /** Why the session ended, once it has. */
   get cause(): Error | null {
-    return this.conn.cause;
+    return this.given ?? this.conn.cause;
   }
 
+  /** Call `fn` once when the session ends (at once if it has): see {@link dead}. Returns an unsubscribe. */
   onDeath(fn: (err: Error) => void): () => void {
-    return this.conn.onDeath(fn);
+    const ended = this.cause;
+    if (ended) {
+      fn(ended);
+      return () => {};
+    }
+    let called = false;
+    const once = (err: Error): void => {
+      if (called) return;
+      called = true;
+      off();
+      fn(err);
+    };
+    const offConn = this.conn.onDeath(once);
+    this.givingUp.add(once);
+    const off = (): void => {
+      offConn();
+      this.givingUp.delete(once);
+    };
+    return off;
+  }
+
+  private giveUp(why: Error): void {
+    if (this.dead) return;
+    this.given = why;
+    const listeners = [...this.givingUp];
+    this.givingUp.clear();
+    for (const fn of listeners) fn(why);
   }
 
   /** One statement, bounded by `queryTimeoutMs` (plus `extraMs`): past it the session is destroyed. */

@@ -233,16 +233,18 @@ export class Session {
     if (!row.ok) return null;
     if (row.twice !== true) {
       // a re-entrant lock on a held key cannot fail: the release's guard would be wrong
-      await this.lock.free(row.pid);
-      throw new LockError('the grant did not take the key a second time', {
+      const err = new LockError('the grant did not take the key a second time', {
         code: 'ERR_PGLEADERLOCK_UNSAFE',
       });
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     if (row.pid !== this.lock.pid) {
-      await this.lock.free(row.pid);
-      throw unsafe(
+      const err = unsafe(
         `the backend pid changed from ${this.lock.pid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     this.lockedPid = row.pid;
     await this.lock.guardPooler(this.lockedPid);
@@ -305,8 +307,9 @@ export class Session {
     });
     const [row] = await this.lock.simple<{ ok: boolean; same: boolean }>(this.tag(sql));
     if (row && !row.same) {
-      await this.lock.free(this.lockedPid);
-      throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      const err = unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      await this.lock.free(err, this.lockedPid);
+      throw err;
     }
     if (row?.ok) this.lockedPid = null;
     return row?.ok === true;
@@ -322,8 +325,9 @@ export class Session {
     const [row] = await this.lock.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!this.lock.ranHere(row, this.lockedPid)) {
-      await this.lock.free(this.lockedPid);
-      return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
+      const reason = `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}`;
+      await this.lock.free(new LockError(reason, { code: 'ERR_PGLEADERLOCK_LOST' }), this.lockedPid);
+      return { ok: false, reason };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
     if (row.recovery) {

@@ -120,10 +120,11 @@ export class MemberSession {
         conn.token,
       ]);
       if (!member || !conn.ranHere(member)) {
-        await conn.free();
-        throw unsafe(
+        const err = unsafe(
           `the member lock was asked for on backend ${member?.pid ?? 'unknown'}, not the session's own (${prepared.pid}): ${SHARED_BACKEND}`,
         );
+        await conn.free(err);
+        throw err;
       }
       if (!member.got) {
         throw new LockError(
@@ -203,10 +204,10 @@ export class MemberSession {
    */
   async verify(row: BackendRow | undefined): Promise<void> {
     if (!this.lock.ranHere(row)) {
-      await this.lock.free();
       const err = unsafe(
         `a statement of the member session ran on backend ${row?.pid ?? 'unknown'}, not its own (${this.pid}): ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err);
       this.destroy(err);
       throw err;
     }
