@@ -69,6 +69,11 @@ export class WorkerLifecycle {
   private lostMember: LostMember | null = null;
   /** A pgpool-II front was logged (once per worker). */
   private pgpoolSeen = false;
+  /**
+   * A `start()` called while a shutdown was under way: it starts once that run is over,
+   * unless a `shutdown()` is called after it (the call made last wins, as for LeaderLock).
+   */
+  private queued: Deferred<void> | null = null;
 
   constructor(private readonly w: WorkerParts) {}
 
@@ -102,7 +107,7 @@ export class WorkerLifecycle {
 
   start(): Promise<void> {
     const current = this.run;
-    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
+    if (current?.stopping) return this.startAfter(current);
     if (current) return current.joined;
     const joining = deferred<void>();
     const run: Run = {
@@ -122,7 +127,24 @@ export class WorkerLifecycle {
     return run.joined;
   }
 
+  /** A start() during a shutdown: once that run is over, unless cancelled by a later stop(). */
+  private startAfter(stopping: Run): Promise<void> {
+    if (this.queued) return this.queued.promise;
+    const queued = deferred<void>();
+    this.queued = queued;
+    void stopping.done.then(() => {
+      if (this.queued !== queued) return; // a shutdown() came after it
+      this.queued = null;
+      this.start().then(queued.resolve, queued.reject);
+    });
+    return queued.promise;
+  }
+
   async stop(timeoutMs: number): Promise<void> {
+    // a start() queued behind the shutdown under way never runs: this call came after it
+    // (it resolves, as a start() does whose run ended before it joined)
+    this.queued?.resolve();
+    this.queued = null;
     const run = this.run;
     if (!run) return;
     run.stopping = true;

@@ -113,10 +113,9 @@ export function drawPartitionPlan(rng: Random, p: PartitionProfile): PartitionSt
   return steps.sort((a, b) => a.at - b.at);
 }
 
-/** Workers' pooler: the sharing modes only (session mode: seed 2493232885, not yet understood); a start() refused is no member. */
+/** Workers' pooler (room for each worker's member and watch sessions); a start() refused is no member. */
 function partitionPooler(seed: number, workers: number): PoolerProfile | null {
-  const pool = poolerFor(seed, 2 * workers);
-  return pool?.mode === 'session' ? null : pool;
+  return poolerFor(seed, 2 * workers);
 }
 
 export function describePartitionProfile(seed: number): string {
