@@ -105,6 +105,31 @@ export class CallbackError extends PgLeaderLockError {
   }
 }
 
+/** `ERR_PGLEADERLOCK_UNSAFE` errors whose check could not be completed (see {@link isDefiniteRefusal}). */
+const undecided = new WeakSet<object>();
+
+/** Mark a refusal whose check could not be completed (a pooler probe that failed or got no answer in time). */
+export function undecidedRefusal<E extends PgLeaderLockError>(err: E): E {
+  undecided.add(err);
+  return err;
+}
+
+/**
+ * A definite refusal: `ERR_PGLEADERLOCK_UNSAFE` from a check that completed (a pooler that
+ * shares backends, a hot standby, settings that break the safety bound). A refusal whose
+ * check could not be completed is not one: both elections retry it on their retry
+ * strategy, as a failed connection; a partition worker's `start()` rejects only with a
+ * definite one (a LeaderLock retries those too, docs/safety.md).
+ */
+export function isDefiniteRefusal(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { code?: unknown }).code === 'ERR_PGLEADERLOCK_UNSAFE' &&
+    !undecided.has(err)
+  );
+}
+
 /** SQLSTATE of the first PostgreSQL error in a cause chain (driver errors carry it in `code`). */
 export function sqlStateOf(err: unknown): string | undefined {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {

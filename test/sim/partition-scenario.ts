@@ -294,7 +294,15 @@ export async function runPartitionScenario(
           w.member = true;
           w.pl ??= build(w);
           w.pl.start().catch((e: unknown) => {
-            if ((e as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE') w.member = false;
+            // refused: no member. Only behind a pooler that shares backends: elsewhere a start()
+            // never rejects so (a pooler check that could not be completed is retried)
+            if ((e as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE') {
+              w.member = false;
+              if (!checker.shared)
+                checker.fail(
+                  `${workerName(w)}: start() rejected with ERR_PGLEADERLOCK_UNSAFE ${pooler ? 'through a session-mode pooler' : 'on a direct connection'}: ${(e as Error).message}`,
+                );
+            }
             swallow(`${workerName(w)} start`)(e);
           });
         });

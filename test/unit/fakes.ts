@@ -238,7 +238,9 @@ export class FakeClient extends EventEmitter {
     if (behaviour === 'hang') {
       return new Promise((resolve, reject) => this.pending.add(new PendingQuery(resolve, reject)));
     }
-    return Promise.resolve({ rows: [{ pid: this.backendPid, marker: null, held: false }] });
+    // 'marked': the probe's backend carries another session's marker (not reset between clients)
+    const marker = behaviour === 'marked' ? 'another-session' : null;
+    return Promise.resolve({ rows: [{ pid: this.backendPid, marker, held: false }] });
   }
 
   /** Fencing: the next epoch, after `db.bumpDelayMs` on the fake clock. */
@@ -374,9 +376,10 @@ export class FakeDb {
   holder: FakeClient | null = null;
   /**
    * A pooler in session mode in the path (each client keeps one backend, announces a pid
-   * of the pooler's own): the lock's pooler guard probes; `probe` decides how its probes go.
+   * of the pooler's own): the lock's pooler guard probes; `probe` decides how its probes go
+   * (`marked`: the probe finds another session's marker, a definite refusal).
    */
-  sessionPooler: { probe: Behaviour } | null = null;
+  sessionPooler: { probe: Behaviour | 'marked' } | null = null;
   /** Told of each statement as a client receives it (its tag, `other` if none), before it is answered. */
   beforeQuery: ((tag: string, client: FakeClient) => void) | null = null;
   readonly clients: FakeClient[] = [];
