@@ -105,22 +105,16 @@ export class CallbackError extends PgLeaderLockError {
   }
 }
 
-/** `ERR_PGLEADERLOCK_UNSAFE` errors whose check could not be completed (see {@link isDefiniteRefusal}). */
+// refusals whose check could not be completed (a pooler probe failed or unanswered): both
+// elections retry them as a failed connection; a worker's start() rejects only on a definite one
 const undecided = new WeakSet<object>();
 
-/** Mark a refusal whose check could not be completed (a pooler probe that failed or got no answer in time). */
 export function undecidedRefusal<E extends PgLeaderLockError>(err: E): E {
   undecided.add(err);
   return err;
 }
 
-/**
- * A definite refusal: `ERR_PGLEADERLOCK_UNSAFE` from a check that completed (a pooler that
- * shares backends, a hot standby, settings that break the safety bound). A refusal whose
- * check could not be completed is not one: both elections retry it on their retry
- * strategy, as a failed connection; a partition worker's `start()` rejects only with a
- * definite one (a LeaderLock retries those too, docs/safety.md).
- */
+/** `ERR_PGLEADERLOCK_UNSAFE` from a check that completed (not a probe that could not be). */
 export function isDefiniteRefusal(err: unknown): boolean {
   return (
     typeof err === 'object' &&

@@ -50,9 +50,9 @@ export interface BackendRow {
 export class LockSession {
   private marker: string | null = null;
   private prepared: Prepared | null = null;
-  /** Why the session gave up its locks ({@link free}), before its connection ends. */
+  // why it gave up its locks (free), before its connection ends; and who to tell
   private given: Error | null = null;
-  private readonly givingUp = new Set<(err: Error) => void>();
+  private readonly told = new Set<(err: Error) => void>();
 
   private constructor(
     /** The connection, for the election's own statements. */
@@ -109,14 +109,10 @@ export class LockSession {
   }
 
   /**
-   * This session proved not to be pinned to its backend (a pooler moved or shares it), or
-   * could not prove it is, while it may hold locks on backend `pid`: the session ends here
-   * for its election (`dead`, `onDeath`: a leader's term and lease, a worker's partitions,
-   * end at once, as for a lost connection), then the locks are freed there (statements.ts
-   * `FREE_STRANDED`: an unlock if this statement lands on it, else that backend ended), so
-   * that nothing is still believed held once the server lets go. Best effort: the role may
-   * lack the right to terminate (docs/safety.md); the caller reports `why` (the refusal),
-   * and ends the connection.
+   * This session proved (or could not prove) not to be pinned to its backend while it may
+   * hold locks on backend `pid`: it ends for its election first (`onDeath`, as a lost
+   * connection), then frees them there (statements.ts `FREE_STRANDED`). Best effort (the
+   * role may lack the right to terminate); the caller reports `why` and closes.
    */
   async free(why: Error, pid: number | null = this.pid): Promise<void> {
     this.giveUp(why);
@@ -146,7 +142,6 @@ export class LockSession {
     }
   }
 
-  /** The session has ended: its connection died or closed, or it gave up its locks ({@link free}). */
   get dead(): boolean {
     return this.given !== null || this.conn.dead;
   }
@@ -156,35 +151,28 @@ export class LockSession {
     return this.given ?? this.conn.cause;
   }
 
-  /** Call `fn` once when the session ends (at once if it has): see {@link dead}. Returns an unsubscribe. */
+  /** Call `fn` once when the session ends (its connection's death, or `free`). Returns an unsubscribe. */
   onDeath(fn: (err: Error) => void): () => void {
     const ended = this.cause;
     if (ended) {
       fn(ended);
       return () => {};
     }
-    let called = false;
     const once = (err: Error): void => {
-      if (called) return;
-      called = true;
+      if (this.told.delete(once)) fn(err); // else told already
+    };
+    this.told.add(once);
+    const off = this.conn.onDeath(once);
+    return () => {
       off();
-      fn(err);
+      this.told.delete(once);
     };
-    const offConn = this.conn.onDeath(once);
-    this.givingUp.add(once);
-    const off = (): void => {
-      offConn();
-      this.givingUp.delete(once);
-    };
-    return off;
   }
 
   private giveUp(why: Error): void {
     if (this.dead) return;
     this.given = why;
-    const listeners = [...this.givingUp];
-    this.givingUp.clear();
-    for (const fn of listeners) fn(why);
+    for (const fn of [...this.told]) fn(why);
   }
 
   /** One statement, bounded by `queryTimeoutMs` (plus `extraMs`): past it the session is destroyed. */

@@ -27,9 +27,7 @@ export function lockTableFull(
 
 /**
  * Errors that end a join instead of being retried: another partition count, or a definite
- * refusal (a pooler that shares backends, a hot standby; core/errors.ts
- * `isDefiniteRefusal`): `start()` rejects with them. A pooler check that could not be
- * completed is retried on `retryStrategy`, as LeaderLock retries it.
+ * refusal (a pooler that shares backends, a hot standby): `start()` rejects with them.
  */
 export function refusesToJoin(err: unknown): boolean {
   return err instanceof PartitionMismatchError || isDefiniteRefusal(err);

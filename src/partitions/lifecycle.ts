@@ -69,10 +69,7 @@ export class WorkerLifecycle {
   private lostMember: LostMember | null = null;
   /** A pgpool-II front was logged (once per worker). */
   private pgpoolSeen = false;
-  /**
-   * A `start()` called while a shutdown was under way: it starts once that run is over,
-   * unless a `shutdown()` is called after it (the call made last wins, as for LeaderLock).
-   */
+  // a start() during a shutdown: runs once that is over, unless a shutdown() follows (as LeaderLock)
   private queued: Deferred<void> | null = null;
 
   constructor(private readonly w: WorkerParts) {}
@@ -127,7 +124,6 @@ export class WorkerLifecycle {
     return run.joined;
   }
 
-  /** A start() during a shutdown: once that run is over, unless cancelled by a later stop(). */
   private startAfter(stopping: Run): Promise<void> {
     if (this.queued) return this.queued.promise;
     const queued = deferred<void>();
@@ -141,8 +137,7 @@ export class WorkerLifecycle {
   }
 
   async stop(timeoutMs: number): Promise<void> {
-    // a start() queued behind the shutdown under way never runs: this call came after it
-    // (it resolves, as a start() does whose run ended before it joined)
+    // a start() queued behind the shutdown under way never runs (it resolves, as one whose run ended)
     this.queued?.resolve();
     this.queued = null;
     const run = this.run;
