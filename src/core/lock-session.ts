@@ -52,6 +52,9 @@ export interface BackendRow {
 export class LockSession {
   private marker: string | null = null;
   private prepared: Prepared | null = null;
+  // why it gave up its locks (free), before its connection ends; and who to tell
+  private given: Error | null = null;
+  private readonly told = new Set<(err: Error) => void>();
 
   private constructor(
     /** The connection, for the election's own statements. */
@@ -109,12 +112,13 @@ export class LockSession {
   }
 
   /**
-   * This session proved not to be pinned to its backend (a pooler moved or shares it) while
-   * it may hold locks on backend `pid`: free them there (statements.ts `FREE_STRANDED`: an
-   * unlock if this statement lands on it, else that backend ended). Best effort: the role
-   * may lack the right to terminate (docs/safety.md); the caller reports the refusal.
+   * This session proved (or could not prove) not to be pinned to its backend while it may
+   * hold locks on backend `pid`: it ends for its election first (`onDeath`, as a lost
+   * connection), then frees them there (statements.ts `FREE_STRANDED`). Best effort (the
+   * role may lack the right to terminate); the caller reports `why` and closes.
    */
-  async free(pid: number | null = this.pid): Promise<void> {
+  async free(why: Error, pid: number | null = this.pid): Promise<void> {
+    this.giveUp(why);
     if (pid === null) return;
     const sql = this.o.tag ? this.o.tag(FREE_STRANDED) : FREE_STRANDED;
     this.o.onStatement?.();
@@ -136,9 +140,42 @@ export class LockSession {
     try {
       await pooler.verifyHolding();
     } catch (err) {
-      await this.free(pid);
+      await this.free(err as Error, pid);
       throw err;
     }
+  }
+
+  get dead(): boolean {
+    return this.given !== null || this.conn.dead;
+  }
+
+  /** Why the session ended, once it has. */
+  get cause(): Error | null {
+    return this.given ?? this.conn.cause;
+  }
+
+  /** Call `fn` once when the session ends (its connection's death, or `free`). Returns an unsubscribe. */
+  onDeath(fn: (err: Error) => void): () => void {
+    const ended = this.cause;
+    if (ended) {
+      fn(ended);
+      return () => {};
+    }
+    const once = (err: Error): void => {
+      if (this.told.delete(once)) fn(err); // else told already
+    };
+    this.told.add(once);
+    const off = this.conn.onDeath(once);
+    return () => {
+      off();
+      this.told.delete(once);
+    };
+  }
+
+  private giveUp(why: Error): void {
+    if (this.dead) return;
+    this.given = why;
+    for (const fn of [...this.told]) fn(why);
   }
 
   /** Close at once: the server frees the session's locks when it sees EOF. */

@@ -141,11 +141,11 @@ export class Session {
   }
 
   get dead(): boolean {
-    return this.lock.conn.dead;
+    return this.lock.dead;
   }
 
   get cause(): Error | null {
-    return this.lock.conn.cause;
+    return this.lock.cause;
   }
 
   /** The server's version number (server_version_num), once prepared. */
@@ -154,7 +154,7 @@ export class Session {
   }
 
   onDeath(fn: (err: Error) => void): () => void {
-    return this.lock.conn.onDeath(fn);
+    return this.lock.onDeath(fn);
   }
 
   private async prepare(connect: EndpointConnect, signal: AbortSignal | undefined): Promise<void> {
@@ -202,7 +202,7 @@ export class Session {
         slice,
       );
     } catch (err) {
-      if (this.lock.conn.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
+      if (this.lock.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
       sentAt = this.o.clock.now();
       rows = await this.lock.conn.query<AcquireRow>(this.tag.apply(SQL.LATE_GRANT), this.acquireParams());
@@ -234,16 +234,18 @@ export class Session {
     if (!row.ok) return null;
     if (row.twice !== true) {
       // a re-entrant lock on a held key cannot fail: the release's guard would be wrong
-      await this.lock.free(row.pid);
-      throw new LockError('the grant did not take the key a second time', {
+      const err = new LockError('the grant did not take the key a second time', {
         code: 'ERR_PGLEADERLOCK_UNSAFE',
       });
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     if (row.pid !== this.lock.pid) {
-      await this.lock.free(row.pid);
-      throw unsafe(
+      const err = unsafe(
         `the backend pid changed from ${this.lock.pid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     this.lockedPid = row.pid;
     await this.lock.guardPooler(this.lockedPid);
@@ -306,8 +308,9 @@ export class Session {
     });
     const [row] = await this.lock.conn.simple<{ ok: boolean; same: boolean }>(this.tag.apply(sql));
     if (row && !row.same) {
-      await this.lock.free(this.lockedPid);
-      throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      const err = unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      await this.lock.free(err, this.lockedPid);
+      throw err;
     }
     if (row?.ok) this.lockedPid = null;
     return row?.ok === true;
@@ -323,8 +326,9 @@ export class Session {
     const [row] = await this.lock.conn.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!this.lock.ranHere(row, this.lockedPid)) {
-      await this.lock.free(this.lockedPid);
-      return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
+      const reason = `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}`;
+      await this.lock.free(new LockError(reason, { code: 'ERR_PGLEADERLOCK_LOST' }), this.lockedPid);
+      return { ok: false, reason };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
     if (row.recovery) {

@@ -69,6 +69,8 @@ export class WorkerLifecycle {
   private lostMember: LostMember | null = null;
   /** A pgpool-II front was logged (once per worker). */
   private pgpoolSeen = false;
+  // a start() during a shutdown: runs once that is over, unless a shutdown() follows (as LeaderLock)
+  private queued: Deferred<void> | null = null;
 
   constructor(private readonly w: WorkerParts) {}
 
@@ -102,7 +104,7 @@ export class WorkerLifecycle {
 
   start(): Promise<void> {
     const current = this.run;
-    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
+    if (current?.stopping) return this.startAfter(current);
     if (current) return current.joined;
     const joining = deferred<void>();
     const run: Run = {
@@ -122,7 +124,22 @@ export class WorkerLifecycle {
     return run.joined;
   }
 
+  private startAfter(stopping: Run): Promise<void> {
+    if (this.queued) return this.queued.promise;
+    const queued = deferred<void>();
+    this.queued = queued;
+    void stopping.done.then(() => {
+      if (this.queued !== queued) return; // a shutdown() came after it
+      this.queued = null;
+      this.start().then(queued.resolve, queued.reject);
+    });
+    return queued.promise;
+  }
+
   async stop(timeoutMs: number): Promise<void> {
+    // a start() queued behind the shutdown under way never runs (it resolves, as one whose run ended)
+    this.queued?.resolve();
+    this.queued = null;
     const run = this.run;
     if (!run) return;
     run.stopping = true;

@@ -114,10 +114,11 @@ export class MemberSession {
         lock.token,
       ]);
       if (!member || !lock.ranHere(member)) {
-        await lock.free();
-        throw unsafe(
+        const err = unsafe(
           `the member lock was asked for on backend ${member?.pid ?? 'unknown'}, not the session's own (${prepared.pid}): ${SHARED_BACKEND}`,
         );
+        await lock.free(err);
+        throw err;
       }
       if (!member.got) {
         throw new LockError(
@@ -161,11 +162,11 @@ export class MemberSession {
 
   /** Why the session ended, once it has. */
   get dead(): Error | null {
-    return this.lock.conn.cause;
+    return this.lock.cause;
   }
 
   onDeath(fn: (err: Error) => void): () => void {
-    return this.lock.conn.onDeath(fn);
+    return this.lock.onDeath(fn);
   }
 
   onNotify(fn: (payload: string) => void): void {
@@ -197,10 +198,10 @@ export class MemberSession {
    */
   async verify(row: BackendRow | undefined): Promise<void> {
     if (!this.lock.ranHere(row)) {
-      await this.lock.free();
       const err = unsafe(
         `a statement of the member session ran on backend ${row?.pid ?? 'unknown'}, not its own (${this.pid}): ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err);
       this.destroy(err);
       throw err;
     }

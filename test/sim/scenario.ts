@@ -15,7 +15,7 @@ import { isPartitionSeed, runPartitionScenario } from './partition-scenario.js';
 import { clientLink, Pooler, poolerFor, sharesBackends } from './pooler.js';
 import { drawPlan, drawProfile, KEY, KEY_ID, type Options, type Outcome, type Step } from './profile.js';
 import { Random } from './random.js';
-import { SimServer } from './server.js';
+import { type ReleaseCause, SimServer } from './server.js';
 import { Proc, World } from './world.js';
 
 export {
@@ -45,7 +45,7 @@ export class Candidate {
   termOpenedAt = 0;
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
-  lastLoss: { at: number; cause: string } | null = null;
+  lastLoss: { at: number; cause: ReleaseCause } | null = null;
   /** Its key was taken at once while its connection was blackholed, and it has not been granted since. */
   lostUnheard = false;
   /** When it last reported ERR_PGLEADERLOCK_UNSAFE (a pooler refusal). */
