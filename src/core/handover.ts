@@ -19,11 +19,8 @@
  * `drained` naming exactly that session, token and pid, proves that holder's work has
  * stopped too, and ends the takeover delay. Anything else (a `drained` of another session,
  * or of an earlier term of the same candidate, an `acquired` without a pid (an older
- * version), nothing seen at all: a server restart, the first holder ever) is no proof. The
- * token alone is not enough: two processes given the same seeded `random` draw the same
- * tokens, and a `drained` of one's lost session then named the other's live one (the chaos
- * suite's candidates did, 2026-12-02: a term opened 30-80 ms before its predecessor's runs
- * had returned).
+ * version), nothing seen at all: a server restart, the first holder ever) is no proof (the
+ * token alone is not: alike seeded `random`s draw equal tokens).
  */
 
 import { checkId } from './identity.js';
