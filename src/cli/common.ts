@@ -2,8 +2,9 @@
 import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
+import { type Endpoint, endpointsOf } from '../core/endpoints.js';
 import { ConnectionError, sqlStateOf } from '../core/errors.js';
-import { type Endpoint, endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
+import { type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
 import { type Dsn, type OptionSpec, redact, scrub, UsageError } from './args.js';
 
 /** Exit codes. Documented in docs/cli.md; tests pin them. */

@@ -7,10 +7,11 @@
 import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { destroyClient } from '../core/connect.js';
+import { endpointsOf } from '../core/endpoints.js';
 import { sqlStateOf } from '../core/errors.js';
 import type { LeaderLockOptions } from '../core/lock-options.js';
 import { detectPgpool, type PgpoolFront } from '../core/pgpool.js';
-import { endpointsOf, type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
+import { type Found, findPrimary, NoPrimaryError } from '../core/primary.js';
 import { connectSettings, resolveTimings, type Safety } from '../core/safety.js';
 import { LeaderLock } from '../leader/leader-lock.js';
 import { type Dsn, type Keys, scrub } from './args.js';

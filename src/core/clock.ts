@@ -105,3 +105,26 @@ export function keepAlive(enabled: boolean): () => void {
   const timer = setInterval(() => {}, 1 << 30);
   return () => clearInterval(timer);
 }
+
+/**
+ * The wake-up of every loop in the library that waits for news (LeaderLock's lifecycle, a
+ * partitions worker's, LeaderWatch's): `arm()` gives a signal that the next `wake()`
+ * aborts. A loop arms first, then checks what may have woken it (its mailbox, its
+ * connection), then waits on the signal (`sleep`): news that comes between the check and
+ * the wait is not lost. `onArm` is told of each arm (the loop's pulse, vitals.ts).
+ */
+export class Wake {
+  private interrupt = new AbortController();
+
+  constructor(private readonly onArm: () => void = () => {}) {}
+
+  wake(): void {
+    this.interrupt.abort();
+  }
+
+  arm(): AbortSignal {
+    this.onArm();
+    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
+    return this.interrupt.signal;
+  }
+}

@@ -222,12 +222,22 @@ export class Connection {
   }
 
   /**
+   * Send one CancelRequest for the running statement, on a socket of its own given up after
+   * `timeoutMs`; true once written. Nothing more: a cancel that reaches the server before
+   * the statement does is lost, and a caller that must see the statement end sends again
+   * (or uses {@link cancel}). Never rejects.
+   */
+  sendCancel(timeoutMs: number): Promise<boolean> {
+    return sendCancel(this.client, this.o.clock, timeoutMs);
+  }
+
+  /**
    * End the running statement: a CancelRequest, or if it cannot be sent, or the statement
    * has not ended `closeTimeoutMs` after it was sent, destroying the socket.
    */
   async cancel(): Promise<void> {
     const running = this.busy; // settles when the statement sent last has
-    const sent = await sendCancel(this.client, this.o.clock, this.o.closeTimeoutMs);
+    const sent = await this.sendCancel(this.o.closeTimeoutMs);
     if (!sent) {
       this.destroy(new ConnectionError('statement cancelled by closing the connection'));
       return;

@@ -105,6 +105,25 @@ export class CallbackError extends PgLeaderLockError {
   }
 }
 
+// refusals whose check could not be completed (a pooler probe failed or unanswered): both
+// elections retry them as a failed connection; a worker's start() rejects only on a definite one
+const undecided = new WeakSet<object>();
+
+export function undecidedRefusal<E extends PgLeaderLockError>(err: E): E {
+  undecided.add(err);
+  return err;
+}
+
+/** `ERR_PGLEADERLOCK_UNSAFE` from a check that completed (not a probe that could not be). */
+export function isDefiniteRefusal(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { code?: unknown }).code === 'ERR_PGLEADERLOCK_UNSAFE' &&
+    !undecided.has(err)
+  );
+}
+
 /** SQLSTATE of the first PostgreSQL error in a cause chain (driver errors carry it in `code`). */
 export function sqlStateOf(err: unknown): string | undefined {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {

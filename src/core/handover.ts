@@ -14,11 +14,13 @@
  * session receives those committed before its grant together with the grant. So a new
  * holder whose last `acquired`/`released` event before its own `acquired` is a `released`
  * knows that every holder before it stopped its work before letting go. Otherwise its
- * previous holder is the session of the last `acquired` it saw (or, if it saw none, the
- * backend that held the lock when it connected); a `drained` naming exactly that session
- * proves that holder's work has stopped too, and ends the takeover delay. Anything else (a
- * `drained` of another session, or of an earlier term of the same candidate, nothing seen
- * at all: a server restart, the first holder ever) is no proof.
+ * previous holder is the session of the last `acquired` it saw, named by its marker token
+ * and backend pid (or, if it saw none, the backend that held the lock when it connected); a
+ * `drained` naming exactly that session, token and pid, proves that holder's work has
+ * stopped too, and ends the takeover delay. Anything else (a `drained` of another session,
+ * or of an earlier term of the same candidate, an `acquired` without a pid (an older
+ * version), nothing seen at all: a server restart, the first holder ever) is no proof (the
+ * token alone is not: alike seeded `random`s draw equal tokens).
  */
 
 import { checkId } from './identity.js';
@@ -72,7 +74,14 @@ export interface NewHandover {
 
 /** An event on a key's channel. `session` is the sending lock session's marker token. */
 export type HandoverEvent =
-  | { readonly kind: 'acquired'; readonly id: string; readonly session: string; readonly priority: number }
+  | {
+      readonly kind: 'acquired';
+      readonly id: string;
+      readonly session: string;
+      readonly priority: number;
+      /** The granted session's backend pid (null: an older version's event, which names no backend). */
+      readonly pid: number | null;
+    }
   | {
       readonly kind: 'released';
       readonly id: string;
@@ -102,9 +111,19 @@ export interface SessionIdentity {
   readonly pid: number;
 }
 
-export function payload(kind: 'acquired' | 'released', id: string, session: string, priority = 0): string {
+/** An `acquired` event names the granted session's backend `pid` too (the proof of drain matches token and pid). */
+export function payload(
+  kind: 'acquired' | 'released',
+  id: string,
+  session: string,
+  priority = 0,
+  pid: number | null = null,
+): string {
+  if (kind === 'released') return JSON.stringify({ e: kind, id, s: session });
   return JSON.stringify(
-    kind === 'acquired' ? { e: kind, id, s: session, p: priority } : { e: kind, id, s: session },
+    pid === null
+      ? { e: kind, id, s: session, p: priority }
+      : { e: kind, id, s: session, p: priority, b: pid },
   );
 }
 
@@ -130,11 +149,16 @@ const isInt = (v: unknown): v is number => Number.isSafeInteger(v);
 
 /** Parse a payload; an older version's plain-id announcement counts as `acquired`. Null if malformed or unknown. */
 export function parseEvent(text: string): HandoverEvent | null {
-  if (!text.startsWith('{')) return { kind: 'acquired', id: text, session: '', priority: 0 };
-  let v: { e?: unknown; id?: unknown; s?: unknown; lost?: unknown; pid?: unknown; p?: unknown } & Record<
-    string,
-    unknown
-  >;
+  if (!text.startsWith('{')) return { kind: 'acquired', id: text, session: '', priority: 0, pid: null };
+  let v: {
+    e?: unknown;
+    id?: unknown;
+    s?: unknown;
+    lost?: unknown;
+    pid?: unknown;
+    p?: unknown;
+    b?: unknown;
+  } & Record<string, unknown>;
   try {
     v = JSON.parse(text);
   } catch {
@@ -146,7 +170,8 @@ export function parseEvent(text: string): HandoverEvent | null {
     return typeof v.to === 'string' && v.to !== '' ? { kind: 'handover', to: v.to } : null;
   if (typeof v.id !== 'string' || typeof v.s !== 'string') return null;
   const priority = isInt(v.p) ? v.p : 0;
-  if (v.e === 'acquired') return { kind: 'acquired', id: v.id, session: v.s, priority };
+  if (v.e === 'acquired')
+    return { kind: 'acquired', id: v.id, session: v.s, priority, pid: isInt(v.b) ? v.b : null };
   if (v.e === 'waiting') return { kind: 'waiting', id: v.id, session: v.s, priority };
   if (v.e === 'released') {
     const { to, back, until, backUntil } = v;
@@ -178,7 +203,7 @@ export class HandoverLog {
   private last: HolderEvent | null = null;
   private proof: GrantProof | null = null;
   /** Since this session's own grant: the holder before it, until its term opens. */
-  private previous: { session: string } | { pid: number } | null = null;
+  private previous: { session: string; pid: number | null } | { pid: number } | null = null;
   /** The lost sessions announced drained lately (a few; the newest last). */
   private readonly drained: SessionIdentity[] = [];
   /** The ids heard taking the lock (`acquired`) since this session's own last `released`. */
@@ -209,7 +234,7 @@ export class HandoverLog {
       const atConnect = this.holderAtConnect();
       this.previous =
         before?.kind === 'acquired' && before.session !== ''
-          ? { session: before.session }
+          ? { session: before.session, pid: before.pid }
           : before === null && atConnect !== null
             ? { pid: atConnect }
             : null;
@@ -239,12 +264,21 @@ export class HandoverLog {
   /**
    * Under the takeover delay: has the holder before this session's grant announced that
    * the runs of its lost term have returned? True only for a `drained` naming exactly
-   * that holder's session (by its token, or by the backend pid that held the lock at
-   * connect when no `acquired` was seen since).
+   * that holder's session (by its token and backend pid, or by the backend pid that held
+   * the lock at connect when no `acquired` was seen since).
    */
   previousDrained(): boolean {
+    return this.drainOf() !== null;
+  }
+
+  /** The `drained` that proves the holder before this session's grant drained (null: none), for the log. */
+  drainOf(): {
+    previous: { session: string; pid: number | null } | { pid: number };
+    drained: SessionIdentity;
+  } | null {
     const p = this.previous;
-    if (p === null) return false;
-    return this.drained.some((d) => ('session' in p ? d.session === p.session : d.pid === p.pid));
+    if (p === null) return null;
+    const d = this.drained.find((d) => d.pid === p.pid && (!('session' in p) || d.session === p.session));
+    return d === undefined ? null : { previous: p, drained: d };
   }
 }

@@ -2,11 +2,11 @@
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { defaultId } from './connect.js';
+import type { Endpoint } from './endpoints.js';
 import { fencingTableOf } from './fencing.js';
 import { applicationName, checkId } from './identity.js';
 import { keysFromName } from './keys.js';
 import type { Logger } from './logger.js';
-import type { Endpoint } from './primary.js';
 import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from './retry.js';
 import { checkKnownKeys, resolveShared } from './shared-options.js';
 import { checkBoolean, checkFunction, checkKey, checkPositiveDuration, show } from './validate.js';

@@ -9,7 +9,6 @@
  * pinned to (statements.ts `FREE_STRANDED`); and its end. Each election adds only its own
  * statements and what it makes of their rows.
  */
-import type pg from 'pg';
 import type { ConnectFn } from './connect.js';
 import { Connection, type ConnectionOptions } from './connection.js';
 import type { PgpoolFront } from './pgpool.js';
@@ -32,14 +31,17 @@ export interface LockSessionOptions extends ConnectionOptions {
   readonly freeAll: boolean;
   /** The source of the session marker token (null: crypto; a seeded source replays a run exactly). */
   readonly random?: (() => number) | null | undefined;
-  /** How the session marks its statements (LeaderLock: its priority and id, leader/sql.ts `tagged`). */
+  /**
+   * How the session marks its statements (LeaderLock: its priority and id, leader/sql.ts
+   * `StatementTag`): given once here, for the free and for the preparation's pooler guard.
+   */
   readonly tag?: ((sql: string) => string) | undefined;
   /** Told of each statement this module sends on the election's behalf (the free). */
   readonly onStatement?: (() => void) | undefined;
 }
 
 /** What the session's own preparation needs beyond the session's options (prepare.ts). */
-export type LockSessionPrepare = Omit<PrepareOptions, 'token' | 'clock' | 'queryTimeoutMs'>;
+export type LockSessionPrepare = Omit<PrepareOptions, 'token' | 'clock' | 'queryTimeoutMs' | 'tag'>;
 
 /** What a statement that checks its backend reports: the backend that ran it, and whether it carries the session's marker. */
 export interface BackendRow {
@@ -50,6 +52,9 @@ export interface BackendRow {
 export class LockSession {
   private marker: string | null = null;
   private prepared: Prepared | null = null;
+  // why it gave up its locks (free), before its connection ends; and who to tell
+  private given: Error | null = null;
+  private readonly told = new Set<(err: Error) => void>();
 
   private constructor(
     /** The connection, for the election's own statements. */
@@ -75,6 +80,7 @@ export class LockSession {
   async prepare(p: LockSessionPrepare): Promise<Prepared> {
     this.prepared = await prepareSession(this.conn, {
       ...p,
+      ...(this.o.tag ? { tag: this.o.tag } : {}),
       token: this.token,
       clock: this.o.clock,
       queryTimeoutMs: this.o.queryTimeoutMs,
@@ -106,12 +112,13 @@ export class LockSession {
   }
 
   /**
-   * This session proved not to be pinned to its backend (a pooler moved or shares it) while
-   * it may hold locks on backend `pid`: free them there (statements.ts `FREE_STRANDED`: an
-   * unlock if this statement lands on it, else that backend ended). Best effort: the role
-   * may lack the right to terminate (docs/safety.md); the caller reports the refusal.
+   * This session proved (or could not prove) not to be pinned to its backend while it may
+   * hold locks on backend `pid`: it ends for its election first (`onDeath`, as a lost
+   * connection), then frees them there (statements.ts `FREE_STRANDED`). Best effort (the
+   * role may lack the right to terminate); the caller reports `why` and closes.
    */
-  async free(pid: number | null = this.pid): Promise<void> {
+  async free(why: Error, pid: number | null = this.pid): Promise<void> {
+    this.giveUp(why);
     if (pid === null) return;
     const sql = this.o.tag ? this.o.tag(FREE_STRANDED) : FREE_STRANDED;
     this.o.onStatement?.();
@@ -133,37 +140,42 @@ export class LockSession {
     try {
       await pooler.verifyHolding();
     } catch (err) {
-      await this.free(pid);
+      await this.free(err as Error, pid);
       throw err;
     }
   }
 
   get dead(): boolean {
-    return this.conn.dead;
+    return this.given !== null || this.conn.dead;
   }
 
   /** Why the session ended, once it has. */
   get cause(): Error | null {
-    return this.conn.cause;
+    return this.given ?? this.conn.cause;
   }
 
+  /** Call `fn` once when the session ends (its connection's death, or `free`). Returns an unsubscribe. */
   onDeath(fn: (err: Error) => void): () => void {
-    return this.conn.onDeath(fn);
+    const ended = this.cause;
+    if (ended) {
+      fn(ended);
+      return () => {};
+    }
+    const once = (err: Error): void => {
+      if (this.told.delete(once)) fn(err); // else told already
+    };
+    this.told.add(once);
+    const off = this.conn.onDeath(once);
+    return () => {
+      off();
+      this.told.delete(once);
+    };
   }
 
-  /** One statement, bounded by `queryTimeoutMs` (plus `extraMs`): past it the session is destroyed. */
-  query<R extends pg.QueryResultRow>(text: string, values: unknown[], extraMs = 0): Promise<R[]> {
-    return this.conn.query<R>(text, values, extraMs);
-  }
-
-  /** Several statements, or one with its values inline, in the simple protocol; bounded as `query`. */
-  simple<R extends pg.QueryResultRow>(text: string, extraMs = 0): Promise<R[]> {
-    return this.conn.simple<R>(text, extraMs);
-  }
-
-  /** End the running statement (a wait) within milliseconds (connection.ts `cancel`). */
-  cancel(): Promise<void> {
-    return this.conn.cancel();
+  private giveUp(why: Error): void {
+    if (this.dead) return;
+    this.given = why;
+    for (const fn of [...this.told]) fn(why);
   }
 
   /** Close at once: the server frees the session's locks when it sees EOF. */

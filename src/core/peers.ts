@@ -15,8 +15,8 @@
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
+import type { Endpoint } from './endpoints.js';
 import { isRefused, LockError, sqlStateOf } from './errors.js';
-import type { Endpoint } from './primary.js';
 
 export const PEER_INTERVAL_MS = 100;
 /** Deadline of one probe (connecting included). */

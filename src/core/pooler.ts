@@ -29,8 +29,8 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
-import { ConnectionError, describe, LockError } from './errors.js';
-import type { EndpointConnect } from './primary.js';
+import type { EndpointConnect } from './endpoints.js';
+import { ConnectionError, describe, LockError, undecidedRefusal } from './errors.js';
 import { PINNED, PROBE } from './statements.js';
 
 const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
@@ -253,10 +253,13 @@ export class PoolerGuard {
       return await Promise.race([work(), deadline]);
     } catch (err) {
       if (signal.aborted) throw closedWhileProbing(err);
-      throw new LockError(
-        'a connection pooler is in the path (the backend pid differs from the pid its connection announced) ' +
-          `and whether it shares backends could not be checked: ${what} failed: ${describe(err)}; ${ADVICE}`,
-        { code: 'ERR_PGLEADERLOCK_UNSAFE', cause: err },
+      // a refusal, never a pass; but not a definite one: retried as a failed connection
+      throw undecidedRefusal(
+        new LockError(
+          'a connection pooler is in the path (the backend pid differs from the pid its connection announced) ' +
+            `and whether it shares backends could not be checked: ${what} failed: ${describe(err)}; ${ADVICE}`,
+          { code: 'ERR_PGLEADERLOCK_UNSAFE', cause: err },
+        ),
       );
     } finally {
       clock.clearTimeout(timer);

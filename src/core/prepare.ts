@@ -8,10 +8,10 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.js';
 import { parseSettingMs } from './connect.js';
 import type { Connection } from './connection.js';
+import type { EndpointConnect } from './endpoints.js';
 import { ConnectionError, LockError } from './errors.js';
 import { detectPgpool, type PgpoolFront } from './pgpool.js';
 import { PoolerGuard } from './pooler.js';
-import type { EndpointConnect } from './primary.js';
 import { type AppliedSettings, connectSettings, READ_BACK } from './safety.js';
 import { PREPARE, READ_SETTINGS } from './statements.js';
 

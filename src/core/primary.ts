@@ -7,69 +7,18 @@
  * resolved again on every attempt (pg resolves each host when it connects).
  *
  * When no host is a primary but some answered as standbys (a failover in progress), the
- * survey keeps those standby connections open (`StandbyWatch`) so that the follower can
- * ask them every `PRIMARY_POLL_MS` whether they were promoted: one tiny statement per
- * standby, no new connection, and no exponential back-off run up by refusals.
+ * survey keeps those standby connections open for the follower (standby-watch.ts). The
+ * endpoints themselves are endpoints.ts'.
  */
 import type pg from 'pg';
 import type { Clock } from './clock.js';
-import { type ConnectFn, defaultConnect, destroyClient } from './connect.js';
+import { destroyClient } from './connect.js';
 import { isClient } from './connection.js';
+import type { Endpoint } from './endpoints.js';
 import { ConnectionError, describe, isRefused, LockError, sqlStateOf } from './errors.js';
-import { configFor, describeHosts, parseTargets, type TargetsInput } from './hosts.js';
 import { withEndpointAdvice } from './providers.js';
+import { StandbyWatch } from './standby-watch.js';
 import { show } from './validate.js';
-
-/** One configured host: how to connect to it, and its name in messages (no password). */
-export interface Endpoint {
-  readonly label: string;
-  /**
-   * Opens a session. The default connection opens it as `applicationName` when given (else
-   * as the owner's name), so that a second session (a partition worker's ring watch) never
-   * shows under the first's name; a `connect` hook is called with no argument, and the
-   * session setup renames its connection (prepare.ts).
-   */
-  readonly connect: EndpointConnect;
-  /** The host, port and user as configured (none for a `connect` hook): providers.ts names a known pooled endpoint from them. */
-  readonly target?: { host: string; port: number; user?: string | undefined };
-}
-
-/**
- * An endpoint's `connect`: the `connect` option, or the default one, which can be given the
- * session's name, and a signal that abandons the attempt (a `connect` hook is given neither:
- * a client it resolves after the signal is closed by the caller).
- */
-export type EndpointConnect = (applicationName?: string, signal?: AbortSignal) => ReturnType<ConnectFn>;
-
-/**
- * One endpoint per host of a libpq-style multi-host connection (hosts.ts): the connection
- * string, `clientConfig.host`/`port` or `PGHOST`/`PGPORT`. `target_session_attrs` may only
- * ask for a primary: the lock never runs on a standby.
- */
-export function endpointsOf(
-  input: Pick<TargetsInput, 'connectionString' | 'clientConfig'>,
-  appName: string,
-  timeoutMs: number,
-): Endpoint[] {
-  const targets = parseTargets({
-    ...(input.connectionString === undefined ? {} : { connectionString: input.connectionString }),
-    ...(input.clientConfig === undefined ? {} : { clientConfig: input.clientConfig }),
-  });
-  const attrs = targets.targetSessionAttrs;
-  if (attrs !== null && !['any', 'read-write', 'primary'].includes(attrs)) {
-    throw new TypeError(
-      `target_session_attrs=${attrs} (from ${targets.targetSessionAttrsFrom}) cannot be used: the lock only ever runs on a primary (any, read-write and primary are accepted and mean that)`,
-    );
-  }
-  return targets.hosts.map((target) => ({
-    label: describeHosts([target]),
-    connect: defaultConnect(configFor(targets, target), appName, timeoutMs),
-    target: { ...target, user: typeof targets.config.user === 'string' ? targets.config.user : undefined },
-  }));
-}
-
-/** How often a follower asks the standbys whether one was promoted. */
-export const PRIMARY_POLL_MS = 100;
 
 /**
  * Once one host answered as a primary, how long the others still get: a host that hangs
@@ -93,7 +42,6 @@ const SURVEY_BASIC = `/* pgleaderlock:survey */ SELECT pg_is_in_recovery() AS re
   CASE WHEN NOT pg_is_in_recovery() THEN 0 END AS timeline`;
 
 /** What a standby is asked every PRIMARY_POLL_MS while no host is a primary. */
-const IN_RECOVERY = '/* pgleaderlock:survey */ SELECT pg_is_in_recovery() AS recovery';
 
 /**
  * What a host said: a primary (its timeline, 0 if unknown), a standby, nothing listening,
@@ -182,7 +130,6 @@ interface Options {
   signal?: AbortSignal | undefined;
 }
 
-/** Survey every endpoint and connect to the primary on the newest timeline. */
 /**
  * `findPrimary` for a caller that does not watch standbys for a promotion: when no host is a
  * primary, the survey's standby connections are closed before the error is thrown (left
@@ -197,6 +144,7 @@ export async function findPrimaryOnly(endpoints: readonly Endpoint[], o: Options
   }
 }
 
+/** Survey every endpoint and connect to the primary on the newest timeline. */
 export async function findPrimary(endpoints: readonly Endpoint[], o: Options): Promise<Found> {
   let cut = (): void => {};
   const cutting = new Promise<void>((resolve) => {
@@ -327,73 +275,5 @@ async function surveyOne(
   } finally {
     o.clock.clearTimeout(timer);
     o.signal?.removeEventListener('abort', abandon);
-  }
-}
-
-/**
- * Open connections to the standbys of a cluster with no primary, asked every
- * `PRIMARY_POLL_MS` whether one was promoted. `promoted()` resolves true as soon as one is,
- * false when `signal` aborts or every connection failed (then: survey again).
- */
-export class StandbyWatch {
-  constructor(
-    private readonly standbys: { label: string; client: pg.Client }[],
-    private readonly o: Options,
-  ) {
-    for (const s of standbys) s.client.on('error', () => {});
-  }
-
-  async promoted(signal: AbortSignal): Promise<boolean> {
-    while (!signal.aborted && this.standbys.length > 0) {
-      for (const s of [...this.standbys]) {
-        try {
-          const { rows } = await this.bounded(s.client.query<{ recovery: boolean }>(IN_RECOVERY), signal);
-          if (rows[0]?.recovery === false) return true;
-        } catch {
-          // a stop does not wait for a statement in flight (a standby may hang): close() ends it
-          if (signal.aborted) return false;
-          destroyClient(s.client);
-          this.standbys.splice(this.standbys.indexOf(s), 1);
-        }
-      }
-      await this.pause(signal);
-    }
-    return false;
-  }
-
-  /** PRIMARY_POLL_MS, cut short when `signal` aborts; leaves no timer or listener behind. */
-  private pause(signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        this.o.clock.clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = this.o.clock.setTimeout(done, PRIMARY_POLL_MS);
-      signal.addEventListener('abort', done, { once: true });
-    });
-  }
-
-  close(): void {
-    for (const s of this.standbys.splice(0)) destroyClient(s.client);
-  }
-
-  /** `p` within queryTimeoutMs, or until `signal` aborts (the statement is left to close()). */
-  private bounded<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-    let timer: unknown;
-    let onAbort = (): void => {};
-    p.catch(() => {}); // settles after the race is over when it lost
-    return Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = this.o.clock.setTimeout(() => reject(new Error('no answer')), this.o.queryTimeoutMs);
-        onAbort = () => reject(new Error('stopped'));
-        if (signal.aborted) onAbort();
-        else signal.addEventListener('abort', onAbort, { once: true });
-      }),
-    ]).finally(() => {
-      this.o.clock.clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    });
   }
 }

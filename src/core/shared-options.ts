@@ -7,8 +7,8 @@ import type pg from 'pg';
 import { type Clock, isClock, systemClock } from './clock.js';
 import { type ConnectFn, unrefClient } from './connect.js';
 import { isClient } from './connection.js';
+import { type Endpoint, endpointsOf } from './endpoints.js';
 import { checkLogger, defaultLogger, guardLogger, type Logger } from './logger.js';
-import { type Endpoint, endpointsOf } from './primary.js';
 import { resolveTimings } from './safety.js';
 import { checkBoolean, checkDuration, checkFunction, checkPositiveDuration, show } from './validate.js';
 

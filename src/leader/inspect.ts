@@ -8,10 +8,11 @@
 import type pg from 'pg';
 import { systemClock } from '../core/clock.js';
 import { Connection } from '../core/connection.js';
+import { type Endpoint, endpointsOf } from '../core/endpoints.js';
 import { ConnectionError, describe } from '../core/errors.js';
 import { idOfSession } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
-import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
+import { connectFound, findPrimaryOnly } from '../core/primary.js';
 import { hookEndpoints } from '../core/shared-options.js';
 import { KEY_LOCKS } from '../core/statements.js';
 import { checkKey, checkPositiveDuration } from '../core/validate.js';

@@ -19,7 +19,7 @@ import {
 import { applicationName, idOfSession } from '../core/identity.js';
 import { channelFor } from '../core/keys.js';
 import type { SessionOptions } from './session-types.js';
-import { markOf, priorityOf, QUEUED, SUCCESSOR, tagged } from './sql.js';
+import { priorityOf, QUEUED, SUCCESSOR } from './sql.js';
 
 /** A handover's successor as the server sees it (sql.ts `SUCCESSOR`). */
 export interface SuccessorState {
@@ -40,6 +40,8 @@ export class KeyChannel {
     /** The session's marker token: its events' `s`. */
     private readonly token: string,
     private readonly log: HandoverLog,
+    /** The session's statement tag (sql.ts `StatementTag`): every statement shows this candidate's priority (and id), a leader's too. */
+    private readonly tag: (sql: string) => string,
   ) {
     this.name = channelFor(o.key1, o.key2);
   }
@@ -107,10 +109,5 @@ export class KeyChannel {
 
   private async notify(what: string, text: string): Promise<void> {
     await this.conn.query(this.tag(`/* pgleaderlock:${what} */ SELECT pg_notify($1, $2)`), [this.name, text]);
-  }
-
-  /** Every statement shows this candidate's priority (and id), a leader's too (sql.ts `tagged`). */
-  private tag(sql: string): string {
-    return tagged(sql, markOf(this.o.priority, this.o.id));
   }
 }

@@ -1,4 +1,4 @@
-import { deferred, earlier, keepAlive } from '../core/clock.js';
+import { deferred, earlier, keepAlive, Wake } from '../core/clock.js';
 import { PgLeaderLockError, type ShutdownError, toError } from '../core/errors.js';
 import type { SessionIdentity } from '../core/handover.js';
 import type { LockCallbacks } from '../core/lock-callbacks.js';
@@ -30,7 +30,8 @@ export class Lifecycle implements RequestTarget {
   /** A pgpool-II front was logged (once per lock). */
   private pgpoolSeen = false;
   private readonly mail = new Mailbox();
-  private interrupt = new AbortController();
+  /** Woken by news (a request, a notice, a death, a shutdown); armed before each wait (core/clock.ts). */
+  private readonly waker = new Wake(() => this.vitals.progress());
   private readonly retry: RetryCycle;
   private readonly steps: Steps;
   private readonly report: Reporter;
@@ -55,7 +56,7 @@ export class Lifecycle implements RequestTarget {
     this.vitals = new Vitals(o.clock);
     this.report = new Reporter(o, callbacks, counters);
     const phase = (): Phase => this.phase;
-    const wake = (): void => this.wake();
+    const wake = (): void => this.waker.wake();
     this.releases = new Releases(o, phase, wake);
     this.requests = new Requests(o, this);
     this.handing = new HandingOver(o, {
@@ -83,7 +84,7 @@ export class Lifecycle implements RequestTarget {
       wake,
     });
     this.steps = new Steps(o, this.mail, this.retry, runners, {
-      arm: () => this.arm(),
+      arm: () => this.waker.arm(),
       open: (signal) => this.open(signal),
       delayed: (delay) => this.report.takeoverDelayed(delay.delayMs, delay.until - delay.delayMs),
     });
@@ -164,7 +165,7 @@ export class Lifecycle implements RequestTarget {
       p.after = 'stop';
       this.releases.bound(p.release, earlier(p.release.deadline, deadline));
     }
-    this.wake();
+    this.waker.wake();
   }
 
   /** A stop has been asked for: the run is ending. */
@@ -184,7 +185,7 @@ export class Lifecycle implements RequestTarget {
       p.release.expired ??= error;
       p.session.destroy(p.release.expired);
     } else if (p.kind !== 'stopped') p.session?.destroy();
-    this.wake();
+    this.waker.wake();
     return releasing;
   }
 
@@ -207,7 +208,7 @@ export class Lifecycle implements RequestTarget {
     release.deadline = earlier(release.deadline, deadline);
     const d = deferred<void>();
     release.waiters.push(d);
-    this.wake();
+    this.waker.wake();
     return d.promise;
   }
 
@@ -240,18 +241,7 @@ export class Lifecycle implements RequestTarget {
       p.release.handover?.to === from;
     if (p.kind !== 'follower' && p.kind !== 'acquiring' && !handedBack) return;
     this.mail.invite(this.o.clock.now());
-    this.wake();
-  }
-
-  private wake(): void {
-    this.interrupt.abort();
-  }
-
-  /** A signal that the next wake() aborts. Check the mailbox after calling this, then wait on it. */
-  private arm(): AbortSignal {
-    this.vitals.progress();
-    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
-    return this.interrupt.signal;
+    this.waker.wake();
   }
 
   private async loop(): Promise<void> {
@@ -345,11 +335,11 @@ export class Lifecycle implements RequestTarget {
       };
       this.o.logger.info(fields, 'proof_of_drain');
     }
-    session.onDeath(() => this.wake());
+    session.onDeath(() => this.waker.wake());
     if (session.holderAtConnect) this.report.leaderSeen(session.holderAtConnect);
     session.channel.onEvent((event) => {
       if (event.kind === 'acquired') this.report.leaderSeen(event.id);
-      if (event.kind === 'drained') this.wake(); // may end a takeover delay early
+      if (event.kind === 'drained') this.waker.wake(); // may end a takeover delay early
       this.requests.heard(event, session);
     });
     return session;

@@ -22,7 +22,7 @@
 import type { Deferred } from '../core/clock.js';
 import type { ShutdownError } from '../core/errors.js';
 import type { PeerWatch } from '../core/peers.js';
-import type { StandbyWatch } from '../core/primary.js';
+import type { StandbyWatch } from '../core/standby-watch.js';
 import type { Leadership } from './leadership.js';
 import type { Session } from './session.js';
 

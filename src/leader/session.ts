@@ -6,6 +6,7 @@
  * (key-channel.ts), and who holds the lock now.
  */
 import { type ConnectFn, parseSettingMs } from '../core/connect.js';
+import type { EndpointConnect } from '../core/endpoints.js';
 import { ConnectionError, LockError, sqlStateOf } from '../core/errors.js';
 import { bumpSql, ensureFencingTable } from '../core/fencing.js';
 import {
@@ -21,7 +22,6 @@ import { LockSession } from '../core/lock-session.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { unsafe } from '../core/prepare.js';
-import type { EndpointConnect } from '../core/primary.js';
 import { type AppliedSettings, type Safety, safetyFor } from '../core/safety.js';
 import { inline, type Literal } from '../core/statements.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
@@ -41,8 +41,6 @@ import * as SQL from './sql.js';
 export class Session {
   /** The session marker (statements.ts): proves each statement runs on this session's own backend. */
   private readonly token: string;
-  /** A check under the takeover delay is running: the pooler guard's statement is marked so (`inspect`). */
-  private pendingCheck = false;
   /** Backend pid once the lock was granted. */
   private lockedPid: number | null = null;
   private settings: AppliedSettings | null = null;
@@ -68,12 +66,14 @@ export class Session {
     private readonly o: SessionOptions,
     /** Which host this session is on, its timeline, and what the other hosts said. */
     readonly place: SessionPlace,
+    /** Every statement of the session carries it (sql.ts `StatementTag`): `inspect` reads the priority and id from whatever ran last. */
+    private readonly tag: SQL.StatementTag,
   ) {
     // a seeded `random` (tests) replays a run exactly; by default the token is crypto's
     const random = o.random;
     this.token = lock.token;
     this.handover = new HandoverLog(this.token, () => this.holderPidAtConnect);
-    this.channel = new KeyChannel(lock.conn, o, this.token, this.handover);
+    this.channel = new KeyChannel(lock.conn, o, this.token, this.handover, tag.apply);
     const w = o.waitSliceMs;
     const jitter = (random ?? Math.random)();
     this.slice = w === null ? null : Math.min(MAX_TIMER_MS, Math.round(w * (0.9 + jitter * 0.2)));
@@ -97,9 +97,9 @@ export class Session {
     /** A shutdown: abandons the set-up's pooler probe. */
     signal?: AbortSignal,
   ): Promise<Session> {
-    const tag = (sql: string): string => SQL.tagged(sql, SQL.markOf(o.priority, o.id));
-    const lock = await LockSession.open(first, { ...o, freeAll: false, tag });
-    const session = new Session(lock, o, where);
+    const tag = new SQL.StatementTag(o.priority, o.id);
+    const lock = await LockSession.open(first, { ...o, freeAll: false, tag: tag.apply });
+    const session = new Session(lock, o, where, tag);
     try {
       if (drained) await session.channel.announceDrained(drained);
       await session.prepare(connect, signal);
@@ -118,6 +118,11 @@ export class Session {
   /** Under the takeover delay: the holder before this session's grant announced its runs drained. */
   previousDrained(): boolean {
     return this.handover.previousDrained();
+  }
+
+  /** The proof of drain that ends the takeover delay, if any (handover.ts `drainOf`), for the log. */
+  drainProof(): ReturnType<HandoverLog['drainOf']> {
+    return this.handover.drainOf();
   }
 
   /** After a handover's release: `id` was heard taking the lock since (handover.ts `tookOver`). */
@@ -159,8 +164,6 @@ export class Session {
       serverReleaseMs: this.o.serverReleaseMs,
       probe: { connect, key1: this.o.key1, key2: this.o.key2 },
       signal,
-      // the pooler guard's check after a check under the takeover delay is marked pending too
-      tag: (sql) => SQL.tagged(sql, SQL.markOf(this.o.priority, this.o.id), this.pendingCheck),
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
@@ -171,11 +174,6 @@ export class Session {
     this.holderPidAtConnect = holder?.pid ?? null;
   }
 
-  /** Each statement carries the priority (and the id, sql.ts `SQL.markOf`): `inspect` reads it from whatever ran last. */
-  private tag(sql: string): string {
-    return SQL.tagged(sql, SQL.markOf(this.o.priority, this.o.id));
-  }
-
   private keys(): [number, number] {
     return [this.o.key1, this.o.key2];
   }
@@ -183,7 +181,7 @@ export class Session {
   /** Poll mode: one `pg_try_advisory_lock`. Null when the lock is held elsewhere. */
   async tryLock(): Promise<Acquired | null> {
     const sentAt = this.o.clock.now();
-    const [row] = await this.lock.query<AcquireRow>(this.tag(SQL.TRY_LOCK), this.acquireParams());
+    const [row] = await this.lock.conn.query<AcquireRow>(this.tag.apply(SQL.TRY_LOCK), this.acquireParams());
     return this.acquired(row, sentAt);
   }
 
@@ -199,12 +197,15 @@ export class Session {
     let rows: AcquireRow[];
     try {
       // simple protocol: behind pgpool-II, see statements.ts `inline`
-      rows = await this.lock.simple<AcquireRow>(this.tag(inline(SQL.WAIT_LOCK, this.acquireParams())), slice);
+      rows = await this.lock.conn.simple<AcquireRow>(
+        this.tag.apply(inline(SQL.WAIT_LOCK, this.acquireParams())),
+        slice,
+      );
     } catch (err) {
       if (this.lock.dead || sqlStateOf(err) !== SQL.SLICE_ENDED) throw err;
       // the slice ended; but a grant that raced the timeout leaves the lock held anyway
       sentAt = this.o.clock.now();
-      rows = await this.lock.query<AcquireRow>(this.tag(SQL.LATE_GRANT), this.acquireParams());
+      rows = await this.lock.conn.query<AcquireRow>(this.tag.apply(SQL.LATE_GRANT), this.acquireParams());
     }
     return this.acquired(rows[0], sentAt);
   }
@@ -213,7 +214,7 @@ export class Session {
   private acquireParams(): Literal[] {
     const version = this.settings?.serverVersion ?? 0;
     const arm = version >= 140000 ? String(Math.ceil(this.o.serverReleaseMs)) : null;
-    const acquired = payload('acquired', this.o.id, this.token, this.o.priority);
+    const acquired = payload('acquired', this.o.id, this.token, this.o.priority, this.lock.pid);
     return [this.o.key1, this.o.key2, this.token, arm, acquired, channelFor(this.o.key1, this.o.key2)];
   }
 
@@ -233,16 +234,18 @@ export class Session {
     if (!row.ok) return null;
     if (row.twice !== true) {
       // a re-entrant lock on a held key cannot fail: the release's guard would be wrong
-      await this.lock.free(row.pid);
-      throw new LockError('the grant did not take the key a second time', {
+      const err = new LockError('the grant did not take the key a second time', {
         code: 'ERR_PGLEADERLOCK_UNSAFE',
       });
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     if (row.pid !== this.lock.pid) {
-      await this.lock.free(row.pid);
-      throw unsafe(
+      const err = unsafe(
         `the backend pid changed from ${this.lock.pid} to ${row.pid} between statements: ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err, row.pid);
+      throw err;
     }
     this.lockedPid = row.pid;
     await this.lock.guardPooler(this.lockedPid);
@@ -266,17 +269,17 @@ export class Session {
    * client_connection_check_interval).
    */
   cancel(): Promise<void> {
-    return this.lock.cancel();
+    return this.lock.conn.cancel();
   }
 
   /** Fencing: while holding the lock, increment this key's epoch in `table` (created on first use). */
   async bumpEpoch(table: string, leaderId: string): Promise<Epoch> {
     if (!this.fencingReady) {
-      await ensureFencingTable(this.lock, table, this.o.queryTimeoutMs, (sql) => this.tag(sql));
+      await ensureFencingTable(this.lock.conn, table, this.o.queryTimeoutMs, this.tag.apply);
       this.fencingReady = true;
     }
-    const [row] = await this.lock.query<{ epoch: string; prev_released: boolean | null }>(
-      this.tag(bumpSql(table)),
+    const [row] = await this.lock.conn.query<{ epoch: string; prev_released: boolean | null }>(
+      this.tag.apply(bumpSql(table)),
       [...this.keys(), leaderId, this.place.timeline],
     );
     if (!row) throw new LockError('the fencing epoch was not returned');
@@ -303,10 +306,11 @@ export class Session {
       fencing,
       disarm: this.serverVersion >= 140000,
     });
-    const [row] = await this.lock.simple<{ ok: boolean; same: boolean }>(this.tag(sql));
+    const [row] = await this.lock.conn.simple<{ ok: boolean; same: boolean }>(this.tag.apply(sql));
     if (row && !row.same) {
-      await this.lock.free(this.lockedPid);
-      throw unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      const err = unsafe(`cannot release on a backend without this session's marker: ${SHARED_BACKEND}`);
+      await this.lock.free(err, this.lockedPid);
+      throw err;
     }
     if (row?.ok) this.lockedPid = null;
     return row?.ok === true;
@@ -318,12 +322,13 @@ export class Session {
    * takeover delay (the statement is SQL.tagged so that `inspect` can tell).
    */
   async check(pending = false): Promise<CheckResult> {
-    const text = this.tag(pending ? SQL.CHECK_PENDING : SQL.CHECK);
-    const [row] = await this.lock.query<CheckRow>(text, [...this.keys(), this.token]);
+    const text = this.tag.apply(pending ? SQL.CHECK_PENDING : SQL.CHECK);
+    const [row] = await this.lock.conn.query<CheckRow>(text, [...this.keys(), this.token]);
     if (!row) return { ok: false, reason: 'the ownership check returned no row' };
     if (!this.lock.ranHere(row, this.lockedPid)) {
-      await this.lock.free(this.lockedPid);
-      return { ok: false, reason: `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}` };
+      const reason = `the check ran on another backend (pid ${row.pid}): ${SHARED_BACKEND}`;
+      await this.lock.free(new LockError(reason, { code: 'ERR_PGLEADERLOCK_LOST' }), this.lockedPid);
+      return { ok: false, reason };
     }
     if (!row.held) return { ok: false, reason: 'the advisory lock is no longer held by this session' };
     if (row.recovery) {
@@ -332,9 +337,10 @@ export class Session {
         reason: `the server (${this.place.host}) is in recovery now: it is no longer the primary`,
       };
     }
-    this.pendingCheck = pending;
+    // the pooler guard's check after a check under the takeover delay is marked pending too
+    this.tag.pending = pending;
     await this.lock.guardPooler(this.lockedPid).finally(() => {
-      this.pendingCheck = false;
+      this.tag.pending = false;
     });
     if (!this.safety) return { ok: false, reason: 'the session has not acquired the lock' };
     return { ok: true, safety: this.safety };
@@ -347,7 +353,7 @@ export class Session {
 
   /** Who holds the lock now, if anybody. */
   private async holder(): Promise<HolderRow | undefined> {
-    const [row] = await this.lock.query<HolderRow>(this.tag(SQL.CURRENT_HOLDER), this.keys());
+    const [row] = await this.lock.conn.query<HolderRow>(this.tag.apply(SQL.CURRENT_HOLDER), this.keys());
     return row;
   }
 

@@ -171,10 +171,6 @@ export interface Mark {
   readonly id: string;
 }
 
-export function markOf(priority: number, id: string): Mark {
-  return { priority, id };
-}
-
 /**
  * A statement as the lock session sends it: tagged with the candidate's priority right after
  * its name, so that it shows in `pg_stat_activity.query` whatever the session ran last
@@ -187,6 +183,24 @@ export function tagged(sql: string, mark: Mark, pending = false): string {
   const tag = `/* p=${mark.priority}${pending ? PENDING_MARK : ''} */${idTag(mark.id)}`;
   const named = /^\/\* pgleaderlock:[a-z-]+ \*\//.exec(sql);
   return named ? `${named[0]} ${tag}${sql.slice(named[0].length)}` : `${tag} ${sql}`;
+}
+
+/**
+ * The one tag of a candidate's statements (`tagged`), for every statement its session sends:
+ * its own, the lock session's (core/lock-session.ts), the pooler guard's, the fencing
+ * table's and the key channel's.
+ */
+export class StatementTag {
+  /** A check under the takeover delay runs (and the pooler guard's check after it): tagged `pending`. */
+  pending = false;
+  private readonly mark: Mark;
+
+  constructor(priority: number, id: string) {
+    this.mark = { priority, id };
+  }
+
+  /** `sql` tagged (a bound function: handed on as is). */
+  readonly apply = (sql: string): string => tagged(sql, this.mark, this.pending);
 }
 
 /**

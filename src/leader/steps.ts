@@ -96,7 +96,7 @@ export class Steps {
    * FOLLOWER after a survey found no primary, only standbys: survey again after the retry
    * strategy's delay (a primary that restarts, a host that comes back, a strategy that
    * gives up), or as soon as one of the standbys, asked every 100 ms on the connections the
-   * survey left open (primary.ts), says it was promoted: a promotion is not paced by the
+   * survey left open (core/standby-watch.ts), says it was promoted: a promotion is not paced by the
    * back-off that paces real errors. Leaving FOLLOWER closes those connections (fsm-actions.ts).
    */
   private async awaitPrimary(phase: PhaseOf<'follower'>): Promise<Input> {

@@ -80,6 +80,15 @@ export class Takeover {
       : clean
         ? 0
         : this.o.takeoverDelayMs;
+    if (clean && !split)
+      this.o.logger.debug(
+        {
+          event: 'takeover_clean',
+          released: acquired.cleanHandover,
+          fencing: epoch?.previousReleased === true,
+        },
+        'takeover_clean',
+      );
     const proven =
       delayMs === 0
         ? { sentAt: acquired.provenAt, safety: acquired.safety }
@@ -119,7 +128,12 @@ export class Takeover {
       if (!result.ok) {
         return { type: 'DbError', error: new LockError(result.reason, { code: 'ERR_PGLEADERLOCK_LOST' }) };
       }
-      if (left <= 0 || (drainEnds && session.previousDrained())) return { sentAt, safety: result.safety };
+      if (left <= 0) return { sentAt, safety: result.safety };
+      const proof = drainEnds ? session.drainProof() : null;
+      if (proof !== null) {
+        this.o.logger.debug({ event: 'takeover_drained', leftMs: left, ...proof }, 'takeover_drained');
+        return { sentAt, safety: result.safety };
+      }
       await sleep(clock, Math.min(this.o.healthIntervalMs, left), signal);
     }
   }

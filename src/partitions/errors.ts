@@ -1,5 +1,5 @@
 /** Errors of partitioned leadership. */
-import { PgLeaderLockError } from '../core/errors.js';
+import { isDefiniteRefusal, PgLeaderLockError } from '../core/errors.js';
 
 /** Workers of one name were started with different partition counts. */
 export class PartitionMismatchError extends PgLeaderLockError {
@@ -26,11 +26,9 @@ export function lockTableFull(
 }
 
 /**
- * Errors that end a join instead of being retried: another partition count, or a refusal
- * (a pooler that shares backends, a hot standby): `start()` rejects with them.
+ * Errors that end a join instead of being retried: another partition count, or a definite
+ * refusal (a pooler that shares backends, a hot standby): `start()` rejects with them.
  */
 export function refusesToJoin(err: unknown): boolean {
-  return (
-    err instanceof PartitionMismatchError || (err as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE'
-  );
+  return err instanceof PartitionMismatchError || isDefiniteRefusal(err);
 }

@@ -12,7 +12,7 @@
  *    session and before it takes anything, that its runs of those partitions have returned.
  *    A take under the takeover delay whose previous holder is exactly that session opens
  *    at once.
- * A take's previous holder is the session whose `took:<id>:<p>,…:<token>` was heard last for
+ * A take's previous holder is the session whose `took:<id>:<p>,…:<token>:<pid>` was heard last for
  * that partition; with none heard since this session started listening, whichever member
  * held it then (the members of the first reconcile, by id and backend pid): any later take
  * would have been heard. What an earlier member session heard is no proof for the next
@@ -24,9 +24,11 @@ export function partitionNotices(
   what: 'released' | 'took',
   id: string,
   partitions: readonly number[],
-  token?: string,
+  /** A take names its session: marker token and backend pid (a `drained` must name both: tokens drawn from alike seeded `random`s collide). */
+  session?: { token: string; pid: number },
 ): string[] {
-  return chunks(partitions).map((list) => `${what}:${id}:${list}${token === undefined ? '' : `:${token}`}`);
+  const by = session === undefined ? '' : `:${session.token}:${session.pid}`;
+  return chunks(partitions).map((list) => `${what}:${id}:${list}${by}`);
 }
 
 /** The proof of drain of a lost member session: its partitions whose runs have returned. */
@@ -47,7 +49,7 @@ function chunks(partitions: readonly number[]): string[] {
 /** Who held a partition before this worker took it, as far as this member session knows. */
 type Previous =
   /** The session whose `took` was heard last, by its marker. */
-  | { readonly kind: 'session'; readonly token: string }
+  | { readonly kind: 'session'; readonly id: string; readonly token: string; readonly pid: number }
   /** No `took` heard since this session listened: the member that held it at the first reconcile. */
   | { readonly kind: 'member-at-join' };
 
@@ -63,7 +65,7 @@ export class Handovers {
   /** Partitions handed back cleanly by their previous owner. */
   private readonly clean = new Set<number>();
   /** Who last announced taking each partition (to order `released` against `took`, and as the previous holder). */
-  private readonly takenBy = new Map<number, { id: string; token: string | null }>();
+  private readonly takenBy = new Map<number, { id: string; token: string | null; pid: number | null }>();
   /** Members that announced a clean leave. */
   private readonly departed = new Set<string>();
   /** Members reported dead since the last `takeDeaths()`. */
@@ -111,12 +113,16 @@ export class Handovers {
     }
     for (const p of ps) {
       if (what === 'took') {
-        this.takenBy.set(p, { id: who, token: token || null });
+        this.takenBy.set(p, {
+          id: who,
+          token: token || null,
+          pid: pid !== undefined && /^\d+$/.test(pid) ? Number(pid) : null,
+        });
         this.clean.delete(p);
       } else if (what === 'released' && (this.takenBy.get(p)?.id ?? who) === who) {
         // a `took` by another that arrived first means it holds p now: no clean mark. Its
         // holder since is unknown (a take with no notice never opens a term): no proof of drain
-        this.takenBy.set(p, { id: who, token: null });
+        this.takenBy.set(p, { id: who, token: null, pid: null });
         this.clean.add(p);
       }
     }
@@ -136,7 +142,8 @@ export class Handovers {
   /** Whether `d` is the proof of drain of partition `p`'s previous holder. */
   private proves(d: Drained, p: number, previous: Previous): boolean {
     if (!d.partitions.has(p)) return false;
-    if (previous.kind === 'session') return d.token === previous.token;
+    if (previous.kind === 'session')
+      return d.id === previous.id && d.token === previous.token && d.pid === previous.pid;
     return this.atJoin?.get(d.id) === d.pid;
   }
 
@@ -186,7 +193,10 @@ export class Handovers {
 
   private previousOf(p: number): Previous | null {
     const taken = this.takenBy.get(p);
-    if (taken) return taken.token ? { kind: 'session', token: taken.token } : null;
+    if (taken)
+      return taken.token && taken.pid !== null
+        ? { kind: 'session', id: taken.id, token: taken.token, pid: taken.pid }
+        : null;
     return this.atJoin ? { kind: 'member-at-join' } : null;
   }
 }

@@ -6,7 +6,8 @@ import type pg from 'pg';
 import { type Clock, systemClock } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
-import { connectFound, type Endpoint, endpointsOf, findPrimaryOnly } from '../core/primary.js';
+import { type Endpoint, endpointsOf } from '../core/endpoints.js';
+import { connectFound, findPrimaryOnly } from '../core/primary.js';
 import { hookEndpoints } from '../core/shared-options.js';
 import { keysOf, type MemberRow, OWNERS, parseMember, RECONCILE } from './sql.js';
 

@@ -5,7 +5,7 @@
  * session revokes every term and connects again: at once, then on `retryStrategy` (the
  * policy `LeaderLock` and `LeaderWatch` share, core/retry.ts) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
  */
-import { type Deferred, deferred, sleep } from '../core/clock.js';
+import { type Deferred, deferred, sleep, Wake } from '../core/clock.js';
 import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
 import { type PeerWatch, splitBrainDelayMs } from '../core/peers.js';
@@ -57,8 +57,8 @@ export interface WorkerParts {
 export class WorkerLifecycle {
   private phase: Phase = { kind: 'stopped' };
   private run: Run | null = null;
-  /** Aborted by `wake()`: a notice, a death, a shutdown; `arm()` renews it. */
-  private interrupt = new AbortController();
+  /** Woken by news (a request, a notice, a death, a shutdown); armed before each wait (core/clock.ts). */
+  private readonly waker = new Wake(() => this.vitals?.progress());
   /** Statements sent on both sessions (`stats()`). */
   statements = 0;
   /** health(): the loop's pulse (one per run), whether start() was called, and why the last session failed. */
@@ -69,6 +69,8 @@ export class WorkerLifecycle {
   private lostMember: LostMember | null = null;
   /** A pgpool-II front was logged (once per worker). */
   private pgpoolSeen = false;
+  // a start() during a shutdown: runs once that is over, unless a shutdown() follows (as LeaderLock)
+  private queued: Deferred<void> | null = null;
 
   constructor(private readonly w: WorkerParts) {}
 
@@ -102,7 +104,7 @@ export class WorkerLifecycle {
 
   start(): Promise<void> {
     const current = this.run;
-    if (current?.stopping) return current.done.then(() => this.start()); // after the shutdown under way
+    if (current?.stopping) return this.startAfter(current);
     if (current) return current.joined;
     const joining = deferred<void>();
     const run: Run = {
@@ -122,12 +124,27 @@ export class WorkerLifecycle {
     return run.joined;
   }
 
+  private startAfter(stopping: Run): Promise<void> {
+    if (this.queued) return this.queued.promise;
+    const queued = deferred<void>();
+    this.queued = queued;
+    void stopping.done.then(() => {
+      if (this.queued !== queued) return; // a shutdown() came after it
+      this.queued = null;
+      this.start().then(queued.resolve, queued.reject);
+    });
+    return queued.promise;
+  }
+
   async stop(timeoutMs: number): Promise<void> {
+    // a start() queued behind the shutdown under way never runs (it resolves, as one whose run ended)
+    this.queued?.resolve();
+    this.queued = null;
     const run = this.run;
     if (!run) return;
     run.stopping = true;
     run.stopped.abort();
-    this.wake();
+    this.waker.wake();
     const timer = new AbortController(); // no timer left behind once the run is over
     const finished = await Promise.race([
       run.done.then(() => true),
@@ -159,17 +176,6 @@ export class WorkerLifecycle {
     return p.kind === 'running' && p.peers?.otherPrimary
       ? splitBrainDelayMs(takeoverDelayMs, healthIntervalMs)
       : 0;
-  }
-
-  private wake(): void {
-    this.interrupt.abort();
-  }
-
-  /** A signal the next wake() aborts: check what woke the loop after calling this, then wait on it. */
-  private arm(): AbortSignal {
-    this.vitals?.progress();
-    if (this.interrupt.signal.aborted) this.interrupt = new AbortController();
-    return this.interrupt.signal;
   }
 
   private async loop(run: Run): Promise<void> {
@@ -225,7 +231,7 @@ export class WorkerLifecycle {
         run.joining = null;
         break;
       }
-      if (next.delayMs > 0) await sleep(o.clock, next.delayMs, this.arm());
+      if (next.delayMs > 0) await sleep(o.clock, next.delayMs, this.waker.arm());
     }
     await closing;
     // the runs of terms lost just before the stop (revoked at the session's death, not awaited there)
@@ -242,7 +248,7 @@ export class WorkerLifecycle {
       signal,
       ownership: this.w.ownership,
       terms: this.w.terms,
-      wake: () => this.wake(),
+      wake: () => this.waker.wake(),
       report: (err) => this.w.terms.error(err),
       stopping: () => this.run?.stopping === true,
       countStatement: () => {
@@ -293,7 +299,7 @@ export class WorkerLifecycle {
         this.phase = { kind: 'stopping', member, watch };
         return ownership.leave(member);
       }
-      const woken = this.arm();
+      const woken = this.waker.arm();
       if (ownership.handovers.anyDeaths) await ownership.takeOver(member);
       const next = await ownership.reconcile(member, run.joining !== null);
       served.reconciled = true;

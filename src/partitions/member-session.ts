@@ -8,6 +8,7 @@
  */
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
+import type { Endpoint } from '../core/endpoints.js';
 import { ConnectionError, LockError, ShutdownError } from '../core/errors.js';
 import { ensureFencingTable } from '../core/fencing.js';
 import { type BackendRow, LockSession } from '../core/lock-session.js';
@@ -15,14 +16,7 @@ import { PeerWatch } from '../core/peers.js';
 import type { PgpoolFront } from '../core/pgpool.js';
 import { SHARED_BACKEND } from '../core/pooler.js';
 import { unsafe } from '../core/prepare.js';
-import {
-  connectFound,
-  type Endpoint,
-  type Found,
-  findPrimaryOnly,
-  type Surveyed,
-  settingUp,
-} from '../core/primary.js';
+import { connectFound, type Found, findPrimaryOnly, type Surveyed, settingUp } from '../core/primary.js';
 import { type Safety, safetyFor } from '../core/safety.js';
 import { refusesToJoin } from './errors.js';
 import { MEMBER_LOCK } from './sql.js';
@@ -88,7 +82,7 @@ export class MemberSession {
   }
 
   private static async openOn(o: MemberSessionOptions, found: Found): Promise<MemberSession> {
-    const conn = await LockSession.open(connectFound(found), {
+    const lock = await LockSession.open(connectFound(found), {
       ...o,
       key1: o.membersKey,
       key2: o.slot,
@@ -98,9 +92,9 @@ export class MemberSession {
     try {
       for (const notice of o.drained?.(found.endpoint.label) ?? []) {
         o.onStatement();
-        await conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [o.channel, notice]);
+        await lock.conn.query('/* pgleaderlock:drained */ SELECT pg_notify($1, $2)', [o.channel, notice]);
       }
-      const prepared = await conn.prepare({
+      const prepared = await lock.prepare({
         applicationName: o.appName,
         serverReleaseMs: o.serverReleaseMs,
         probe: { connect: found.endpoint.connect, key1: o.membersKey, key2: o.slot },
@@ -110,29 +104,30 @@ export class MemberSession {
         ...(o.onPgpool ? { onPgpool: o.onPgpool } : {}),
       });
       const safety = safetyFor(prepared.settings, o.healthIntervalMs, o.queryTimeoutMs);
-      if (o.fencingTable !== null) await ensureFencingTable(conn, o.fencingTable, o.queryTimeoutMs);
-      await conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
+      if (o.fencingTable !== null) await ensureFencingTable(lock.conn, o.fencingTable, o.queryTimeoutMs);
+      await lock.conn.query(`/* pgleaderlock:listen */ LISTEN ${o.channel}`, []);
       // a worker shut down while it reconnected joins no more (a join would move partitions twice)
       if (o.stopping?.()) throw new ShutdownError('shutdown() was called before the worker joined');
-      const [member] = await conn.query<{ got: boolean } & BackendRow>(MEMBER_LOCK, [
+      const [member] = await lock.conn.query<{ got: boolean } & BackendRow>(MEMBER_LOCK, [
         o.membersKey,
         o.slot,
-        conn.token,
+        lock.token,
       ]);
-      if (!member || !conn.ranHere(member)) {
-        await conn.free();
-        throw unsafe(
+      if (!member || !lock.ranHere(member)) {
+        const err = unsafe(
           `the member lock was asked for on backend ${member?.pid ?? 'unknown'}, not the session's own (${prepared.pid}): ${SHARED_BACKEND}`,
         );
+        await lock.free(err);
+        throw err;
       }
       if (!member.got) {
         throw new LockError(
           `member slot ${o.slot} is taken: a worker with this id is already running (or its session has not ended yet)`,
         );
       }
-      return new MemberSession(conn, o, safety, found.endpoint, found.timeline, found.others);
+      return new MemberSession(lock, o, safety, found.endpoint, found.timeline, found.others);
     } catch (err) {
-      conn.destroy();
+      lock.destroy();
       throw err;
     }
   }
@@ -181,13 +176,13 @@ export class MemberSession {
   /** One statement, bounded by queryTimeoutMs: past it the session is destroyed (a death). */
   query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     this.o.onStatement();
-    return this.lock.query<R>(text, values);
+    return this.lock.conn.query<R>(text, values);
   }
 
   /** Several statements in one round trip (no parameters), bounded as `query`. */
   async script(text: string): Promise<void> {
     this.o.onStatement();
-    await this.lock.simple(text);
+    await this.lock.conn.simple(text);
   }
 
   notify(payload: string): Promise<unknown> {
@@ -203,10 +198,10 @@ export class MemberSession {
    */
   async verify(row: BackendRow | undefined): Promise<void> {
     if (!this.lock.ranHere(row)) {
-      await this.lock.free();
       const err = unsafe(
         `a statement of the member session ran on backend ${row?.pid ?? 'unknown'}, not its own (${this.pid}): ${SHARED_BACKEND}`,
       );
+      await this.lock.free(err);
       this.destroy(err);
       throw err;
     }

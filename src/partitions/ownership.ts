@@ -232,7 +232,10 @@ export class Ownership {
 
   /** Tell the others which partitions were taken (NOTIFY payloads stay under 8000 bytes). */
   private async announceTaken(session: MemberSession, partitions: readonly number[]): Promise<void> {
-    for (const notice of partitionNotices('took', this.o.id, partitions, session.token)) {
+    for (const notice of partitionNotices('took', this.o.id, partitions, {
+      token: session.token,
+      pid: session.pid,
+    })) {
       await session.notify(notice);
     }
   }

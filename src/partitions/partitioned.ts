@@ -230,8 +230,8 @@ export class PartitionedLeadership implements PartitionedElection {
   /**
    * Join. Resolves once this worker is a member (its first reconcile done); rejects if the
    * workers already running this name have another partition count, or with
-   * `ERR_PGLEADERLOCK_UNSAFE` behind a pooler that shares backends. Connection failures are
-   * reported to onError and retried.
+   * `ERR_PGLEADERLOCK_UNSAFE` behind a pooler that shares backends. Connection failures (and
+   * a pooler check that could not be completed) are reported to onError and retried.
    */
   start(): Promise<void> {
     return this.life.start();

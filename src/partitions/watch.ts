@@ -6,9 +6,9 @@
  * out. The watcher frees the lock again at once and reports the death; the worker then
  * tells everyone (NOTIFY). The wait is in slices (`lock_timeout`): about one statement per
  * slice, and a new target is taken up by cancelling the wait. The session is a
- * {@link Connection} prepared as every session is (prepare.ts).
+ * {@link Connection} prepared as every session is (prepare.ts); its cancels go through the
+ * Connection too (`sendCancel`), never the pg client itself.
  */
-import { sendCancel } from '../core/cancel.js';
 import { type Clock, sleep } from '../core/clock.js';
 import type { ConnectFn } from '../core/connect.js';
 import { Connection } from '../core/connection.js';
@@ -79,32 +79,42 @@ export class RingWatch {
     this.retarget();
   }
 
-  /**
-   * Cancel a wait on a slot that is no longer the target; again every 50 ms until the wait
-   * has ended (a cancel that reaches the server before the statement does is lost), for
-   * `closeTimeoutMs` at most: then the session is closed.
-   */
+  /** Cancel a wait on a slot that is no longer the target (see {@link endWait}). */
   private retarget(): void {
     const conn = this.conn;
     if (!conn || this.waiting === null || this.waiting === this.target || this.recancel !== null) return;
-    const { clock } = this.o;
-    const until = clock.now() + this.o.closeTimeoutMs;
-    const again = (): void => {
-      this.recancel = null;
-      // ended, or failed on its own (its error reaches the loop as a failure)
-      if (this.conn !== conn || conn.dead || this.waiting === null || this.waiting === this.target) return;
-      // a path that drops cancel requests (some proxies): past closeTimeoutMs, close the
-      // session instead; the loop opens a new one for the new target
-      if (clock.now() >= until) {
-        this.retired = conn;
-        conn.destroy();
-        return;
-      }
-      void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
-      this.recancel = clock.setTimeout(again, RECANCEL_MS);
-    };
-    void sendCancel(conn.client, clock, this.o.queryTimeoutMs);
-    this.recancel = clock.setTimeout(again, RECANCEL_MS);
+    void this.endWait(conn, () => this.waiting !== this.target);
+  }
+
+  /**
+   * End the wait running on `conn` while `wanted()`: a cancel now and again every 50 ms
+   * until the wait has ended (a cancel that reaches the server before the statement does
+   * is lost), for `closeTimeoutMs` at most; then, on a path that drops cancel requests
+   * (some proxies), the session is closed (retired: the loop opens a new one at once).
+   * Resolves once the wait ended, failed on its own (its error reaches the loop), or the
+   * session was closed.
+   */
+  private endWait(conn: Connection, wanted: () => boolean): Promise<void> {
+    const { clock, closeTimeoutMs } = this.o;
+    const until = clock.now() + closeTimeoutMs;
+    return new Promise((resolve) => {
+      const again = (): void => {
+        this.recancel = null;
+        if (this.conn !== conn || conn.dead || this.waiting === null || !wanted()) {
+          resolve();
+          return;
+        }
+        if (clock.now() >= until) {
+          this.retired = conn;
+          conn.destroy();
+          resolve();
+          return;
+        }
+        void conn.sendCancel(closeTimeoutMs);
+        this.recancel = clock.setTimeout(again, RECANCEL_MS);
+      };
+      again();
+    });
   }
 
   /**
@@ -116,27 +126,22 @@ export class RingWatch {
     this.stopped = true;
     this.closing.abort();
     this.wakeUp.abort();
-    if (this.recancel !== null) this.o.clock.clearTimeout(this.recancel);
-    this.recancel = null;
+    this.stopRecancel();
     this.changed?.();
     const conn = this.conn;
     if (conn && this.waiting !== null) {
-      // a cancel that reaches the server before the statement does is lost: again every
-      // 50 ms until the wait has ended, for closeTimeoutMs at most; then close the socket
-      const { clock } = this.o;
-      const until = clock.now() + this.o.closeTimeoutMs;
-      // aborted once the wait has ended: the pause between cancels leaves no timer behind
-      const ended = new AbortController();
-      void this.done.then(() => ended.abort());
-      for (let left = until - clock.now(); !ended.signal.aborted && left > 0; left = until - clock.now()) {
-        void sendCancel(conn.client, clock, this.o.closeTimeoutMs);
-        await sleep(clock, Math.min(RECANCEL_MS, left), ended.signal);
-      }
-      if (!ended.signal.aborted) conn.destroy();
+      // done as soon as the loop has ended: no pause between cancels left behind
+      await Promise.race([this.endWait(conn, () => true), this.done]);
+      this.stopRecancel();
     }
     await conn?.close();
     await this.done;
     await this.conn?.close(); // opened while closing
+  }
+
+  private stopRecancel(): void {
+    if (this.recancel !== null) this.o.clock.clearTimeout(this.recancel);
+    this.recancel = null;
   }
 
   private async loop(): Promise<void> {

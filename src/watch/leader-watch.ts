@@ -7,14 +7,12 @@
  * `pg_locks` every `healthIntervalMs` (one statement, the watch's only cost at rest).
  */
 import { Callbacks, type ErrorCallback, type ListenerOptions } from '../core/callbacks.js';
-import { type Deferred, deferred, keepAlive, sleep } from '../core/clock.js';
-import type { Connection } from '../core/connection.js';
+import { type Deferred, deferred, keepAlive, sleepInSteps, Wake } from '../core/clock.js';
 import { ConnectionError, describe, PgLeaderLockError } from '../core/errors.js';
 import { EventLog } from '../core/event-log.js';
 import type { HandoverEvent } from '../core/handover.js';
 import { keysFromName } from '../core/keys.js';
 import { RetryCycle } from '../core/retry.js';
-import { MAX_TIMER_MS } from '../core/validate.js';
 import { type LeaderWatchOptions, type ResolvedWatchOptions, resolveWatchOptions } from './options.js';
 import { openWatchSession, readHolder, type WatchSession } from './session.js';
 import { LeaderView, type WatchedLeader } from './view.js';
@@ -30,26 +28,12 @@ interface WatchCallbackMap {
 /** One `start()` until its close: its stop signal, its connection, its end. */
 interface Run {
   readonly stop: AbortController;
+  /** Woken by the stop and by the death of the run's connection (core/clock.ts). */
+  readonly waker: Wake;
   readonly started: Deferred<void>;
   session: WatchSession | null;
   done: Promise<void>;
   closing: Promise<void> | null;
-}
-
-/** A wake-up per connection: its death or the stop. */
-function wakeOn(conn: Connection, stop: AbortSignal): { signal: AbortSignal; off(): void } {
-  const wake = new AbortController();
-  const abort = (): void => wake.abort();
-  const offDeath = conn.onDeath(abort);
-  if (stop.aborted) abort();
-  else stop.addEventListener('abort', abort, { once: true });
-  return {
-    signal: wake.signal,
-    off: () => {
-      offDeath();
-      stop.removeEventListener('abort', abort);
-    },
-  };
 }
 
 function asError(err: unknown): PgLeaderLockError {
@@ -162,6 +146,7 @@ export class LeaderWatch implements AsyncDisposable {
     if (current) return current.started.promise;
     const run: Run = {
       stop: new AbortController(),
+      waker: new Wake(),
       started: deferred<void>(),
       session: null,
       done: Promise.resolve(),
@@ -185,6 +170,7 @@ export class LeaderWatch implements AsyncDisposable {
     if (!run) return Promise.resolve();
     run.closing ??= (async () => {
       run.stop.abort();
+      run.waker.wake();
       await run.session?.conn.close();
       await run.done;
       if (this.run === run) this.run = null;
@@ -204,15 +190,14 @@ export class LeaderWatch implements AsyncDisposable {
     const release = keepAlive(!this.o.unref);
     const onAbort = (): void => void this.close();
     signal?.addEventListener('abort', onAbort, { once: true });
-    const retry = new RetryCycle(this.o.retryStrategy, () => clock.now());
-    /** No failure since the last healthy read: a loss is retried at once, then on the back-off. */
-    let calm = true;
+    // after a loss the first reconnect goes at once, then the strategy paces (as LeaderLock's)
+    const retry = new RetryCycle(this.o.retryStrategy, () => clock.now(), { atOnceAfterLoss: true });
     let ever = false;
     try {
       while (!run.stop.signal.aborted) {
         try {
-          const session = await this.open(run);
-          if (!session) break;
+          // LISTEN in place; a stop abandons a connection under way at once (it rejects)
+          const session = await openWatchSession(this.o, (event) => this.heard(run, event), run.stop.signal);
           run.session = session; // closed by the `finally` below if a close() came meanwhile
           if (run.stop.signal.aborted) break;
           await this.refresh(session);
@@ -220,10 +205,7 @@ export class LeaderWatch implements AsyncDisposable {
           this.events.log('info', 'watch_connected', { host: session.host, leader: this.leader?.id ?? null });
           ever = true;
           run.started.resolve();
-          await this.follow(run, session, () => {
-            retry.reset();
-            calm = true;
-          });
+          await this.follow(run, session, () => retry.reset());
         } catch (err) {
           run.session?.conn.destroy();
           run.session = null;
@@ -235,10 +217,6 @@ export class LeaderWatch implements AsyncDisposable {
             break;
           }
           this.lost(error);
-          if (calm) {
-            calm = false;
-            continue;
-          }
           retry.lastError = error;
           const next = retry.next();
           if ('giveUp' in next) {
@@ -246,7 +224,7 @@ export class LeaderWatch implements AsyncDisposable {
             break;
           }
           this.events.log('info', 'watch_reconnect', { attempt: retry.attempt, delayMs: next.delayMs });
-          await sleep(clock, Math.min(next.delayMs, MAX_TIMER_MS), run.stop.signal);
+          await sleepInSteps(clock, next.delayMs, run.stop.signal);
         }
       }
     } finally {
@@ -261,47 +239,22 @@ export class LeaderWatch implements AsyncDisposable {
     }
   }
 
-  /** A connection with LISTEN in place, or null if the watch was stopped meanwhile (then nothing is left open). */
-  private async open(run: Run): Promise<WatchSession | null> {
-    const opening = openWatchSession(
-      this.o,
-      (event) => {
-        if (this.run === run && !run.stop.signal.aborted) this.heard(event);
-      },
-      run.stop.signal,
-    );
-    let onStop = (): void => {};
-    const stopped = new Promise<null>((resolve) => {
-      onStop = () => resolve(null);
-      if (run.stop.signal.aborted) onStop();
-      else run.stop.signal.addEventListener('abort', onStop, { once: true });
-    });
-    const first = await Promise.race([opening, stopped]).finally(() =>
-      run.stop.signal.removeEventListener('abort', onStop),
-    );
-    if (first === null) {
-      opening.then(
-        (late) => late.conn.destroy(),
-        () => {},
-      );
-    }
-    return first;
-  }
-
   /** Until the stop (returns) or the connection's failure (throws): read the holder every `healthIntervalMs`. */
   private async follow(run: Run, session: WatchSession, healthy: () => void): Promise<void> {
     const { conn } = session;
-    const wake = wakeOn(conn, run.stop.signal);
+    const off = conn.onDeath(() => run.waker.wake());
     try {
       for (;;) {
-        await sleep(this.o.clock, this.o.healthIntervalMs, wake.signal);
+        const woken = run.waker.arm();
+        if (!run.stop.signal.aborted && !conn.dead)
+          await sleepInSteps(this.o.clock, this.o.healthIntervalMs, woken);
         if (run.stop.signal.aborted) return;
         if (conn.dead) throw conn.cause ?? new ConnectionError('connection lost');
         await this.refresh(session);
         healthy();
       }
     } finally {
-      wake.off();
+      off();
     }
   }
 
@@ -321,7 +274,8 @@ export class LeaderWatch implements AsyncDisposable {
     }
   }
 
-  private heard(event: HandoverEvent): void {
+  private heard(run: Run, event: HandoverEvent): void {
+    if (this.run !== run || run.stop.signal.aborted) return;
     const before = this.view.leader;
     if (this.view.event(event, new Date())) this.changed(before);
   }

@@ -2,10 +2,10 @@
 import type pg from 'pg';
 import type { Clock } from '../core/clock.js';
 import { defaultId } from '../core/connect.js';
+import type { Endpoint } from '../core/endpoints.js';
 import { applicationName, checkId } from '../core/identity.js';
 import { keysFromName } from '../core/keys.js';
 import type { Logger } from '../core/logger.js';
-import type { Endpoint } from '../core/primary.js';
 import { ExponentialBackoff, type RetryStrategy, resolveRetryStrategy } from '../core/retry.js';
 import { checkKnownKeys, resolveShared } from '../core/shared-options.js';
 import { checkKey, checkPositiveDuration, MAX_TIMER_MS, show } from '../core/validate.js';

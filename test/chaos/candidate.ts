@@ -7,6 +7,7 @@
  * priority: a process booted ahead, while the server starts or as a spare, joins at once). Commands from the parent: stepDown, freeze (busy loop; the parent also freezes it with SIGSTOP),
  * handoverTo (answered by `handoverResult`), shutdown; SIGTERM shuts down too.
  */
+import { writeFileSync } from 'node:fs';
 import { type Clock, FixedInterval, LeaderLock } from '../../src/index.js';
 import { Random } from '../sim/random.js';
 
@@ -52,10 +53,22 @@ const send = (m: CandidateMessage): void => {
   if (process.connected) process.send?.(m);
 };
 
-/** PGLEADERLOCK_CHAOS_LOG=1: the lock's log events on stderr, on the run's clock (to read a failure). */
-function stderrLogger(id: string) {
+/**
+ * PGLEADERLOCK_CHAOS_LOG=1: the lock's log events on stderr, on the run's clock (to read a
+ * failure). PGLEADERLOCK_CHAOS_LOG=<folder>: the same lines kept in memory and written to
+ * `<folder>/<id>-<pid>.log` as the process exits (a killed one's are lost): writing each line
+ * as it happens changed the timing enough that a failure seen without the log did not recur.
+ */
+function chaosLogger(id: string, to: string) {
+  const lines: string[] = [];
+  if (to !== '1')
+    process.on('exit', () =>
+      writeFileSync(`${to}/${id.replaceAll('/', '_')}-${process.pid}.log`, lines.join('')),
+    );
   const line = (fields: Record<string, unknown>, event: string): void => {
-    process.stderr.write(`${hrtimeMs().toFixed(1)} ${id} ${event} ${JSON.stringify(fields)}\n`);
+    const text = `${hrtimeMs().toFixed(1)} ${id} ${event} ${JSON.stringify(fields)}\n`;
+    if (to === '1') process.stderr.write(text);
+    else lines.push(text);
   };
   return { debug: line, info: line, warn: line, error: line };
 }
@@ -66,6 +79,8 @@ function seededRandom(seed: number): () => number {
 }
 
 function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLock {
+  const logTo = process.env.PGLEADERLOCK_CHAOS_LOG;
+  const log = logTo ? chaosLogger(id, logTo) : null;
   const lock = new LeaderLock({
     connectionString: cfg.url,
     key1: cfg.key1,
@@ -79,12 +94,13 @@ function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLo
     takeoverDelayMs: cfg.takeoverDelayMs,
     clock,
     ...(cfg.randomSeed === undefined ? {} : { random: seededRandom(cfg.randomSeed) }),
-    ...(process.env.PGLEADERLOCK_CHAOS_LOG ? { logger: stderrLogger(id) } : {}),
+    ...(log ? { logger: log } : {}),
   });
 
   let start: number | null = null;
   lock.onStateChange((from, to) => {
     const now = hrtimeMs();
+    log?.info({ from, to, leaseExpiresAt: lock.leaseExpiresAt }, 'chaos.state');
     if (to === 'leader') {
       start = now;
       send({ type: 'start', id, at: now });
@@ -103,8 +119,11 @@ function startLock(cfg: CandidateConfig, id: string, priority: number): LeaderLo
   lock.runWhileLeader(async (term) => {
     const runStart = hrtimeMs();
     send({ type: 'runStart', id, at: runStart });
+    log?.info({ term: term.id }, 'chaos.run.start');
     await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+    log?.info({ term: term.id }, 'chaos.run.aborted');
     await new Promise((resolve) => setTimeout(resolve, cfg.workStopMs));
+    log?.info({ term: term.id, leaseExpiresAt: lock.leaseExpiresAt }, 'chaos.run.end');
     send({
       type: 'run',
       id,

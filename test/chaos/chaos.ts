@@ -347,6 +347,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     booted?: Spare,
   ): Promise<Candidate> => {
     started++;
+    // drawn before the first await: candidates spawned side by side (Promise.all) once all
+    // read `started` after it, drew the same seed and so the same session tokens, and a
+    // `drained` of one's lost session proved the drain of another's live one
+    const randomSeed = (currentSeed * 31 + started) >>> 0;
     const { proc, exited } = booted ?? (await takeSpare());
     const proxy = await startFaultProxy({ host: server.host, port: server.port });
     const gen = (generation.get(id) ?? 0) + 1;
@@ -392,7 +396,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     candidates.set(name, c);
     c.startedAt = hrtimeMs();
     // the library's own randomness (its session marker token, the wait slice's ±10 %) is seeded too
-    command(c, { type: 'start', cfg: cfg(proxy, (currentSeed * 31 + started) >>> 0), id, priority });
+    command(c, { type: 'start', cfg: cfg(proxy, randomSeed), id, priority });
     await ready;
     return c;
   };

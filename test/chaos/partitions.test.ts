@@ -41,7 +41,7 @@ const pct = (xs: number[], q: number): number => {
 };
 
 describe('PartitionedLeadership, workers in separate processes', () => {
-  it('1024 partitions over 8 workers: balanced 128 each; exactly two connections per worker (its member session and ring watch) and 1.1 statements a second per worker at rest (±30 %, 20 s, workers’ counters and pg_stat_statements); after SIGKILL of a worker its partitions run again within p99 250 ms of its exit (no takeover delay); never two runs of a partition at once', async () => {
+  it('1024 partitions over 8 workers: balanced 128 each; exactly two connections per worker (its member session and ring watch) and 1.1 statements a second per worker at rest (±30 %, 20 s, workers’ counters and pg_stat_statements); after SIGKILL of a worker its partitions run again within p99 650 ms of its exit (3 × the worst seen; not its 1 s health interval) (no takeover delay); never two runs of a partition at once', async () => {
     const P = 1024;
     const N = 8;
     const name = `pp-${Date.now()}`;
@@ -162,8 +162,12 @@ describe('PartitionedLeadership, workers in separate processes', () => {
     // for the take-over, and the p99 is the slowest survivor's take in a round. 108–126 ms
     // when 200 was set; 112–214 in 15 runs a week later, the code before and after a change
     // elsewhere overlapping (112–179 and 135–214). A regression to the health interval (1 s)
-    // fails this.
-    expect(pct(afterExit, 0.99)).toBeLessThanOrEqual(250);
+    // fails this, and so does the 650 ms bound: 3 × the worst p99 recorded (214 ms; the
+    // 200 ms bound before failed at 209 ms on a loaded run, issue 37)
+    expect(
+      pct(afterExit, 0.99),
+      `p99 ${pct(afterExit, 0.99).toFixed(1)} ms after the exit`,
+    ).toBeLessThanOrEqual(650);
     expect(overlaps(c)).toEqual([]);
     expect(c.msgs.filter((m) => m.ev === 'error')).toEqual([]);
   }, 150_000); // 20 s of it at rest, for the statement rate

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { FixedInterval } from '../../src/index.js';
+import { expectNearBaseline } from '../harness/baseline.js';
 import { type Finished, useCli } from '../harness/cli.js';
 import { adminQuery, databaseUrl, eventually, lockHolders, randomKeys, testTag } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
@@ -223,7 +224,11 @@ describe('pgleaderlock resign: refusals and time limits', () => {
       // measured before and after: the other test files' load changes while this one runs) come on top
       const after = await baselineMs(['resign']);
       expect(took).toBeGreaterThanOrEqual(timeoutMs);
-      expect(took).toBeLessThan(timeoutMs + Math.max(base, after) + 500);
+      expectNearBaseline(
+        `resign --timeout ${timeoutMs} ms: the command's run, against the timeout plus its own start, connection and look (the slower of before and after)`,
+        { subject: took, baseline: timeoutMs + Math.max(base, after) },
+        { overMs: 500 },
+      );
       expect(
         (await lockHolders(databaseUrl(), t.keys.key1, t.keys.key2)).filter((h) => h.granted),
       ).toHaveLength(1);
@@ -368,7 +373,11 @@ describe.each(MODES)('pgleaderlock handover (%s mode)', (mode) => {
     // the baseline measured before and after: the other test files' load changes while this one runs
     const after = await baselineMs(['handover', '--to', c.id]);
     expect(took).toBeGreaterThanOrEqual(1000);
-    expect(took).toBeLessThan(1000 + Math.max(base, after) + 500);
+    expectNearBaseline(
+      "handover --timeout 1s: the command's run, against the timeout plus its own start, connection and look (the slower of before and after)",
+      { subject: took, baseline: 1000 + Math.max(base, after) },
+      { overMs: 500 },
+    );
     expect(t.terms(c)).toBe(0);
     t.letGo();
   });

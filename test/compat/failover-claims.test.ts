@@ -21,6 +21,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, LeaderLock, type LeaderLockOptions } from '../../src/index.js';
+import { expectNearBaseline } from '../harness/baseline.js';
 import { type ClusterNode, promoteNow, startCluster } from '../harness/cluster.js';
 import {
   type AdminClient,
@@ -194,7 +195,12 @@ describe('primary failover claims', () => {
     expect(run.host).toBe(hostOf(s));
     expect(c.fences(fresh)).toEqual([PEER_BOUND_MS]);
     expect(held).toBeGreaterThanOrEqual(PEER_BOUND_MS - TIMER_EARLY_MS);
-    expect(held).toBeLessThanOrEqual(budget);
+    // the baseline: the delay plus two bare connections (connect, SCRAM, a statement)
+    expectNearBaseline(
+      'the term opened after the grant, against the 350 ms bound plus two bare connections',
+      { subject: held, baseline: PEER_BOUND_MS + 2 * connectMs },
+      { overMs: 100 },
+    );
     expect(oldRun.end).not.toBeNull();
     expect(run.start).toBeGreaterThan(oldRun.end as number);
   }, 45_000);
@@ -239,7 +245,11 @@ describe('primary failover claims', () => {
         [heldB, clean],
       ] as const) {
         expect(held).toBeGreaterThanOrEqual(delay - TIMER_EARLY_MS);
-        expect(held).toBeLessThanOrEqual(delay + 2 * connectMs + 100);
+        expectNearBaseline(
+          `${label}: the term opened after the grant, against its ${delay} ms delay plus two bare connections`,
+          { subject: held, baseline: delay + 2 * connectMs },
+          { overMs: 100 },
+        );
       }
       await Promise.all([a.shutdown(), b.shutdown()]);
     }
@@ -341,7 +351,11 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
       expect(waited).toBeGreaterThanOrEqual(QUERY_TIMEOUT_MS - 20);
       expect(waited).toBeLessThanOrEqual(POLL_MS + QUERY_TIMEOUT_MS + 100);
     }
-    expect(ledAfter).toBeLessThanOrEqual(leadBudget);
+    expectNearBaseline(
+      `${mode} mode: led on the promoted server after the deadline, against its timers plus four bare connections`,
+      { subject: ledAfter, baseline: leadBudget - 150 },
+      { overMs: 150 },
+    );
   }, 45_000);
 });
 

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type Deferred, deferred } from '../../src/core/clock.js';
 import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
+import { expectNearBaseline } from '../harness/baseline.js';
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
 import { inspectDuring } from '../harness/inspect.js';
 import { interceptQueries, statementText } from '../harness/intercept.js';
@@ -246,8 +247,16 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
           // server as a bare waiter is, plus the lock's own statements; poll mode is woken by
           // the release's NOTIFY or its next 25 ms poll
           const slack = acquireMode === 'wait' ? 25 : 60;
-          expect(terminateMs).toBeLessThan(bareTerminate + slack);
-          expect(gracefulMs).toBeLessThan(bareUnlock + slack);
+          expectNearBaseline(
+            `${acquireMode} mode: terminate → the other leads, against a bare pair through the same PgBouncer`,
+            { subject: terminateMs, baseline: bareTerminate },
+            { overMs: slack },
+          );
+          expectNearBaseline(
+            `${acquireMode} mode: shutdown → the follower leads, against a bare unlock → grant`,
+            { subject: gracefulMs, baseline: bareUnlock },
+            { overMs: slack },
+          );
         } finally {
           await admin.end().catch(() => {});
         }

@@ -3,8 +3,11 @@
  * records each run, and the scenarios more than one project runs
  * (integration/failover.test.ts, timing/promotion.test.ts).
  */
+
+import pg from 'pg';
 import { afterEach, expect } from 'vitest';
 import { LeaderLock, type LeaderLockOptions, type Term } from '../../src/index.js';
+import { bareTimer } from './baseline.js';
 import { type ClusterNode, promoteNow, startCluster } from './cluster.js';
 import { eventually, randomKeys, testTag } from './db.js';
 import { overlapsOf } from './overlaps.js';
@@ -128,6 +131,7 @@ export async function promotionRounds(
   c: Candidates,
   mode: 'poll' | 'wait',
   rounds: number,
+  baseline?: number[],
 ): Promise<number[]> {
   await using cluster = await startCluster();
   let primary = cluster.primary;
@@ -150,6 +154,10 @@ export async function promotionRounds(
     const writable = await promoteNow(standby);
     const next = await leaderOn(c, hostOf(standby), `a leader on the promoted ${standby.name}`);
     samples.push(next.start - writable);
+    // the round's baseline (timing/promotion.test.ts): the 250 ms takeover delay as a bare
+    // timer, and two bare connections with a statement each (the survey's and the session's)
+    if (baseline)
+      baseline.push((await bareTimer(250)) + (await bareConnectMs(standby)) + (await bareConnectMs(standby)));
     expect(next.epoch).toBeGreaterThan(second.epoch ?? 0n);
     expect(overlaps(c.runs)).toEqual([]);
 
@@ -158,4 +166,18 @@ export async function promotionRounds(
     standby = await cluster.addStandby({ from: primary });
   }
   return samples;
+}
+
+/** A new connection to `node` and one statement on it, then closed: its milliseconds. */
+async function bareConnectMs(node: ClusterNode): Promise<number> {
+  const client = new pg.Client({ connectionString: node.url, application_name: 'pgleaderlock-test-bare' });
+  client.on('error', () => {});
+  const t0 = performance.now();
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return performance.now() - t0;
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

@@ -13,6 +13,7 @@ import { deferred } from '../../src/core/clock.js';
 import { type HandoverEvent, parseEvent } from '../../src/core/handover.js';
 import { channelFor } from '../../src/core/keys.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
+import { expectNearBaseline } from '../harness/baseline.js';
 import {
   adminQuery,
   databaseUrl,
@@ -24,7 +25,6 @@ import {
   terminate,
 } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
-import { median } from '../harness/stats.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 
 const locks = useLocks();
@@ -273,12 +273,17 @@ describe('onNewLeader: heard at once by an idle session', () => {
     });
     const lags: number[] = [];
     const behindBare: number[] = [];
+    // ms from each stepDown() call: c's onNewLeader, c's own connection receiving the event, a bare LISTEN receiving it
+    const heardAfter: number[] = [];
+    const ownAfter: number[] = [];
+    const bareAfter: number[] = [];
     let [leader, waiter] = [a, b];
     for (let round = 0; round < 6; round++) {
       await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 2, {
         what: `${waiter.id} to queue`,
       });
       const before = observer.events.length;
+      const t0 = performance.now();
       await leader.stepDown(); // with autoReacquire, it queues again after one back-off
       const id = waiter.id;
       const grant = () =>
@@ -290,14 +295,25 @@ describe('onNewLeader: heard at once by an idle session', () => {
       const at = heard.at(-1)?.at ?? Number.NaN;
       lags.push(at - (own.findLast((e) => e.id === id)?.at ?? Number.NaN));
       behindBare.push(at - (grant()?.at ?? Number.NaN));
+      heardAfter.push(at - t0);
+      ownAfter.push((own.findLast((e) => e.id === id)?.at ?? Number.NaN) - t0);
+      bareAfter.push((grant()?.at ?? Number.NaN) - t0);
       [leader, waiter] = [waiter, leader];
     }
     console.log(
       `[onNewLeader] an idle poll-mode session heard the new leader ${lags.map((l) => l.toFixed(2)).join(', ')} ms after its own connection received it; ${behindBare.map((l) => l.toFixed(2)).join(', ')} ms after a bare LISTEN connection`,
     );
     expect(c.stats().failedAttempts).toBe(1); // it never polled again: it heard, it did not ask
-    expect(median(lags)).toBeLessThan(5);
-    expect(Math.max(...behindBare)).toBeLessThan(50);
+    expectNearBaseline(
+      "onNewLeader, against c's own connection receiving the event",
+      { subject: heardAfter, baseline: ownAfter },
+      { overMs: 5, compare: 'paired' },
+    );
+    expectNearBaseline(
+      'onNewLeader, against a bare LISTEN connection receiving the event',
+      { subject: heardAfter, baseline: bareAfter },
+      { overMs: 50, compare: 'each' },
+    );
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { type Endpoint, endpointsOf } from '../../src/core/primary.js';
+import { type Endpoint, endpointsOf } from '../../src/core/endpoints.js';
 import { FREE_STRANDED } from '../../src/core/statements.js';
 import type { PartitionedLeadershipOptions } from '../../src/index.js';
 import { keysOf } from '../../src/partitions/sql.js';

@@ -86,12 +86,7 @@ export class Checker {
     // the key left a backend: remember how, for its candidate
     const prev = this.owner(prevBackend);
     if (!prev) return;
-    // a leader behind a pooler whose check could not be completed frees the key on its own
-    // backend before it leaves LEADER (src/leader/session.ts verifyNotShared): a round trip
-    // with isLeader true and the key free (a successor's takeover delay covers it), excused
-    // below for the statement's deadline
-    const own = cause === 'unlock' && prevBackend.query.startsWith('/* pgleaderlock:free-stranded');
-    prev.lastLoss = { at: this.world.now, cause: own ? 'free-stranded' : cause };
+    prev.lastLoss = { at: this.world.now, cause };
     // taken at once while its connection is blackholed: it hears of it at its next check's
     // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
     if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
@@ -192,9 +187,7 @@ export class Checker {
       if (holders.includes(c) || this.shared) continue;
       const lease = lock.safety?.leaseMs ?? 0;
       const loss = c.lastLoss;
-      const window = loss?.cause === 'free-stranded' ? this.profile.queryTimeoutMs : lease;
-      const excused = loss?.cause === 'free-stranded' || INSTANT.has(loss?.cause as ReleaseCause);
-      if (!loss || !excused || now >= loss.at + window) {
+      if (!loss || !INSTANT.has(loss.cause) || now >= loss.at + lease) {
         this.fail(
           `${c.name} isLeader while the server grants the key to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease ${lease} ms)`,
         );

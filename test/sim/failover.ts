@@ -10,7 +10,8 @@
  * a network partition, or a tool that has not fenced it yet) to the end of the run.
  */
 import { PEER_BOUND_MS, PEER_TIMEOUT_MS, splitBrainDelayMs } from '../../src/core/peers.js';
-import { PRIMARY_POLL_MS, SURVEY_GRACE_MS } from '../../src/core/primary.js';
+import { SURVEY_GRACE_MS } from '../../src/core/primary.js';
+import { PRIMARY_POLL_MS } from '../../src/core/standby-watch.js';
 import { Random } from './random.js';
 import type { SimServer } from './server.js';
 import type { World } from './world.js';

@@ -37,7 +37,7 @@ export interface Worker {
   lostUnheard: boolean;
   readonly stopping: Promise<unknown>[];
   /** The last time the server took a partition from it at once, by partition. */
-  readonly lastLoss: Map<number, { at: number; cause: ReleaseCause; stranded?: boolean }>;
+  readonly lastLoss: Map<number, { at: number; cause: ReleaseCause }>;
   /** Whether it is started and not shut down (what the quiet phase expects to be a member). */
   member: boolean;
   /** The step it last froze at: a freeze excuses only the bodies that started before it. */
@@ -103,10 +103,7 @@ export class PartitionChecker {
     if (holder || !prev || !cause) return;
     const w = this.ownerOf(prev);
     if (!w) return;
-    // freed by the worker's own session as its pooler check could not be completed (as a
-    // LeaderLock's, checker.ts): excused for a check's length
-    const stranded = cause === 'unlock' && prev.query.startsWith('/* pgleaderlock:free-stranded');
-    w.lastLoss.set(partition, { at: this.world.now, cause, stranded });
+    w.lastLoss.set(partition, { at: this.world.now, cause });
     if (INSTANT.has(cause) && prev.link.state === 'blackhole') {
       w.lostUnheard = true;
       w.excusedUntil = Math.max(w.excusedUntil, this.world.now + this.checkMs);
@@ -173,7 +170,6 @@ export class PartitionChecker {
         const loss = w.lastLoss.get(p);
         const lease = pl.leaseExpiresAt ?? Number.NEGATIVE_INFINITY;
         if (loss && INSTANT.has(loss.cause) && now <= lease) continue;
-        if (loss?.stranded && now <= loss.at + this.checkMs) continue;
         this.fail(
           `${workerName(w)} owns partition ${p} while the server grants it to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease until ${lease})`,
         );

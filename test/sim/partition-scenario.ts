@@ -113,10 +113,9 @@ export function drawPartitionPlan(rng: Random, p: PartitionProfile): PartitionSt
   return steps.sort((a, b) => a.at - b.at);
 }
 
-/** Workers' pooler: the sharing modes only (session mode: seed 2493232885, not yet understood); a start() refused is no member. */
+/** Workers' pooler (room for each worker's member and watch sessions); a start() refused is no member. */
 function partitionPooler(seed: number, workers: number): PoolerProfile | null {
-  const pool = poolerFor(seed, 2 * workers);
-  return pool?.mode === 'session' ? null : pool;
+  return poolerFor(seed, 2 * workers);
 }
 
 export function describePartitionProfile(seed: number): string {
@@ -295,7 +294,15 @@ export async function runPartitionScenario(
           w.member = true;
           w.pl ??= build(w);
           w.pl.start().catch((e: unknown) => {
-            if ((e as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE') w.member = false;
+            // refused: no member. Only behind a pooler that shares backends: elsewhere a start()
+            // never rejects so (a pooler check that could not be completed is retried)
+            if ((e as { code?: unknown })?.code === 'ERR_PGLEADERLOCK_UNSAFE') {
+              w.member = false;
+              if (!checker.shared)
+                checker.fail(
+                  `${workerName(w)}: start() rejected with ERR_PGLEADERLOCK_UNSAFE ${pooler ? 'through a session-mode pooler' : 'on a direct connection'}: ${(e as Error).message}`,
+                );
+            }
             swallow(`${workerName(w)} start`)(e);
           });
         });

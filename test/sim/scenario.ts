@@ -59,7 +59,7 @@ export class Candidate {
   thawedAt = Number.NEGATIVE_INFINITY;
   /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
   excusedUntil = -1;
-  lastLoss: { at: number; cause: string } | null = null;
+  lastLoss: { at: number; cause: ReleaseCause } | null = null;
   /** Its key was taken at once while its connection was blackholed, and it has not been granted since. */
   lostUnheard = false;
   /** When it last reported ERR_PGLEADERLOCK_UNSAFE (a pooler refusal). */

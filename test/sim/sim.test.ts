@@ -26,6 +26,34 @@ describe('deterministic simulation', () => {
     expect(failures).toEqual([]);
   });
 
+  // each found a library defect (docs/testing.md): they must replay without a violation
+  it.each([
+    [
+      3812267758,
+      'a leader freed the key behind a session-mode pooler with isLeader still true',
+      'free-stranded',
+    ],
+    [
+      213427130,
+      'a worker freed its partitions behind a session-mode pooler, still owning them',
+      'free-stranded',
+    ],
+    [
+      2493232885,
+      'a start() queued behind a shutdown ran although a shutdown() came after it',
+      'shutdown_timeout',
+    ],
+    [
+      255469445,
+      'a worker stayed stopped after a pooler probe failed during its start',
+      'could not be checked',
+    ],
+  ])('seed %i (%s): no violation', async (seed, _what, seen) => {
+    const r = await runScenario(seed, { trace: true });
+    expect(r.violations).toEqual([]);
+    expect(r.trace?.some((l) => l.includes(seen))).toBe(true); // the seed still reaches that path
+  });
+
   it('a seed replays exactly: the same trace twice (a LeaderLock and a PartitionedLeadership scenario, direct and through a transaction-mode pooler)', async () => {
     const lock = scenarioSeed(BASE, 7);
     let partitions = 0;

@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { findRunOverlaps, now, partitionCluster } from '../chaos/partition-cluster.js';
+import { bareTerminate, expectNearBaseline } from '../harness/baseline.js';
 import { useChildren } from '../harness/children.js';
 import { adminClient, adminQuery, databaseUrl, eventually } from '../harness/db.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
@@ -62,11 +63,14 @@ function restarts(c: Awaited<ReturnType<typeof pair>>, partitions: number[], t0:
 }
 
 describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, work stops 5 ms after its abort)`, () => {
-  it('pg_terminate_backend of a worker’s member session (its process lives): its partitions run again within 100 ms (p50 over 4 rounds; the delay it skips is 250 ms), never while its old runs went on', async () => {
+  it('pg_terminate_backend of a worker’s member session (its process lives): its partitions run again within 2 × a bare grant and new connection + 70 ms (p50 over 4 rounds of differences; the delay it skips is 250 ms), never while its old runs went on', async () => {
     const c = await pair();
     await using admin = await adminClient(databaseUrl()); // connected ahead: its SCRAM is not in the figure
     const took: number[] = [];
+    const bare: number[] = []; // a bare waiter's grant after a terminate plus a new connection, each round
     for (let round = 0; round < 4; round++) {
+      const b = await bareTerminate(databaseUrl(), admin, now);
+      bare.push(b.granted + b.connectMs);
       const victim = [...c.procs.keys()][round % 2] as string;
       const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
       const [member] = await admin.query<{ pid: number }>(
@@ -86,16 +90,20 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
       took.push(Math.max(...restarts(c, theirs, t0)));
       await c.balanced(`balanced again after round ${round + 1}`, 20_000, 300);
     }
-    took.sort((a, b) => a - b);
-    const p50 = ((took[1] as number) + (took[2] as number)) / 2;
     console.log(
-      `[partitions proof of drain] terminate → its last partition runs again: ${took.map((t) => t.toFixed(0)).join(', ')} ms; p50 ${p50.toFixed(1)} ms (delay ${DELAY} ms)`,
+      `[partitions proof of drain] terminate → its last partition runs again: ${took.map((t) => t.toFixed(0)).join(', ')} ms (delay ${DELAY} ms); a bare grant + new connection: ${bare.map((t) => t.toFixed(0)).join(', ')} ms`,
     );
     const overlaps = findRunOverlaps(c.runs());
     expect(overlaps).toEqual([]);
     // README: within 100 ms. The path holds a new SCRAM connection (16 ms here) and two
-    // notifications; 50–64 ms measured on the 2-core VM, 76 ms in one loaded CI run.
-    expect(p50).toBeLessThanOrEqual(100);
+    // notifications; 50–64 ms measured on the 2-core VM, 76 ms in one loaded CI run (against a
+    // fixed 100 then). Against the bare path in the same rounds: twice it (the workers are
+    // processes of their own, slowed more by load) + 70 ms; the 250 ms delay still fails
+    expectNearBaseline(
+      'terminate → its last partition runs again, against a bare waiter granted plus a new connection',
+      { subject: took, baseline: bare },
+      { ratio: 2, overMs: 70, compare: 'paired' },
+    );
     await c.close();
   });
 

@@ -12,6 +12,7 @@ import { serialize } from 'pg-protocol';
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
 import { FixedInterval, type LeaderLock } from '../../src/index.js';
+import { expectNearBaseline, interleaved } from '../harness/baseline.js';
 import { adminClient, databaseUrl, eventually, holderPid, lockHolders, randomKeys } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { median } from '../harness/stats.js';
@@ -103,7 +104,11 @@ describe("wait mode against bare pg clients (docs/state-machine.md, 'Wait mode')
     console.log(
       `[wait] bare unlock answered → bare waiter granted: ${ms(baseline)} ms (p50 ${median(baseline).toFixed(1)}); stepDown() resolved → the waiter's onAcquired: ${ms(handover)} ms (p50 ${median(handover).toFixed(1)}); from the stepDown() call: p50 ${median(fromCall).toFixed(1)} ms`,
     );
-    expect(median(handover)).toBeLessThan(median(baseline) + 10);
+    expectNearBaseline(
+      "stepDown() resolved → the waiter's onAcquired, against a bare unlock → a bare waiter granted",
+      { subject: handover, baseline },
+      { overMs: 10 },
+    );
   });
 
   it(`a cancel ends the wait within milliseconds: shutdown() of a waiter (60 s slice), p50 of ${ROUNDS} within 10 ms of a bare CancelRequest ending a bare wait and closing`, async () => {
@@ -111,37 +116,43 @@ describe("wait mode against bare pg clients (docs/state-machine.md, 'Wait mode')
     const holder = await bare();
     await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
     try {
-      const baseline: number[] = [];
-      for (let i = 0; i < ROUNDS; i++) {
-        const waiter = await bare();
-        const wait = waiter.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]).then(
-          () => 'granted',
-          (err: { code?: string }) => err.code,
-        );
-        await queued(keys, 2);
-        const t0 = performance.now();
-        await cancelRequest(waiter);
-        expect(await wait).toBe('57014'); // query_canceled
-        await waiter.end();
-        baseline.push(performance.now() - t0);
-      }
-
-      const stopped: number[] = [];
-      for (let i = 0; i < ROUNDS; i++) {
-        const waiter = locks.make({ ...keys, acquireMode: 'wait', waitSliceMs: 60_000 });
-        await waiter.start();
-        await queued(keys, 2);
-        const t0 = performance.now();
-        await waiter.shutdown();
-        stopped.push(performance.now() - t0);
-        expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => !r.granted)).toEqual(
-          [],
-        );
-      }
+      // interleaved: a bare wait cancelled, then a waiting lock shut down (the order alternating)
+      const { subject: stopped, baseline } = await interleaved(
+        ROUNDS,
+        async () => {
+          const waiter = await bare();
+          const wait = waiter.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]).then(
+            () => 'granted',
+            (err: { code?: string }) => err.code,
+          );
+          await queued(keys, 2);
+          const t0 = performance.now();
+          await cancelRequest(waiter);
+          expect(await wait).toBe('57014'); // query_canceled
+          await waiter.end();
+          return performance.now() - t0;
+        },
+        async () => {
+          const waiter = locks.make({ ...keys, acquireMode: 'wait', waitSliceMs: 60_000 });
+          await waiter.start();
+          await queued(keys, 2);
+          const t0 = performance.now();
+          await waiter.shutdown();
+          const took = performance.now() - t0;
+          expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => !r.granted)).toEqual(
+            [],
+          );
+          return took;
+        },
+      );
       console.log(
         `[wait] bare CancelRequest → the bare wait ended and closed: ${ms(baseline)} ms (p50 ${median(baseline).toFixed(1)}); shutdown() of a waiting lock: ${ms(stopped)} ms (p50 ${median(stopped).toFixed(1)})`,
       );
-      expect(median(stopped)).toBeLessThan(median(baseline) + 10);
+      expectNearBaseline(
+        'shutdown() of a waiting lock, against a bare CancelRequest ending a bare wait and closing',
+        { subject: stopped, baseline },
+        { overMs: 10 },
+      );
     } finally {
       await holder.end();
     }
@@ -165,6 +176,8 @@ describe("RECONNECTING always re-acquires with pg_try_advisory_lock (docs/state-
     await using admin = await adminClient(databaseUrl());
     const ratios: number[] = [];
     const figures: string[] = [];
+    const reconnect: number[] = [];
+    const refusal: number[] = [];
     for (let i = 0; i < 5; i++) {
       const [leader, waiter] = a.isLeader ? [a, b] : [b, a];
       await queued(keys, 2);
@@ -195,6 +208,8 @@ describe("RECONNECTING always re-acquires with pg_try_advisory_lock (docs/state-
       off.abort();
       await fresh.shutdown();
       ratios.push((lostAt - t0) / (refusedAt - t0));
+      reconnect.push(lostAt - t0);
+      refusal.push(refusedAt - t0);
       figures.push(`${(lostAt - t0).toFixed(0)}/${(refusedAt - t0).toFixed(0)}`);
       expect(states.slice(0, 2)).toEqual(['leader->reconnecting', 'reconnecting->follower']);
       await eventually(() => waiter.isLeader, { what: 'the waiter to lead' });
@@ -204,6 +219,10 @@ describe("RECONNECTING always re-acquires with pg_try_advisory_lock (docs/state-
     );
     // one reconnection, as long as a fresh lock's first attempt (its extra round trips: the
     // holder's pid, the drained notice); waiting in pg_advisory_lock would take the grace
-    expect(median(ratios)).toBeLessThan(2);
+    expectNearBaseline(
+      'terminate → onLost (one reconnection), against terminate → a fresh lock refused',
+      { subject: reconnect, baseline: refusal },
+      { ratio: 2 },
+    );
   });
 });

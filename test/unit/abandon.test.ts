@@ -6,8 +6,9 @@
  */
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import type { Endpoint } from '../../src/core/endpoints.js';
 import { probePeers } from '../../src/core/peers.js';
-import { type Endpoint, findPrimary } from '../../src/core/primary.js';
+import { findPrimary } from '../../src/core/primary.js';
 import { FakeClient, FakeClock, FakeDb, flush } from './fakes.js';
 
 /** An endpoint whose attempts never complete; the signals it was given. */

@@ -30,7 +30,13 @@ const released = (id: string, directive: Directive | null): HandoverEvent => ({
 /** The outcome of a resign that heard `events`. */
 const outcome = (events: [HandoverEvent, number][]) =>
   resignOutcome(channel(events), found, keys, leader, Number.POSITIVE_INFINITY, 15_000);
-const acquired = (id: string): HandoverEvent => ({ kind: 'acquired', id, session: `s-${id}`, priority: 0 });
+const acquired = (id: string): HandoverEvent => ({
+  kind: 'acquired',
+  id,
+  session: `s-${id}`,
+  priority: 0,
+  pid: null,
+});
 
 describe('resign: the next holder it names', () => {
   it('a waiter granted on the way that yields is not named; the successor the release named is', async () => {

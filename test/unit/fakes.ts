@@ -107,7 +107,10 @@ class PendingQuery {
 }
 
 export class FakeClient extends EventEmitter {
+  /** The pid announced at connect: the backend's own, or, behind the session-mode pooler, the pooler's number. */
   readonly processID: number;
+  /** The backend's pid (`pg_backend_pid()`). */
+  readonly backendPid: number;
   ended = false;
   readonly queries: string[] = [];
   /** Ran LISTEN: receives the key channel's events. */
@@ -120,7 +123,8 @@ export class FakeClient extends EventEmitter {
     pid: number,
   ) {
     super();
-    this.processID = pid;
+    this.backendPid = pid;
+    this.processID = db.sessionPooler ? POOLER_PID + pid : pid;
   }
 
   /** Session settings as the fake server applied them (pg_settings base units). */
@@ -137,11 +141,16 @@ export class FakeClient extends EventEmitter {
     this.queries.push(text);
     if (this.ended) return Promise.reject(new Error('Client was closed and is not queryable'));
     const tag = /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(text)?.[1] ?? 'other';
+    this.db.beforeQuery?.(tag, this);
+    if (this.db.sessionPooler) {
+      const pooled = this.pooled(tag, text);
+      if (pooled) return pooled;
+    }
     if (tag === 'wait-lock') return this.waitLock(values.length ? values : uninline(WAIT_LOCK, text));
     if (tag === 'late-grant') {
       const ok = this.db.holder === this;
       if (ok) this.db.notify(values);
-      const row = { pid: this.processID, same: true, held_before: false, ok, twice: ok || null, idle: null };
+      const row = { pid: this.backendPid, same: true, held_before: false, ok, twice: ok || null, idle: null };
       return Promise.resolve({ rows: [row] });
     }
     if (tag === 'survey') {
@@ -156,7 +165,7 @@ export class FakeClient extends EventEmitter {
     }
     if (tag === 'holder') {
       const h = this.db.holder;
-      return Promise.resolve({ rows: h ? [{ pid: h.processID, application_name: null }] : [] });
+      return Promise.resolve({ rows: h ? [{ pid: h.backendPid, application_name: null }] : [] });
     }
     if (tag === 'bump') return this.bump();
     if (tag === 'watch') return this.watch(text);
@@ -199,6 +208,41 @@ export class FakeClient extends EventEmitter {
     });
   }
 
+  /**
+   * Behind the session-mode pooler (`db.sessionPooler`): the statements of the pooler guard
+   * (core/pooler.ts) and of a session that frees what it left (FREE_STRANDED). A session
+   * keeps its backend, so the probe (a new client, a backend of its own) finds no marker and
+   * no lock, unless `db.sessionPooler.probe` makes it fail or hang. Null: not such a statement.
+   */
+  private pooled(tag: string, text: string): Promise<{ rows: unknown[] }> | null {
+    if (text.startsWith('SHOW pool_')) {
+      return Promise.reject(
+        Object.assign(new Error(`unrecognized configuration parameter "${text.slice(5)}"`), {
+          code: '42704',
+        }),
+      );
+    }
+    if (tag === 'pinned') {
+      return Promise.resolve({ rows: [{ pid: this.backendPid, same: true, held: this.db.holder === this }] });
+    }
+    if (tag === 'free-stranded') {
+      const freed = this.db.holder === this;
+      if (freed) this.db.answer('unlock', this);
+      return Promise.resolve({ rows: freed ? [{ freed }] : [] });
+    }
+    if (tag !== 'probe') return null;
+    const behaviour = this.db.sessionPooler?.probe ?? 'normal';
+    if (behaviour === 'error') {
+      return Promise.reject(Object.assign(new Error('simulated probe failure'), { code: 'XX000' }));
+    }
+    if (behaviour === 'hang') {
+      return new Promise((resolve, reject) => this.pending.add(new PendingQuery(resolve, reject)));
+    }
+    // 'marked': the probe's backend carries another session's marker (not reset between clients)
+    const marker = behaviour === 'marked' ? 'another-session' : null;
+    return Promise.resolve({ rows: [{ pid: this.backendPid, marker, held: false }] });
+  }
+
   /** Fencing: the next epoch, after `db.bumpDelayMs` on the fake clock. */
   private bump(): Promise<{ rows: unknown[] }> {
     const epoch = String(++this.db.epoch);
@@ -220,7 +264,7 @@ export class FakeClient extends EventEmitter {
       const waited_ms = (this.db.clock?.now() ?? 0) - began;
       this.db.notify(values);
       if (this.db.freezeClientOnGrantMs > 0) this.db.clock?.freeze(this.db.freezeClientOnGrantMs);
-      const row = { ok: true, twice: true, same: true, held_before: false, pid: this.processID, waited_ms };
+      const row = { ok: true, twice: true, same: true, held_before: false, pid: this.backendPid, waited_ms };
       return { rows: [{ ...row, idle: idle ? `${idle}ms` : null }] };
     };
     if (this.db.holder === null || this.db.holder === this) return Promise.resolve(grant());
@@ -272,7 +316,7 @@ export class FakeClient extends EventEmitter {
   /** Connection setup: version/recovery/pid, set_config of session settings, read-back. */
   private answerSetup(tag: string, values: unknown[]): unknown[] {
     if (tag === 'prepare') {
-      return [{ version: this.db.serverVersion, recovery: this.db.inRecovery, pid: this.processID }];
+      return [{ version: this.db.serverVersion, recovery: this.db.inRecovery, pid: this.backendPid }];
     }
     if (tag === 'settings') {
       const names = (values[0] as string[]) ?? [];
@@ -325,8 +369,19 @@ export class FakeClient extends EventEmitter {
   }
 }
 
+/** What the session-mode pooler adds to a backend pid to make the pid it announces (its own numbers). */
+const POOLER_PID = 900_000;
+
 export class FakeDb {
   holder: FakeClient | null = null;
+  /**
+   * A pooler in session mode in the path (each client keeps one backend, announces a pid
+   * of the pooler's own): the lock's pooler guard probes; `probe` decides how its probes go
+   * (`marked`: the probe finds another session's marker, a definite refusal).
+   */
+  sessionPooler: { probe: Behaviour | 'marked' } | null = null;
+  /** Told of each statement as a client receives it (its tag, `other` if none), before it is answered. */
+  beforeQuery: ((tag: string, client: FakeClient) => void) | null = null;
   readonly clients: FakeClient[] = [];
   connectBehaviour: Behaviour = 'normal';
   behaviour: Record<'tryLock' | 'unlock' | 'check', Behaviour> = {
@@ -431,9 +486,9 @@ export class FakeDb {
       case 'tryLock':
         if (this.holder === null || this.holder === c) {
           this.holder = c;
-          return { ok: true, pid: c.processID };
+          return { ok: true, pid: c.backendPid };
         }
-        return { ok: false, pid: c.processID };
+        return { ok: false, pid: c.backendPid };
       case 'unlock':
         if (this.holder === c) {
           this.holder = null;
@@ -444,7 +499,7 @@ export class FakeDb {
         }
         return { ok: false };
       case 'check':
-        return { pid: c.processID, held: this.holder === c && !this.silentLoss, recovery: this.inRecovery };
+        return { pid: c.backendPid, held: this.holder === c && !this.silentLoss, recovery: this.inRecovery };
     }
   }
 }

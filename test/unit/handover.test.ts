@@ -7,7 +7,10 @@ const ev = (text: string) => {
   if (!e) throw new Error(`unparsed: ${text}`);
   return e;
 };
-const acquired = (id: string, s: string) => ev(payload('acquired', id, s));
+/** The backend pid each session's `acquired` names (the drained events below name the same). */
+const PIDS: Record<string, number> = { sa: 101, sc: 102, 'sa-old': 100, sb: 103, sx: 104, me: 1 };
+const acquired = (id: string, s: string, pid: number | null = PIDS[s] ?? null) =>
+  ev(payload('acquired', id, s, 0, pid));
 const released = (id: string, s: string) => ev(payload('released', id, s));
 const drained = (id: string, s: string, lost: string, pid: number) =>
   ev(drainedPayload(id, s, { session: lost, pid }));
@@ -87,6 +90,36 @@ describe('proof of drain', () => {
     other.see(acquired('a', 'sa'));
     other.see(acquired('b', 'me'));
     expect(other.previousDrained()).toBe(false);
+  });
+
+  it("proves nothing: a drained naming the previous holder's token on another backend (two processes that drew the same token from alike seeded `random`s)", () => {
+    const l = log();
+    l.see(acquired('a', 'tok', 201));
+    l.see(acquired('b', 'me'));
+    l.see(drained('c', 'c2', 'tok', 202)); // c's lost session had drawn the same token
+    expect(l.previousDrained()).toBe(false);
+    l.see(drained('a', 'a2', 'tok', 201)); // a's own
+    expect(l.previousDrained()).toBe(true);
+  });
+
+  it("proves nothing: an `acquired` that names no backend (an older version's event)", () => {
+    const l = log();
+    l.see(acquired('a', 'sa', null));
+    l.see(acquired('b', 'me'));
+    l.see(drained('a', 'sa2', 'sa', 101));
+    expect(l.previousDrained()).toBe(false);
+  });
+
+  it('an `acquired` event carries the backend pid it names, and one without it parses with none', () => {
+    expect(parseEvent(payload('acquired', 'a', 'sa', 3, 4242))).toEqual({
+      kind: 'acquired',
+      id: 'a',
+      session: 'sa',
+      priority: 3,
+      pid: 4242,
+    });
+    expect(parseEvent('{"e":"acquired","id":"a","s":"sa","p":3}')).toMatchObject({ pid: null });
+    expect(parseEvent('{"e":"acquired","id":"a","s":"sa","p":3,"b":"7"}')).toMatchObject({ pid: null });
   });
 
   it('malformed payloads are dropped (parseEvent returns null)', () => {

@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { parse, toClientConfig } from 'pg-connection-string';
 import { afterAll, afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
+import { type Endpoint, endpointsOf } from '../../src/core/endpoints.js';
 import {
   configFor,
   describeHosts,
@@ -16,7 +17,7 @@ import {
   redactConnectionString,
   type TargetsInput,
 } from '../../src/core/hosts.js';
-import { type Endpoint, endpointsOf, findPrimary } from '../../src/core/primary.js';
+import { findPrimary } from '../../src/core/primary.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'pgleaderlock-hosts-'));
 const caFile = join(dir, 'root.crt');

@@ -13,7 +13,7 @@ import {
   MAX_ID_LENGTH,
   namedVerbatim,
 } from '../../src/core/identity.js';
-import { markOf, PENDING_STATEMENT, priorityOf, tagged } from '../../src/leader/sql.js';
+import { PENDING_STATEMENT, priorityOf, tagged } from '../../src/leader/sql.js';
 
 /** What PostgreSQL keeps of an application_name (pg_clean_ascii, then NAMEDATALEN - 1 bytes). */
 function asServerKeeps(name: string): string {
@@ -75,7 +75,7 @@ describe('applicationName', () => {
 describe('the id in statements', () => {
   it('reads back every id exactly from a tagged statement, which never ends or nests its comment', () => {
     for (const id of ids) {
-      const sql = tagged('/* pgleaderlock:check */ SELECT 1', markOf(7, id), true);
+      const sql = tagged('/* pgleaderlock:check */ SELECT 1', { priority: 7, id }, true);
       // ASCII only, and every comment opens and closes in turn, closing before the statement
       expect(/^[\x20-\x7e]*$/.test(sql)).toBe(true);
       const marks = [...sql.matchAll(/\/\*|\*\//g)].map((m) => m[0]);
@@ -87,7 +87,10 @@ describe('the id in statements', () => {
   });
 
   it('keeps the priority readable when the view cuts the id off (track_activity_query_size down to 100 bytes)', () => {
-    const sql = tagged('/* pgleaderlock:wait-lock */ SELECT 1', markOf(10, `höher-${'ä'.repeat(100)}`));
+    const sql = tagged('/* pgleaderlock:wait-lock */ SELECT 1', {
+      priority: 10,
+      id: `höher-${'ä'.repeat(100)}`,
+    });
     for (const size of [100, 200, 500]) {
       const cut = sql.slice(0, size);
       expect(priorityOf(cut)).toBe(10);
@@ -97,10 +100,10 @@ describe('the id in statements', () => {
 
   it('adds nothing for an id the name carries, and the pending mark still reads as pending', () => {
     expect(idTag('worker-1')).toBe('');
-    expect(tagged('/* pgleaderlock:check */ SELECT 1', markOf(2, 'worker-1'))).toBe(
+    expect(tagged('/* pgleaderlock:check */ SELECT 1', { priority: 2, id: 'worker-1' })).toBe(
       '/* pgleaderlock:check */ /* p=2 */ SELECT 1',
     );
-    const pending = tagged('/* pgleaderlock:check */ SELECT 1', markOf(2, 'höher'), true);
+    const pending = tagged('/* pgleaderlock:check */ SELECT 1', { priority: 2, id: 'höher' }, true);
     // PENDING_STATEMENT's LIKE pattern, as a regular expression
     const like = PENDING_STATEMENT.match(/LIKE '([^']+)'\)$/)?.[1] ?? '';
     const re = new RegExp(`^${like.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replaceAll('%', '.*')}$`);
@@ -108,7 +111,7 @@ describe('the id in statements', () => {
   });
 
   it("does not take a statement's id for another session's name", () => {
-    const sql = tagged('SELECT 1', markOf(0, 'höher-a'));
+    const sql = tagged('SELECT 1', { priority: 0, id: 'höher-a' });
     expect(idInQuery(sql)).toBe('höher-a');
     // a session named for another id: the name's part, not the statement's id
     const other = applicationName('höher-b');

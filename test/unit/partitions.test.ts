@@ -43,6 +43,19 @@ describe('assign', () => {
     expect(assign([], 10).size).toBe(0);
   });
 
+  // A rolling deploy runs two releases side by side: they must compute the same map, or
+  // each takes partitions the other holds. Changing any of these is a breaking change.
+  it.each([
+    [ids(5), 12, '103422434102'],
+    [ids(6), 12, '105423034152'],
+    [['a', 'b', 'c'], 40, '2000112202012220212100100201021111110202'],
+    [['api-7f9c', 'batch', 'x', 'Z.1'], 30, '120303111312030123302133002022'],
+  ])('the same map in every release: %j over %i partitions (owners by sorted index)', (members, P, want) => {
+    const sorted = [...members].sort();
+    const owner = owners(assign(members, P));
+    expect(Array.from({ length: P }, (_, p) => sorted.indexOf(owner.get(p) as string)).join('')).toBe(want);
+  });
+
   it('is stable: a join or a leave moves little more than one share (1024 partitions, 8 workers)', () => {
     const P = 1024;
     for (let trial = 0; trial < 5; trial++) {
@@ -107,7 +120,7 @@ describe('Handovers (what a worker hears on its channel)', () => {
 
     it('the session whose took was heard last: its drained, heard after the take, ends the delay of the partitions it names', () => {
       const { h, proven } = withProofs();
-      h.hear('took:a:1,2,3:tokA');
+      h.hear('took:a:1,2,3:tokA:11');
       expect(h.delayNeeded([1, 2, 3])).toEqual({ clean: [], delayed: [1, 2, 3] });
       h.hear(drained('a', 'tokA', 11, [1, 3]));
       expect(proven).toEqual([[1, 3]]);
@@ -115,9 +128,23 @@ describe('Handovers (what a worker hears on its channel)', () => {
       expect(proven).toEqual([[1, 3]]);
     });
 
+    it("proves nothing: a drained with the previous session's token but another backend or worker (tokens drawn from alike seeded `random`s collide), nor a take that names no backend", () => {
+      const { h, proven } = withProofs();
+      h.hear('took:a:1,2:tok:11');
+      h.hear('took:b:3:tokB'); // an older version's take: no backend pid
+      expect(h.delayNeeded([1, 2, 3])).toEqual({ clean: [], delayed: [1, 2, 3] });
+      h.hear(drained('c', 'tok', 15, [1, 2])); // c's lost session drew the same token
+      h.hear(drained('a', 'tok', 15, [1])); // another backend
+      h.hear(drained('c', 'tok', 11, [2])); // another worker
+      h.hear(drained('b', 'tokB', 12, [3]));
+      expect(proven).toEqual([]);
+      h.hear(drained('a', 'tok', 11, [1, 2]));
+      expect(proven).toEqual([[1, 2]]);
+    });
+
     it('heard before the take: the partitions are taken without the delay', () => {
       const { h, proven } = withProofs();
-      h.hear('took:a:1,2:tokA');
+      h.hear('took:a:1,2:tokA:11');
       h.hear(drained('a', 'tokA', 11, [1, 2]));
       expect(h.delayNeeded([1, 2, 5])).toEqual({ clean: [1, 2], delayed: [5] });
       expect(proven).toEqual([]);
@@ -125,9 +152,9 @@ describe('Handovers (what a worker hears on its channel)', () => {
 
     it('proves nothing: another session, an earlier session of the same worker, a partition it does not name', () => {
       const { h, proven } = withProofs();
-      h.hear('took:a:1:tokA1');
-      h.hear('took:a:1:tokA2'); // a took p again on its next session: that session is the previous holder
-      h.hear('took:b:2:tokB');
+      h.hear('took:a:1:tokA1:11');
+      h.hear('took:a:1:tokA2:14'); // a took p again on its next session: that session is the previous holder
+      h.hear('took:b:2:tokB:12');
       expect(h.delayNeeded([1, 2])).toEqual({ clean: [], delayed: [1, 2] });
       h.hear(drained('a', 'tokA1', 11, [1])); // the earlier session
       h.hear(drained('c', 'tokC', 13, [1, 2])); // another worker's session
@@ -156,7 +183,7 @@ describe('Handovers (what a worker hears on its channel)', () => {
       const { h, proven } = withProofs();
       expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
       h.membersAtJoin([{ id: 'a', pid: 11 }]);
-      h.hear('took:a:2:tokA');
+      h.hear('took:a:2:tokA:11');
       h.hear('released:a:2');
       expect(h.delayNeeded([2])).toEqual({ clean: [2], delayed: [] }); // the clean mark, used once
       expect(h.delayNeeded([2])).toEqual({ clean: [], delayed: [2] });
@@ -166,9 +193,9 @@ describe('Handovers (what a worker hears on its channel)', () => {
 
     it("a partition taken again since: an earlier take's proof ends nothing; another primary up: no proof is looked for", () => {
       const { h, proven } = withProofs();
-      h.hear('took:a:1:tokA');
+      h.hear('took:a:1:tokA:11');
       expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
-      h.hear('took:b:1:tokB');
+      h.hear('took:b:1:tokB:12');
       expect(h.delayNeeded([1], false)).toEqual({ clean: [], delayed: [1] }); // split: no proof
       h.hear(drained('a', 'tokA', 11, [1]));
       h.hear(drained('b', 'tokB', 12, [1]));
@@ -179,7 +206,7 @@ describe('Handovers (what a worker hears on its channel)', () => {
 
     it('malformed notices are ignored; reset forgets what was heard', () => {
       const { h, proven } = withProofs();
-      h.hear('took:a:1:tokA');
+      h.hear('took:a:1:tokA:11');
       expect(h.delayNeeded([1])).toEqual({ clean: [], delayed: [1] });
       for (const bad of [
         'drained',
@@ -194,7 +221,7 @@ describe('Handovers (what a worker hears on its channel)', () => {
         h.hear(bad);
       }
       expect(proven).toEqual([]);
-      h.hear('took:a:2:tokA');
+      h.hear('took:a:2:tokA:11');
       h.hear(drained('a', 'tokA', 11, [2]));
       h.reset();
       expect(h.delayNeeded([2])).toEqual({ clean: [], delayed: [2] });

@@ -8,8 +8,8 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import type { Endpoint } from '../../src/core/endpoints.js';
 import { PeerWatch } from '../../src/core/peers.js';
-import type { Endpoint } from '../../src/core/primary.js';
 import { FakeClock, flush } from './fakes.js';
 
 type Mode = 'primary' | 'standby' | 'silent' | 'refused';

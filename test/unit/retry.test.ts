@@ -112,7 +112,7 @@ describe('RetryCycle with atOnceAfterLoss (LeaderLock)', () => {
     cycle.lastError = failing;
     expect(cycle.next()).toEqual({ delayMs: 50 });
   });
-  it('without the option (LeaderWatch, which retries at once itself): every failure on the strategy', () => {
+  it('without the option (the partitions ring watch): every failure on the strategy', () => {
     const cycle = new RetryCycle(new FixedInterval({ intervalMs: 50 }), () => 0);
     cycle.lastError = failing;
     expect(cycle.next()).toEqual({ delayMs: 50 });

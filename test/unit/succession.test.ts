@@ -239,7 +239,7 @@ describe('a higher-priority candidate heard before the term opened (wait mode)',
     }
     requests.heard({ kind: 'waiting', id: 'high', session: 'sh', priority: 5 }, session);
     if (opts.ledMeanwhile)
-      requests.heard({ kind: 'acquired', id: 'high', session: 'sh', priority: 5 }, session);
+      requests.heard({ kind: 'acquired', id: 'high', session: 'sh', priority: 5, pid: null }, session);
     await clock.advance(opts.openAfterMs ?? 0);
     reads = 0;
     const openedAt = clock.now();

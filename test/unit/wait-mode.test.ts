@@ -24,7 +24,7 @@ describe("acquireMode: 'wait'", () => {
     expect(h.lock.leaseExpiresAt).toBe(0 + (h.lock.safety?.leaseMs ?? Number.NaN));
     // the grant statement itself announced the new leader (the `acquired` event)
     expect(h.db.events.map((e) => JSON.parse(e) as { e: string; id: string })).toEqual([
-      { e: 'acquired', id: h.lock.id, s: expect.any(String), p: 0 },
+      { e: 'acquired', id: h.lock.id, s: expect.any(String), p: 0, b: expect.any(Number) },
     ]);
     const slice = Number(h.db.last.settings.get('lock_timeout'));
     expect(slice).toBeGreaterThanOrEqual(900); // waitSliceMs 1000, ±10 % per session
