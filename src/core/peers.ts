@@ -237,17 +237,24 @@ export class PeerWatch {
     }
   }
 
+  /** `work` within PEER_TIMEOUT_MS; `stop()` ends the wait (and its timer) at once. */
   private async bounded<T>(work: () => Promise<T>): Promise<T> {
     let timer: unknown;
+    let onStop: (() => void) | null = null;
+    const signal = this.stopping.signal;
     try {
       return await Promise.race([
         work(),
         new Promise<never>((_, reject) => {
           timer = this.clock.setTimeout(() => reject(new Error('no answer')), PEER_TIMEOUT_MS);
+          onStop = () => reject(new Error('stopped'));
+          if (signal.aborted) onStop();
+          else signal.addEventListener('abort', onStop, { once: true });
         }),
       ]);
     } finally {
       this.clock.clearTimeout(timer);
+      if (onStop) signal.removeEventListener('abort', onStop);
     }
   }
 }

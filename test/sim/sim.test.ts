@@ -48,6 +48,11 @@ describe('deterministic simulation', () => {
       'a worker stayed stopped after a pooler probe failed during its start',
       'could not be checked',
     ],
+    [
+      3071454104,
+      "a stopped leader's peer watch kept its 250 ms probe timer after shutdown() (the old primary gone)",
+      '"oldPrimary":"stopped"',
+    ],
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
     const r = await runScenario(seed, { trace: true });
     expect(r.violations).toEqual([]);
