@@ -52,6 +52,7 @@ export class SimGroup {
       onGap: (what) => this.checker.fail(`simulator gap: ${what}`),
     });
     this.checker.server = this.server;
+    this.checker.servers = [this.server];
     for (const c of this.cands) c.lock = this.build(c, netRng);
   }
 
