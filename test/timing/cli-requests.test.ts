@@ -43,11 +43,17 @@ async function bareResign(): Promise<{ released: number; next: number }> {
     await holder.query('SELECT pg_advisory_lock($1, $2)', [key1, key2]);
     await holder.query(`LISTEN "${channel}"`);
     await requester.query(`LISTEN "${channel}"`);
+    // the holder's unlock and NOTIFY: awaited before the clients end (the requester can hear
+    // `released` before the holder reads its NOTIFY's reply; ending it then rejected that query
+    // with no handler: an unhandled rejection in a CI run of 2026-12-02)
+    const holderWork: Promise<unknown>[] = [];
     holder.on('notification', (m) => {
       if (m.payload === 'request') {
-        void holder
+        const work = holder
           .query('SELECT pg_advisory_unlock($1, $2)', [key1, key2])
           .then(() => notify(holder, 'released'));
+        work.catch(() => {}); // a failed round fails through the awaits above, not unhandled
+        holderWork.push(work);
       }
     });
     const heard: Record<string, Deferred<number>> = { released: deferred(), acquired: deferred() };
@@ -66,6 +72,7 @@ async function bareResign(): Promise<{ released: number; next: number }> {
       heard.acquired?.promise,
       granted,
     ]);
+    await Promise.all(holderWork);
     return { released: (released as number) - t0, next: (acquired as number) - t0 };
   } finally {
     await Promise.all(clients.map((c) => c.end().catch(() => {})));
