@@ -10,6 +10,7 @@ import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Checker } from '../sim/checker.js';
 import { connector } from '../sim/net.js';
+import { livenessBounds } from '../sim/profile.js';
 import { Random } from '../sim/random.js';
 import { Candidate, drawProfile, KEY, KEY_ID, type Profile } from '../sim/scenario.js';
 import { SimServer } from '../sim/server.js';
@@ -135,21 +136,9 @@ export class SimGroup {
     if (!until() && !this.checker.done) this.world.now = Math.max(this.world.now, end);
   }
 
-  /** How long after the last change a leader must be there (the simulation's own bound, test/sim/scenario.ts). */
+  /** How long after the last change a leader must be there (the simulation's own bound, test/sim/profile.ts). */
   get boundMs(): number {
-    const p = this.profile;
-    const maxDelay = p.net.baseMs + p.net.spikeMs;
-    return (
-      2 * (p.healthIntervalMs + p.queryTimeoutMs) +
-      p.takeoverDelayMs +
-      (p.mode === 'wait' ? 1.1 * p.waitSliceMs : 0) +
-      p.queryTimeoutMs +
-      p.closeTimeoutMs +
-      p.retry.maxMs +
-      p.healthIntervalMs +
-      40 * maxDelay +
-      100
-    );
+    return livenessBounds(this.profile, false).bound;
   }
 
   /** The candidate the server grants the key to, if any. */
