@@ -194,12 +194,19 @@ function both(a: RunResult, b: RunResult): RunResult {
   };
 }
 
+/**
+ * The simulation's scenarios per Node.js line (`npm test` runs 1000 under this machine's
+ * Node): which paths a scenario takes is decided by its seed and the library's code, not by
+ * the line, so 200 of them show the runtime runs the simulation as it does here.
+ */
+export const NODE_SIM_SCENARIOS = 200;
+
 /** The Node.js line whose run starts from a fresh `npm ci` with npm 12 (fresh-install.ts). */
 export const FRESH_INSTALL_LINE: (typeof NODE_VERSIONS)[number] = '24.21.0';
 
 function nodeLine(version: string): Component {
   const fresh = version === FRESH_INSTALL_LINE;
-  const what = `unit, contract, simulation, the ${NODE_TAG} tests of ${PER_NODE.length} integration files (scripts/compat/selection.ts)`;
+  const what = `unit, contract, simulation (${NODE_SIM_SCENARIOS} scenarios), the ${NODE_TAG} tests of ${PER_NODE.length} integration files (scripts/compat/selection.ts)`;
   const label = fresh
     ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; ${what}, build, smoke)`
     : `Node.js ${version} (${what}, smoke)`;
@@ -255,12 +262,14 @@ function nodeLine(version: string): Component {
           npmCli = install.npm[1] ?? npmCli;
         }
         // the unit, contract and simulation projects whole, then the integration tests tagged
-        // NODE_TAG (a tag filter applies to every project of a run, hence two runs)
+        // NODE_TAG (a tag filter applies to every project of a run, hence two runs). The
+        // simulation runs NODE_SIM_SCENARIOS of npm test's 1000 scenarios (and the replayed
+        // seeds): its code paths are the same on every line, only the runtime under them differs
         const whole = await runVitest({
           root,
           node,
           args: ['unit', 'contract', 'sim'].flatMap((p) => ['--project', p]),
-          env,
+          env: { ...env, SIM_TEST_SCENARIOS: String(NODE_SIM_SCENARIOS) },
           out: ctx.out,
           maxWorkers: ctx.maxWorkers,
         });

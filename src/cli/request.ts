@@ -303,6 +303,11 @@ function round(ms: number): number {
   return Math.round(ms * 10) / 10;
 }
 
+/** `--timeout` of resign and handover, in ms: REQUEST_TIMEOUT_MS unless given. */
+export function requestTimeoutOf(values: Values): number {
+  return optionalDuration(values, 'timeout') ?? REQUEST_TIMEOUT_MS;
+}
+
 export async function request(
   command: 'resign' | 'handover',
   values: Values,
@@ -319,7 +324,7 @@ export async function request(
     if (to === '') throw new UsageError('--to must not be empty');
     req = { kind: 'handover', to };
   }
-  const timeoutMs = optionalDuration(values, 'timeout') ?? REQUEST_TIMEOUT_MS;
+  const timeoutMs = requestTimeoutOf(values);
   if (timeoutMs <= 0)
     throw new UsageError(`--timeout must be more than 0, received ${JSON.stringify(values.timeout)}`);
   const found = (await findPrimaryOrExit(dsn, `pgleaderlock-${command}`)) as Found;

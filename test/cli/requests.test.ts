@@ -201,9 +201,11 @@ describe('pgleaderlock resign: refusals and time limits', () => {
     }
   });
 
+  // the default --timeout (15 s) is test/unit/cli-args.test.ts's: waiting it out here showed
+  // nothing a shorter one does not
   it.each([
     ['wait', ['--timeout', '1s'], 1000],
-    ['poll', [], 15_000], // the default --timeout
+    ['poll', ['--timeout', '2s'], 2000],
   ] as const)(
     '%s mode, %j: a leader that has not released by the timeout (its callbackTimeoutMs is 30 s): exit 1 at the timeout, saying so; it still holds the lock',
     async (mode, flags, timeoutMs) => {

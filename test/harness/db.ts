@@ -92,17 +92,15 @@ export async function waitingWatches(url: string, id: string): Promise<number[]>
 
 /** Backends holding or waiting for the advisory lock `(key1, key2)`. */
 export async function lockHolders(
-  url: string,
+  url: string | AdminClient,
   key1: number,
   key2: number,
 ): Promise<{ pid: number; granted: boolean }[]> {
-  return adminQuery(
-    url,
-    `SELECT pid, granted FROM pg_locks
+  const text = `SELECT pid, granted FROM pg_locks
       WHERE locktype = 'advisory' AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2
-        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-    [key1, key2],
-  );
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+  // an admin client of the test's own: no new connection per read (a tight loop of reads)
+  return typeof url === 'string' ? adminQuery(url, text, [key1, key2]) : url.query(text, [key1, key2]);
 }
 
 /** The pid of the one backend holding (key1, key2); throws if there is not exactly one. */

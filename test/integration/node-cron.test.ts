@@ -33,6 +33,8 @@ import { TIMER_EARLY_MS } from '../harness/timers.js';
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/node-cron-replica.fixture.ts');
 const CLAIMS = 'pgleaderlock_cron_claims';
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+/** The blocked claim's timeoutMs (the default, 5 s, is the unit test's: test/unit/node-cron.test.ts). */
+const CLAIM_TIMEOUT_MS = 1500;
 
 interface Report {
   ev: string;
@@ -446,7 +448,10 @@ describe('pgleaderlock/node-cron, in process', () => {
     expect((await claimsOf(other)).map((c) => c.fire_at.getTime())).toEqual([now - 7_200_000]); // another scope
   });
 
-  it('default timeoutMs (5 s): a claim blocked on a row lock is given up 5 s after the fire; node-cron logs it, skips the fire (coordinator-error), and the claim committing later is not run', async () => {
+  // timeoutMs 1.5 s here, not the default 5 s: what this test adds to the unit test of the default
+  // (test/unit/node-cron.test.ts, on the manual clock) is a claim held up by a real row lock
+  // and node-cron skipping the fire, not the length of the wait
+  it(`timeoutMs (${CLAIM_TIMEOUT_MS} ms): a claim blocked on a row lock is given up ${CLAIM_TIMEOUT_MS} ms after the fire; node-cron logs it, skips the fire (coordinator-error), and the claim committing later is not run`, async () => {
     const keys = randomKeys();
     const lock = locks.make({ ...keys, fencing: true });
     await lock.start();
@@ -465,7 +470,7 @@ describe('pgleaderlock/node-cron, in process', () => {
         return result as never;
       },
     };
-    const coordinator = leaderCoordinator(lock, { pool: watched, name: scope }); // timeoutMs: the default
+    const coordinator = leaderCoordinator(lock, { pool: watched, name: scope, timeoutMs: CLAIM_TIMEOUT_MS });
     const warm = Math.floor(Date.now() / 1000) * 1000 - 1000;
     expect(await coordinator.shouldRun(fireKey('warm', new Date(warm)), 30_000)).toBe(true); // table made, pool connected
     // another transaction holds the fire's row, uncommitted: the claim's INSERT waits on it
@@ -503,19 +508,19 @@ describe('pgleaderlock/node-cron, in process', () => {
               resolve({ fireAt: ctx.date.getTime(), at: Date.now(), reason: String(ctx.reason) });
             });
           }),
-          fireAt + 7000 - Date.now(),
+          fireAt + CLAIM_TIMEOUT_MS + 2000 - Date.now(),
           'the fire to be skipped',
         );
       } finally {
         await task.destroy();
       }
       console.log(
-        `claim blocked (default timeoutMs): fire skipped ${skip.at - fireAt} ms after its second, ${skip.at - claimSentAt} ms after the claim was sent`,
+        `claim blocked (timeoutMs ${CLAIM_TIMEOUT_MS}): fire skipped ${skip.at - fireAt} ms after its second, ${skip.at - claimSentAt} ms after the claim was sent`,
       );
       expect(skip.fireAt).toBe(fireAt);
       expect(skip.reason).toBe('coordinator-error');
-      expect(skip.at - fireAt).toBeGreaterThanOrEqual(5000 - TIMER_EARLY_MS);
-      expect(skip.at - fireAt).toBeLessThan(5600);
+      expect(skip.at - fireAt).toBeGreaterThanOrEqual(CLAIM_TIMEOUT_MS - TIMER_EARLY_MS);
+      expect(skip.at - fireAt).toBeLessThan(CLAIM_TIMEOUT_MS + 600);
       expect(logged).toEqual(['Run coordinator failed; skipping execution (fail-closed)']);
       expect(claims).toHaveLength(2); // the warm-up's, and the fire's, still waiting
       // the blocker goes away: the late claim commits, and nobody runs the fire

@@ -494,12 +494,17 @@ describe('poll mode: a follower named as successor attempts at once', () => {
 });
 
 describe('handoverTo to a successor that never takes the lock (poll mode, its process frozen)', () => {
-  it('handoverTo(id) with no timeoutMs rejects naming the successor 5000 ms after the call (the default timeoutMs); meanwhile another waiter yields to the successor (and, if granted before the old leader is back, to it) and opens no term; the old leader, whose back-off (5 s) is as long as the window, attempts at once and leads again within 250 ms of the rejection; never two leaders', async () => {
+  /** The handover's timeoutMs, and the old leader's back-off (as long as the window). */
+  const WINDOW_MS = 1000;
+
+  // timeoutMs 1 s here; the default (5 s, when none is given) is test/unit/succession.test.ts's
+  // (handoverTimeoutOf, the one place LeaderLock's and the fakes' handoverTo read it from)
+  it(`handoverTo(id, { timeoutMs: ${WINDOW_MS} }) rejects naming the successor ${WINDOW_MS} ms after the call; meanwhile another waiter yields to the successor (and, if granted before the old leader is back, to it) and opens no term; the old leader, whose back-off (${WINDOW_MS} ms) is as long as the window, attempts at once and leads again within 250 ms of the rejection; never two leaders`, async () => {
     const t = team('poll');
     // Poll mode: the old leader is not queued. Once its successor's time is up it attempts at
-    // once and every few ms (not at its back-off's pace: 5 s here, the whole window in which the
+    // once and every few ms (not at its back-off's pace: the whole window here, in which the
     // other waiter, attempting every 25 ms, yields to it)
-    const a = t.make({ retryStrategy: new FixedInterval({ intervalMs: 5000 }) });
+    const a = t.make({ retryStrategy: new FixedInterval({ intervalMs: WINDOW_MS }) });
     const acquiredAt: number[] = [];
     let tookBackAt: (at: number) => void = () => {};
     const takenBack = new Promise<number>((resolve) => {
@@ -558,7 +563,7 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
 
       const t0 = performance.now();
       let rejectedAt = 0;
-      const outcome = await a.handoverTo(bId).then(
+      const outcome = await a.handoverTo(bId, { timeoutMs: WINDOW_MS }).then(
         () => null,
         (err: unknown) => {
           rejectedAt = performance.now();
@@ -568,10 +573,10 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
       const rejectedAfter = rejectedAt - t0;
       expect(outcome).toMatchObject({
         code: 'ERR_PGLEADERLOCK_HANDOVER',
-        message: expect.stringContaining(`"${bId}" did not take the lock within 5000 ms`),
+        message: expect.stringContaining(`"${bId}" did not take the lock within ${WINDOW_MS} ms`),
       });
-      expect(rejectedAfter).toBeGreaterThanOrEqual(5000);
-      expect(rejectedAfter).toBeLessThan(5300);
+      expect(rejectedAfter).toBeGreaterThanOrEqual(WINDOW_MS);
+      expect(rejectedAfter).toBeLessThan(WINDOW_MS + 300);
 
       // the waiters yield to the old leader for timeoutMs after the successor's deadline: it
       // attempts at once (a yielder may hold the lock for a moment: then again 5 ms later)

@@ -13,6 +13,7 @@ import {
 } from '../../src/cli/args.js';
 import { cacheDir, PG_BINARIES_VERSION } from '../../src/cli/binaries.js';
 import { timeoutOf } from '../../src/cli/doctor.js';
+import { requestTimeoutOf } from '../../src/cli/request.js';
 import { lockOptions, runOptions } from '../../src/cli/run.js';
 import { resolveOptions } from '../../src/core/lock-options.js';
 import { type ExponentialBackoff, LeaderLock } from '../../src/index.js';
@@ -156,8 +157,10 @@ describe('defaults (docs/cli.md option tables), as the commands build their sett
     expect([o.reconnectGraceMs, o.autoReacquire, o.acquireMode]).toEqual([null, true, 'wait']);
   });
 
-  it('acquire: --kill-grace 10 s; doctor: --timeout 10 s', () => {
+  it('acquire: --kill-grace 10 s; doctor: --timeout 10 s; resign and handover: --timeout 15 s', () => {
     expect([killGraceOf({}), killGraceOf({ 'kill-grace': '300ms' })]).toEqual([10_000, 300]);
     expect([timeoutOf({}), timeoutOf({ timeout: '1s' })]).toEqual([10_000, 1000]);
+    // the default's effect (exit 1 at the timeout, saying so) is cli/requests.test.ts's, at 1 and 2 s
+    expect([requestTimeoutOf({}), requestTimeoutOf({ timeout: '2s' })]).toEqual([15_000, 2000]);
   });
 });

@@ -8,6 +8,7 @@ import {
   type Directive,
   forwardPayload,
   HandoverLog,
+  handoverTimeoutOf,
   MAX_HANDOVER_TIMEOUT_MS,
   parseEvent,
   payload,
@@ -38,6 +39,11 @@ describe('priority and handoverTo: options', () => {
   it('priority defaults to 0; negative integers are accepted', () => {
     expect(new LeaderLock({ key1: 1, key2: 2 }).priority).toBe(0);
     expect(new LeaderLock({ key1: 1, key2: 2, priority: -3 }).priority).toBe(-3);
+  });
+
+  it('handoverTo without timeoutMs waits 5000 ms (docs/choosing-the-leader.md): the timeout LeaderLock and the fakes read', () => {
+    expect(handoverTimeoutOf('b', {})).toBe(5000);
+    expect(handoverTimeoutOf('b', { timeoutMs: 1 })).toBe(1);
   });
 
   it('handoverTo refuses a bad id or timeout before anything else', async () => {
