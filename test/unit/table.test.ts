@@ -92,6 +92,13 @@ const ROWS: Row[] = [
   ],
   [RELEASING, 'ReleaseFailed', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
   [RELEASING, 'DbError', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
+  // an attempt's own data, its state kept (the step goes on: steps.ts, `advance`)
+  [ACQUIRING, 'Connected', {}, ACQUIRING, []],
+  [ACQUIRING, 'SessionClosed', {}, ACQUIRING, ['closeConnection']],
+  [ACQUIRING, 'TakeoverDelayed', {}, ACQUIRING, ['emitTakeoverFence']],
+  [RECONNECTING, 'Connected', {}, RECONNECTING, []],
+  [RECONNECTING, 'SessionClosed', {}, RECONNECTING, ['closeConnection']],
+  [RECONNECTING, 'TakeoverDelayed', {}, RECONNECTING, ['emitTakeoverFence']],
 ];
 
 /** LEADER --HealthOk--> LEADER is listed, as "no transition". */
