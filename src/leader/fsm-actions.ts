@@ -147,7 +147,12 @@ export class Actions {
 
     releasing: {
       data: (from, input, session) => this.releasingData(from, input, session),
-      enter: (entered) => this.c.releases.bound(entered.release, entered.release.deadline),
+      // one release serves the step-down and the stop asked for, with the earlier deadline
+      enter: (entered) =>
+        this.c.releases.bound(
+          entered.release,
+          earlier(entered.release.deadline, this.c.mail.stop?.deadline ?? null),
+        ),
       exit: (left) => this.c.releases.settle(left.release),
     },
   };
@@ -275,10 +280,8 @@ export class Actions {
   private releasingData(from: Phase, input: Input, session: Session | null): PhaseOf<'releasing'> {
     if (from.kind === 'releasing') return { ...from, step: 'unlocking' };
     if (!session) throw new Error('RELEASING entered without a session');
-    // one release serves the step-down and the stop asked for, with the earlier deadline
     const { mail } = this.c;
     const release = mail.stepDown ?? newRelease(null); // the lifecycle empties the box (lifecycle.ts)
-    release.deadline = earlier(release.deadline, mail.stop?.deadline ?? null);
     const after = input.type === 'ReleaseRequested' && !mail.stop ? 'follow' : 'stop';
     const epoch = from.kind === 'leader' ? from.leadership.epoch : null;
     return { kind: 'releasing', session, step: 'draining', after, release, epoch };

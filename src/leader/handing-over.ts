@@ -69,9 +69,8 @@ export class HandingOver {
     }
     const p = this.host.phase() as PhaseOf<'leader'>;
     p.leadership.end(`handover to ${to}`);
-    const release = newRelease(this.o.clock.now() + this.o.callbackTimeoutMs);
     const handover: Handover = { to, timeoutMs, outcome: null };
-    release.handover = handover;
+    const release = newRelease(this.o.clock.now() + this.o.callbackTimeoutMs, handover);
     const d = deferred<void>();
     release.waiters.push(d);
     this.host.release(release);

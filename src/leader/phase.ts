@@ -47,8 +47,8 @@ export interface Handover {
   outcome: 'taken' | Error | null;
 }
 
-export function newRelease(deadline: number | null): Release {
-  return { deadline, waiters: [], expired: null, timer: null, handover: null };
+export function newRelease(deadline: number | null, handover: Handover | null = null): Release {
+  return { deadline, waiters: [], expired: null, timer: null, handover };
 }
 
 /**
