@@ -48,7 +48,6 @@ export interface LifecycleHooks {
 
 export interface ActionContext {
   readonly o: ResolvedOptions;
-  /** Read only: the lifecycle alone writes the box (lifecycle.ts). */
   readonly mail: MailView;
   readonly retry: RetryCycle;
   readonly report: Reporter;
@@ -147,7 +146,6 @@ export class Actions {
 
     releasing: {
       data: (from, input, session) => this.releasingData(from, input, session),
-      // one release serves the step-down and the stop asked for, with the earlier deadline
       enter: (entered) =>
         this.c.releases.bound(
           entered.release,
@@ -281,7 +279,7 @@ export class Actions {
     if (from.kind === 'releasing') return { ...from, step: 'unlocking' };
     if (!session) throw new Error('RELEASING entered without a session');
     const { mail } = this.c;
-    const release = mail.stepDown ?? newRelease(null); // the lifecycle empties the box (lifecycle.ts)
+    const release = mail.stepDown ?? newRelease(null);
     const after = input.type === 'ReleaseRequested' && !mail.stop ? 'follow' : 'stop';
     const epoch = from.kind === 'leader' ? from.leadership.epoch : null;
     return { kind: 'releasing', session, step: 'draining', after, release, epoch };

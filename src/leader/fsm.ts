@@ -17,6 +17,8 @@
  *    not a back-off: refusals by standbys during a failover must not delay finding the new
  *    primary);
  *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped);
+ *  ACQUIRING --Refused--> STOPPED (onError, onStopped): a pooler that shares backends, found
+ *    before the run's first session: it never works, so it is not retried (core/errors.ts);
  *  RELEASING --Drained--> RELEASING: RELEASING starts by draining (the term has ended;
  *    the loop waits for `runWhileLeader` runs to settle), then unlocks.
  *
@@ -68,6 +70,8 @@ export type Input =
     }
   | { readonly type: 'ReleaseFailed'; readonly error: Error }
   | { readonly type: 'RetryExhausted'; readonly error: Error }
+  /** A definite refusal before the run's first session (core/errors.ts, `endsTheRun`). */
+  | { readonly type: 'Refused'; readonly error: Error }
   | { readonly type: 'Connected'; readonly session: Session }
   | { readonly type: 'SessionClosed' }
   | { readonly type: 'TakeoverDelayed'; readonly delay: TakeoverDelay };
@@ -97,6 +101,7 @@ export const INPUT_TYPES: readonly InputType[] = [
   'ReleaseSucceeded',
   'ReleaseFailed',
   'RetryExhausted',
+  'Refused',
   'Connected',
   'SessionClosed',
   'TakeoverDelayed',
@@ -191,6 +196,7 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
       if (input === 'ConnectFailed') return { to: FOLLOWER, effects: ['emitError', 'backOff'] };
       if (input === 'NoPrimary') return { to: FOLLOWER, effects: ['emitError', 'awaitPrimary'] };
       if (input === 'StopRequested') return stop('closeConnection');
+      if (input === 'Refused') return stop('closeConnection', 'emitError');
       return attemptData(from, input);
 
     case LEADER:

@@ -281,16 +281,16 @@ export class Lifecycle implements RequestTarget {
     this.report.stopped();
   }
 
-  /** Another configured host was promoted while this leader's server is still up (core/peers.ts). */
+  /** Another configured host was promoted while this leader's server is up (core/peers.ts). */
   private promoted(error: Error): void {
     const p = this.phase;
     if (p.kind !== 'leader') return;
-    p.promotion = error; // the leader's step reads it: HealthFailed
+    p.promotion = error;
     p.leadership.suspend(error.message); // leader work stops now, before the loop runs
     this.waker.wake();
   }
 
-  /** An input that changes the step's own phase's data, not its state (step-context.ts), applied. */
+  /** A step's input that keeps its state (step-context.ts), applied. */
   private async advance<P extends Phase>(phase: P, input: Input): Promise<P> {
     if (this.phase !== phase) throw new Error(`${input.type} from a step whose phase is over`);
     await this.apply(input);
@@ -320,23 +320,19 @@ export class Lifecycle implements RequestTarget {
     for (const effect of t.effects) await this.actions.perform(effect, input, prev);
   }
 
-  /**
-   * What a transition writes besides the next phase, in one place: the request box (taken,
-   * or left unserved) and what the input carries for the phase left.
-   */
+  /** What a transition writes in the request box and the phase left. */
   private post(prev: Phase, next: Phase, input: Input, effects: readonly Effect[]): void {
     const mail = this.mail;
     if (input.type === 'AcquireAttempt' && input.invitation) mail.invited = false;
     if (input.type === 'ReleaseSucceeded' && prev.kind === 'releasing') {
       if (prev.release.handover) prev.release.handover.outcome = input.handover;
-      if (input.invite) mail.invite(this.o.clock.now()); // the successor's time is up (release-steps.ts)
+      if (input.invite) mail.invite(this.o.clock.now());
     }
     if (prev.kind === 'leader') {
-      // the release carries the step-down; any other end leaves it nothing to release
       if (next.kind !== 'releasing') this.releases.settle(mail.stepDown);
       mail.stepDown = null;
     }
-    // leading, or a failed attempt that is not a held lock: no quick retries
+    // no quick retries once leading, or after a failure that is not a held lock
     if ((next.kind === 'leader' && prev.kind !== 'leader') || effects.includes('emitError')) mail.uninvite();
   }
 

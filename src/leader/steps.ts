@@ -9,7 +9,7 @@
  * lapsed lease).
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
-import { LockError, toError } from '../core/errors.js';
+import { endsTheRun, LockError, toError } from '../core/errors.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
 import { NoPrimaryError } from '../core/primary.js';
 import type { RetryCycle } from '../core/retry.js';
@@ -34,6 +34,8 @@ export class Steps {
   private readonly takeover: Takeover;
   private readonly succession: Succession;
   private readonly releasing: ReleaseSteps;
+  /** A session opened in this run. */
+  private served = false;
 
   constructor(
     private readonly o: ResolvedOptions,
@@ -122,15 +124,14 @@ export class Steps {
     }
   }
 
-  /** The phase without its session if that session died (`SessionClosed`). */
+  /** Drop a dead session. */
   private async dropDead<P extends Attempt>(phase: P): Promise<P> {
     return phase.session?.dead ? this.ctx.advance(phase, { type: 'SessionClosed' }) : phase;
   }
 
   /**
-   * The phase with a session that lives, opening one if it has none (`Connected`; a dead
-   * one was dropped first: `dropDead`); a stop cuts the wait short (a session that opens
-   * later is closed). Returns STOP if a stop came first; throws what connecting threw.
+   * Open a session for `phase` if it has none; a stop cuts the wait short (a session that
+   * opens later is closed). Returns STOP if a stop came first; throws what connecting threw.
    */
   private async ensureSession<P extends Attempt>(phase: P): Promise<P | Input> {
     if (phase.session) return phase;
@@ -155,6 +156,7 @@ export class Steps {
       try {
         const session = await Promise.race([opening, wake.promise]);
         if (session) {
+          this.served = true;
           const opened = await this.ctx.advance(phase, { type: 'Connected', session });
           return this.mail.stop ? STOP : opened;
         }
@@ -184,7 +186,8 @@ export class Steps {
       }
       const error = toError(err);
       this.retry.lastError = error;
-      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+      if (this.mail.stop) return STOP;
+      return endsTheRun(error, this.served) ? { type: 'Refused', error } : { type: 'ConnectFailed', error };
     }
     const session = phase.session as Session;
     let acquired: Acquired | null;
@@ -215,7 +218,7 @@ export class Steps {
     if ('type' in grant) {
       if (grant.type === 'DbError') this.retry.lastError = grant.error;
       if (grant.type !== 'ConnectFailed') return grant;
-      // an old primary still up (takeover.ts): leave it; the next survey finds the new one
+      // an old primary still up: leave it
       await this.ctx.advance(phase, { type: 'SessionClosed' });
       return this.mail.stop ? STOP : grant;
     }

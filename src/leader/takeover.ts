@@ -59,7 +59,7 @@ export class Takeover {
         timeline > 0 && p.kind === 'primary' && p.timeline > timeline,
     );
     if (newer) {
-      // this server is an old primary still up: the caller leaves it; the next survey finds the new one
+      // an old primary still up: the caller leaves it; the next survey finds the new one
       const error = new LockError(
         `another configured host is a primary on timeline ${newer.timeline}, newer than ${host} (timeline ${timeline}): a standby was promoted; moving to the new primary`,
         { code: 'ERR_PGLEADERLOCK_UNSAFE' },

@@ -20,6 +20,7 @@ const ROWS: Row[] = [
   [FOLLOWER, 'AcquireAttempt', {}, ACQUIRING, []],
   [FOLLOWER, 'StopRequested', {}, STOPPED, ['closeConnection', 'emitStopped']],
   [FOLLOWER, 'RetryExhausted', {}, STOPPED, ['closeConnection', 'emitError', 'emitStopped']],
+  [ACQUIRING, 'Refused', {}, STOPPED, ['closeConnection', 'emitError', 'emitStopped']],
   [ACQUIRING, 'AcquireSucceeded', {}, LEADER, ['emitAcquired', 'resetRetry']],
   [ACQUIRING, 'AcquireFailed', {}, FOLLOWER, ['emitAcquireFailed', 'backOff']],
   [ACQUIRING, 'AcquireFailed', { waitMode: true }, FOLLOWER, ['emitAcquireFailed', 'requeue']],
