@@ -124,6 +124,18 @@ export function isDefiniteRefusal(err: unknown): boolean {
   );
 }
 
+/**
+ * The one policy of both elections for a definite refusal (a pooler in transaction or
+ * statement mode, found by a check that completed): met before the run's first session
+ * serves (`served` false), it ends the run: such a path never works, and retrying it only
+ * hides the mistake (a partition worker's `start()` rejects with it; a `LeaderLock` reports
+ * it to `onError` and stops). Met later (a pooler put in front of a running election), it is
+ * retried like a failed connection.
+ */
+export function endsTheRun(err: unknown, served: boolean): boolean {
+  return !served && isDefiniteRefusal(err);
+}
+
 /** SQLSTATE of the first PostgreSQL error in a cause chain (driver errors carry it in `code`). */
 export function sqlStateOf(err: unknown): string | undefined {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {

@@ -26,7 +26,7 @@ import type { SpecState } from '../core/state.js';
 import type { Term } from '../core/term.js';
 import type { Effect, Input } from './fsm.js';
 import { type Grant, Leadership, type TermIds } from './leadership.js';
-import type { Mailbox, Phase, PhaseOf } from './phase.js';
+import type { MailView, Phase, PhaseOf } from './phase.js';
 import { newRelease } from './phase.js';
 import type { Releases } from './release.js';
 import type { Reporter } from './report.js';
@@ -48,7 +48,7 @@ export interface LifecycleHooks {
 
 export interface ActionContext {
   readonly o: ResolvedOptions;
-  readonly mail: Mailbox;
+  readonly mail: MailView;
   readonly retry: RetryCycle;
   readonly report: Reporter;
   readonly releases: Releases;
@@ -59,6 +59,8 @@ export interface ActionContext {
   phase(): Phase;
   /** Wake the loop. */
   wake(): void;
+  /** Another configured host was promoted while this leader's server is still up (peers.ts). */
+  promoted(error: Error): void;
 }
 
 /** One state's part of every transition into or out of it (`P`: that state's phase). */
@@ -102,7 +104,12 @@ export class Actions {
       exit: (left) => left.standbys?.close(),
     },
 
-    acquiring: { data: (_from, _input, session) => ({ kind: 'acquiring', session, delayed: null }) },
+    acquiring: {
+      data: (from, input, session) =>
+        from.kind === 'acquiring'
+          ? attemptData(from, input, session)
+          : { kind: 'acquiring', session, delayed: null },
+    },
 
     leader: {
       data: (_from, input, session) => this.leaderData(input, session),
@@ -117,11 +124,6 @@ export class Actions {
       exit: (left, to, why) => {
         left.leadership.end(why);
         left.peers?.stop();
-        if (to !== 'releasing') {
-          // leadership ended before a step-down asked for could start: nothing left to release
-          this.c.releases.settle(this.c.mail.stepDown);
-          this.c.mail.stepDown = null;
-        }
         // an unclean end (the session lost, not a release): once its runs have returned, the
         // next session says so (handover.ts, proof of drain)
         if (to !== 'releasing')
@@ -135,13 +137,8 @@ export class Actions {
     },
 
     reconnecting: {
-      data: (from) => ({
-        kind: 'reconnecting',
-        session: null,
-        deadline: this.c.o.clock.now() + (this.c.o.reconnectGraceMs ?? 0),
-        previousPid: from.kind === 'stopped' ? 0 : (from.session?.pid ?? 0),
-        delayed: null,
-      }),
+      data: (from, input, session) =>
+        from.kind === 'reconnecting' ? attemptData(from, input, session) : this.reconnectingData(from),
       enter: () => {
         this.c.counters.reconnects += 1;
       },
@@ -149,7 +146,11 @@ export class Actions {
 
     releasing: {
       data: (from, input, session) => this.releasingData(from, input, session),
-      enter: (entered) => this.c.releases.bound(entered.release, entered.release.deadline),
+      enter: (entered) =>
+        this.c.releases.bound(
+          entered.release,
+          earlier(entered.release.deadline, this.c.mail.stop?.deadline ?? null),
+        ),
       exit: (left) => this.c.releases.settle(left.release),
     },
   };
@@ -201,7 +202,6 @@ export class Actions {
       case 'emitStopped':
         return report.stopped();
       case 'emitError':
-        this.c.mail.uninvite(); // a failed attempt that is not a held lock: no quick retries
         return report.error(error);
       case 'resetRetry':
         return this.c.retry.reset();
@@ -215,6 +215,10 @@ export class Actions {
         return report.note('health_check_failed', error);
       case 'notice':
         return report.note('leadership_recovered');
+      case 'emitTakeoverFence':
+        if (input.type === 'TakeoverDelayed')
+          report.takeoverDelayed(input.delay.delayMs, input.delay.until - input.delay.delayMs);
+        return;
     }
   }
 
@@ -223,7 +227,6 @@ export class Actions {
       throw new Error(`LEADER entered without a session and a grant (${input.type})`);
     }
     const leadership = this.leadership(input.grant, session);
-    this.c.mail.uninvite();
     const { others, host, timeline } = session.place;
     // timeline 0: unknown (a server that hides it, primary.ts): nothing to compare with
     const peers =
@@ -233,7 +236,7 @@ export class Actions {
             others.map((o) => o.endpoint),
             { label: host, timeline },
             this.c.o.clock,
-            (error) => this.promoted(error),
+            (error) => this.c.promoted(error),
           );
     return { kind: 'leader', session, leadership, peers, promotion: null };
   }
@@ -262,27 +265,41 @@ export class Actions {
     return leadership;
   }
 
-  /** Another configured host was promoted while this leader's server is still up (peers.ts). */
-  private promoted(error: Error): void {
-    const p = this.c.phase();
-    if (p.kind !== 'leader') return;
-    p.promotion = error;
-    p.leadership.suspend(error.message); // leader work stops now, before the loop runs
-    this.c.wake();
+  private reconnectingData(from: Phase): PhaseOf<'reconnecting'> {
+    return {
+      kind: 'reconnecting',
+      session: null,
+      deadline: this.c.o.clock.now() + (this.c.o.reconnectGraceMs ?? 0),
+      previousPid: from.kind === 'stopped' ? 0 : (from.session?.pid ?? 0),
+      delayed: null,
+    };
   }
 
   private releasingData(from: Phase, input: Input, session: Session | null): PhaseOf<'releasing'> {
     if (from.kind === 'releasing') return { ...from, step: 'unlocking' };
     if (!session) throw new Error('RELEASING entered without a session');
-    // one release serves the step-down and the stop asked for, with the earlier deadline
     const { mail } = this.c;
     const release = mail.stepDown ?? newRelease(null);
-    mail.stepDown = null;
-    release.deadline = earlier(release.deadline, mail.stop?.deadline ?? null);
     const after = input.type === 'ReleaseRequested' && !mail.stop ? 'follow' : 'stop';
     const epoch = from.kind === 'leader' ? from.leadership.epoch : null;
     return { kind: 'releasing', session, step: 'draining', after, release, epoch };
   }
+}
+
+/**
+ * An attempt's own data changed (fsm.ts, the rows that keep ACQUIRING or RECONNECTING): the
+ * session it opened (or none once closed), the takeover delay it holds the lock for.
+ */
+function attemptData<P extends PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>>(
+  from: P,
+  input: Input,
+  session: Session | null,
+): P {
+  return {
+    ...from,
+    session: input.type === 'Connected' ? input.session : session,
+    delayed: input.type === 'TakeoverDelayed' ? input.delay : from.delayed,
+  };
 }
 
 /** Words for why a term ended, from the input that ended it. */

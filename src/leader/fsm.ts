@@ -17,8 +17,16 @@
  *    not a back-off: refusals by standbys during a failover must not delay finding the new
  *    primary);
  *  FOLLOWER  --RetryExhausted--> STOPPED (onError, onStopped);
+ *  ACQUIRING --Refused--> STOPPED (onError, onStopped): a pooler that shares backends, found
+ *    before the run's first session: it never works, so it is not retried (core/errors.ts);
  *  RELEASING --Drained--> RELEASING: RELEASING starts by draining (the term has ended;
  *    the loop waits for `runWhileLeader` runs to settle), then unlocks.
+ *
+ * Rows that change an attempt's data, not its state (ACQUIRING and RECONNECTING alike): the
+ * attempt's step goes on after the loop applied them (steps.ts, `StepContext.advance`):
+ *  --Connected--> the session opened for the attempt is the phase's;
+ *  --SessionClosed--> the phase's session is closed (dead, failed, or on an old primary);
+ *  --TakeoverDelayed--> the lock is held for the takeover delay (`pending`, onTakeoverFence).
  *
  * In `acquireMode: 'wait'`, ACQUIRING is a server-side wait of one slice, and
  * `AcquireFailed` (the slice ended with the lock still held elsewhere) re-queues at once
@@ -29,12 +37,15 @@
 import type { NoPrimaryError } from '../core/primary.js';
 import { LockState, type SpecState } from '../core/state.js';
 import type { Grant } from './leadership.js';
+import type { TakeoverDelay } from './phase.js';
+import type { Session } from './session.js';
 
 /** Inputs of spec §3.2 (plus the implied ones above), each carrying what its effects need. */
 export type Input =
   | { readonly type: 'Start' }
   | { readonly type: 'StopRequested' }
-  | { readonly type: 'AcquireAttempt' }
+  /** `invitation`: the attempt answers a handover that named this candidate (the invitation is taken). */
+  | { readonly type: 'AcquireAttempt'; readonly invitation?: true }
   | { readonly type: 'AcquireSucceeded'; readonly grant: Grant }
   | { readonly type: 'AcquireFailed' }
   | { readonly type: 'ConnectFailed'; readonly error: Error }
@@ -47,9 +58,23 @@ export type Input =
   | { readonly type: 'GraceExpired'; readonly error: Error | null }
   | { readonly type: 'ReleaseRequested' }
   | { readonly type: 'Drained' }
-  | { readonly type: 'ReleaseSucceeded' }
+  /**
+   * `handover`: how a handover to a named successor went (succession.ts); `invite`: the
+   * successor did not take the lock in time and this lock, queuing again in poll mode, is
+   * invited to attempt at once (phase.ts, `Mailbox.invite`).
+   */
+  | {
+      readonly type: 'ReleaseSucceeded';
+      readonly handover: 'taken' | Error | null;
+      readonly invite: boolean;
+    }
   | { readonly type: 'ReleaseFailed'; readonly error: Error }
-  | { readonly type: 'RetryExhausted'; readonly error: Error };
+  | { readonly type: 'RetryExhausted'; readonly error: Error }
+  /** A definite refusal before the run's first session (core/errors.ts, `endsTheRun`). */
+  | { readonly type: 'Refused'; readonly error: Error }
+  | { readonly type: 'Connected'; readonly session: Session }
+  | { readonly type: 'SessionClosed' }
+  | { readonly type: 'TakeoverDelayed'; readonly delay: TakeoverDelay };
 
 export type InputType = Input['type'];
 
@@ -76,6 +101,10 @@ export const INPUT_TYPES: readonly InputType[] = [
   'ReleaseSucceeded',
   'ReleaseFailed',
   'RetryExhausted',
+  'Refused',
+  'Connected',
+  'SessionClosed',
+  'TakeoverDelayed',
 ];
 
 /**
@@ -87,6 +116,7 @@ export const INPUT_TYPES: readonly InputType[] = [
  *    once; after the retry strategy's delay; at once, but only if the strategy does not give
  *    up; once a standby of a cluster with no primary is promoted (asked every 100 ms).
  *  - `warn` / `notice`: log lines "health_check_failed" / "leadership_recovered".
+ *  - `emitTakeoverFence`: run `onTakeoverFence` (a takeover delay began).
  */
 export type Effect =
   | 'closeConnection'
@@ -102,7 +132,8 @@ export type Effect =
   | 'requeue'
   | 'awaitPrimary'
   | 'warn'
-  | 'notice';
+  | 'notice'
+  | 'emitTakeoverFence';
 
 export interface Transition {
   readonly to: SpecState;
@@ -131,6 +162,14 @@ function followerOrStop(f: Flags, effects: Effect[], next: 'attemptNow' | 'backO
   return stop(...closing);
 }
 
+/** The rows that change an attempt's data, not its state (ACQUIRING and RECONNECTING alike). */
+function attemptData(from: SpecState, input: InputType): Transition | undefined {
+  if (input === 'Connected') return { to: from, effects: [] };
+  if (input === 'SessionClosed') return { to: from, effects: ['closeConnection'] };
+  if (input === 'TakeoverDelayed') return { to: from, effects: ['emitTakeoverFence'] };
+  return undefined;
+}
+
 /**
  * The table. Returns undefined for a pair the table does not list: the input is ignored
  * (e.g. `ReleaseRequested` while FOLLOWER: there is nothing to release).
@@ -157,7 +196,8 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
       if (input === 'ConnectFailed') return { to: FOLLOWER, effects: ['emitError', 'backOff'] };
       if (input === 'NoPrimary') return { to: FOLLOWER, effects: ['emitError', 'awaitPrimary'] };
       if (input === 'StopRequested') return stop('closeConnection');
-      return undefined;
+      if (input === 'Refused') return stop('closeConnection', 'emitError');
+      return attemptData(from, input);
 
     case LEADER:
       if (input === 'HealthOk') return undefined; // no transition
@@ -173,7 +213,7 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
       if (input === 'ReacquireFailed') return followerOrStop(f, ['closeConnection', 'emitLost'], 'backOff');
       if (input === 'GraceExpired') return followerOrStop(f, ['closeConnection', 'emitLost'], 'attemptNow');
       if (input === 'StopRequested') return stop('closeConnection');
-      return undefined;
+      return attemptData(from, input);
 
     case RELEASING:
       if (input === 'Drained') return { to: RELEASING, effects: [] };

@@ -6,7 +6,7 @@
  */
 import { deferred, sleep } from '../core/clock.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
-import type { Mailbox, Phase, PhaseOf } from './phase.js';
+import type { MailView, Phase, PhaseOf, Release } from './phase.js';
 import { type Handover, newRelease } from './phase.js';
 import { handoverError } from './succession.js';
 
@@ -15,8 +15,9 @@ export interface HandingOverHost {
   phase(): Phase;
   /** The lock's state, for messages. */
   state(): string;
-  readonly mail: Mailbox;
-  wake(): void;
+  readonly mail: MailView;
+  /** Ask the loop for this release (the lifecycle puts it in the request box and wakes the loop). */
+  release(release: Release): void;
 }
 
 export class HandingOver {
@@ -68,13 +69,11 @@ export class HandingOver {
     }
     const p = this.host.phase() as PhaseOf<'leader'>;
     p.leadership.end(`handover to ${to}`);
-    const release = newRelease(this.o.clock.now() + this.o.callbackTimeoutMs);
     const handover: Handover = { to, timeoutMs, outcome: null };
-    release.handover = handover;
-    mail.stepDown = release;
+    const release = newRelease(this.o.clock.now() + this.o.callbackTimeoutMs, handover);
     const d = deferred<void>();
     release.waiters.push(d);
-    this.host.wake();
+    this.host.release(release);
     await d.promise;
     const outcome = handover.outcome;
     if (outcome === 'taken') return;

@@ -12,7 +12,7 @@ import type { Safety } from '../core/safety.js';
 import { LockState } from '../core/state.js';
 import type { Term } from '../core/term.js';
 import { Vitals } from '../core/vitals.js';
-import { type Input, transition } from './fsm.js';
+import { type Effect, type Input, transition } from './fsm.js';
 import type { LifecycleHooks } from './fsm-actions.js';
 import { Actions } from './fsm-actions.js';
 import { HandingOver } from './handing-over.js';
@@ -63,7 +63,10 @@ export class Lifecycle implements RequestTarget {
       phase,
       state: () => this.state,
       mail: this.mail,
-      wake,
+      release: (release) => {
+        this.mail.stepDown = release;
+        this.waker.wake();
+      },
     });
     this.actions = new Actions({
       o,
@@ -82,11 +85,12 @@ export class Lifecycle implements RequestTarget {
       termIds,
       phase,
       wake,
+      promoted: (error) => this.promoted(error),
     });
     this.steps = new Steps(o, this.mail, this.retry, runners, {
       arm: () => this.waker.arm(),
       open: (signal) => this.open(signal),
-      delayed: (delay) => this.report.takeoverDelayed(delay.delayMs, delay.until - delay.delayMs),
+      advance: (phase, input) => this.advance(phase, input),
     });
   }
 
@@ -277,6 +281,23 @@ export class Lifecycle implements RequestTarget {
     this.report.stopped();
   }
 
+  /** Another configured host was promoted while this leader's server is up (core/peers.ts). */
+  private promoted(error: Error): void {
+    const p = this.phase;
+    if (p.kind !== 'leader') return;
+    p.promotion = error;
+    p.leadership.suspend(error.message); // leader work stops now, before the loop runs
+    this.waker.wake();
+  }
+
+  /** A step's input that keeps its state (step-context.ts), applied. */
+  private async advance<P extends Phase>(phase: P, input: Input): Promise<P> {
+    if (this.phase !== phase) throw new Error(`${input.type} from a step whose phase is over`);
+    await this.apply(input);
+    if (this.phase.kind !== phase.kind) throw new Error(`${input.type} left ${phase.kind}`);
+    return this.phase as P;
+  }
+
   /** The table's transition for `input`, carried out (fsm-actions.ts gives the order). */
   private async apply(input: Input): Promise<void> {
     const prev = this.phase;
@@ -294,8 +315,25 @@ export class Lifecycle implements RequestTarget {
     }
     const next = this.actions.build(prev, t.to, input, t.effects);
     this.phase = next;
+    this.post(prev, next, input, t.effects);
     this.actions.change(prev, next, input);
     for (const effect of t.effects) await this.actions.perform(effect, input, prev);
+  }
+
+  /** What a transition writes in the request box and the phase left. */
+  private post(prev: Phase, next: Phase, input: Input, effects: readonly Effect[]): void {
+    const mail = this.mail;
+    if (input.type === 'AcquireAttempt' && input.invitation) mail.invited = false;
+    if (input.type === 'ReleaseSucceeded' && prev.kind === 'releasing') {
+      if (prev.release.handover) prev.release.handover.outcome = input.handover;
+      if (input.invite) mail.invite(this.o.clock.now());
+    }
+    if (prev.kind === 'leader') {
+      if (next.kind !== 'releasing') this.releases.settle(mail.stepDown);
+      mail.stepDown = null;
+    }
+    // no quick retries once leading, or after a failure that is not a held lock
+    if ((next.kind === 'leader' && prev.kind !== 'leader') || effects.includes('emitError')) mail.uninvite();
   }
 
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */

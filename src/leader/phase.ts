@@ -47,8 +47,8 @@ export interface Handover {
   outcome: 'taken' | Error | null;
 }
 
-export function newRelease(deadline: number | null): Release {
-  return { deadline, waiters: [], expired: null, timer: null, handover: null };
+export function newRelease(deadline: number | null, handover: Handover | null = null): Release {
+  return { deadline, waiters: [], expired: null, timer: null, handover };
 }
 
 /**
@@ -64,32 +64,37 @@ export type Phase =
   | { readonly kind: 'stopped' }
   | {
       readonly kind: 'follower';
-      session: Session | null;
+      readonly session: Session | null;
       readonly next: 'now' | 'backoff' | 'requeue' | 'primary';
       /** With `next: 'primary'`: the standbys asked whether one was promoted. */
       readonly standbys: StandbyWatch | null;
     }
-  | { readonly kind: 'acquiring'; session: Session | null; delayed: TakeoverDelay | null }
+  | {
+      readonly kind: 'acquiring';
+      readonly session: Session | null;
+      readonly delayed: TakeoverDelay | null;
+    }
   | {
       readonly kind: 'leader';
       readonly session: Session;
       readonly leadership: Leadership;
-      /** With several hosts: the watch for a promotion of another one (peers.ts), and what it saw. */
+      /** With several hosts: the watch for a promotion of another one (peers.ts), and what it saw (the lifecycle writes it). */
       readonly peers: PeerWatch | null;
       promotion: Error | null;
     }
   | {
       readonly kind: 'reconnecting';
-      session: Session | null;
+      readonly session: Session | null;
       readonly deadline: number;
       /** The backend that held the lock before: its close may not have reached the server yet. */
       readonly previousPid: number;
-      delayed: TakeoverDelay | null;
+      readonly delayed: TakeoverDelay | null;
     }
   | {
       readonly kind: 'releasing';
       readonly session: Session;
       readonly step: 'draining' | 'unlocking';
+      /** Written by the lifecycle alone: a `shutdown()` during a step-down's release makes it `stop`. */
       after: 'follow' | 'stop';
       readonly release: Release;
       /** Fencing: the epoch of the leadership being released (marked released with it). */
@@ -98,7 +103,10 @@ export type Phase =
 
 export type PhaseOf<K extends Phase['kind']> = Extract<Phase, { kind: K }>;
 
-/** Requests from outside the loop (`shutdown()`, `stepDown()`), taken by the phase that can act on them. */
+/**
+ * Requests from outside the loop (`shutdown()`, `stepDown()`, a handover's invitation),
+ * read by the phase that can act on them; written by the lifecycle alone ({@link MailView}).
+ */
 export class Mailbox {
   /** A stop was asked for, with the earliest deadline given (null: none). */
   stop: { deadline: number | null } | null = null;
@@ -131,6 +139,14 @@ export class Mailbox {
     this.invitedUntil = Number.NEGATIVE_INFINITY;
   }
 }
+
+/**
+ * The box as everything but the lifecycle sees it: read only. Only the lifecycle
+ * (lifecycle.ts) writes it: from the outside calls, and when it applies a transition.
+ */
+export type MailView = Readonly<Omit<Mailbox, 'invite' | 'uninvite' | 'stopped'>> & {
+  readonly stopped: { readonly signal: AbortSignal };
+};
 
 /** How long a candidate named as successor keeps attempting, and how often (poll mode). */
 export const INVITE_WINDOW_MS = 1000;

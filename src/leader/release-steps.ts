@@ -9,14 +9,14 @@ import type { ResolvedOptions } from '../core/lock-options.js';
 import type { Runners } from '../core/runner.js';
 import type { Term } from '../core/term.js';
 import type { Input } from './fsm.js';
-import type { Mailbox, PhaseOf } from './phase.js';
+import type { MailView, PhaseOf } from './phase.js';
 import type { StepContext } from './step-context.js';
 import type { Succession } from './succession.js';
 
 export class ReleaseSteps {
   constructor(
     private readonly o: ResolvedOptions,
-    private readonly mail: Mailbox,
+    private readonly mail: MailView,
     private readonly runners: Runners<Term>,
     private readonly ctx: StepContext,
     private readonly succession: Succession,
@@ -54,22 +54,23 @@ export class ReleaseSteps {
       const back = phase.after === 'follow' && this.o.autoReacquire ? this.o.id : null;
       const directive = h ? { to: h.to, back, timeoutMs: h.timeoutMs } : null;
       if (await session.release(fencing, directive)) {
+        let handover: 'taken' | Error | null = null;
+        let invite = false;
         if (h) {
           const seen = await this.succession.awaitSuccessor(session, h, () => {
             const signal = this.ctx.arm();
             return this.mail.stop ? null : signal;
           });
-          h.outcome = seen.outcome;
+          handover = seen.outcome;
           // the successor's time is up: the waiters yield to `back` (this leader) now; poll
           // mode, nothing would prompt it before its back-off ends: invite it (phase.ts)
-          if (seen.timedOut && back !== null && this.o.acquireMode === 'poll')
-            this.mail.invite(this.o.clock.now());
+          invite = seen.timedOut && back !== null && this.o.acquireMode === 'poll';
         }
         // queuing again on this session: say so, with the priority (a successor with a lower
         // one hands back: docs/choosing-the-leader.md)
         if (phase.after === 'follow' && this.o.autoReacquire)
           session.channel.announceWaiting().catch(() => {});
-        return { type: 'ReleaseSucceeded' };
+        return { type: 'ReleaseSucceeded', handover, invite };
       }
       const error = new LockError('pg_advisory_unlock returned false: the lock was not held', {
         code: 'ERR_PGLEADERLOCK_RELEASE',

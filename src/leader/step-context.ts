@@ -1,5 +1,6 @@
 /** What the steps (steps.ts, takeover.ts, release-steps.ts) need from the loop that runs them. */
-import type { TakeoverDelay } from './phase.js';
+import type { Input } from './fsm.js';
+import type { Phase } from './phase.js';
 import type { Session } from './session.js';
 
 /** What the steps need from the loop. */
@@ -8,6 +9,10 @@ export interface StepContext {
   arm(): AbortSignal;
   /** Open a session (wired to wake the loop when it dies); `signal` abandons the attempt (a shutdown). */
   open(signal: AbortSignal): Promise<Session>;
-  /** A takeover delay began (the phase carries it). */
-  delayed(delay: TakeoverDelay): void;
+  /**
+   * Hand the loop an input that changes the data of `phase`, not its state (fsm.ts: an
+   * attempt's session, its takeover delay); resolves with the phase that follows, which the
+   * step goes on with. A step never writes its phase itself.
+   */
+  advance<P extends Phase>(phase: P, input: Input): Promise<P>;
 }

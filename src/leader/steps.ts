@@ -1,13 +1,15 @@
 /**
  * Each phase's work (phase.ts): what the lifecycle does while in that state, returning
- * the input that ends it (RELEASING's two steps are in release-steps.ts). A step may fill
- * in its own phase's session (ACQUIRING and RECONNECTING open one) and takeover delay
- * (takeover.ts); it never changes the phase itself: `transition()` does. Requests from
- * outside are read from the mailbox; `arm()` gives a signal that aborts on the next
- * wake-up (a request, a dead session, a lapsed lease).
+ * the input that ends it (RELEASING's two steps are in release-steps.ts). A step never
+ * writes its phase or the request box: what changes its own phase's data (the session
+ * ACQUIRING and RECONNECTING open or close, the takeover delay, takeover.ts) is an input
+ * too, handed to the loop with `advance()` (fsm.ts, the rows that keep the state); the step
+ * goes on with the phase that follows. Requests from outside are read from the mailbox;
+ * `arm()` gives a signal that aborts on the next wake-up (a request, a dead session, a
+ * lapsed lease).
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
-import { LockError, toError } from '../core/errors.js';
+import { endsTheRun, LockError, toError } from '../core/errors.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
 import { NoPrimaryError } from '../core/primary.js';
 import type { RetryCycle } from '../core/retry.js';
@@ -15,13 +17,15 @@ import type { Runners } from '../core/runner.js';
 import type { Term } from '../core/term.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
 import { type Input, STOP } from './fsm.js';
-import { INVITE_RETRY_MS, type Mailbox, type Phase, type PhaseOf } from './phase.js';
+import { INVITE_RETRY_MS, type MailView, type Phase, type PhaseOf } from './phase.js';
 import { ReleaseSteps } from './release-steps.js';
 import type { Session } from './session.js';
 import type { Acquired } from './session-types.js';
 import type { StepContext } from './step-context.js';
 import { Succession } from './succession.js';
 import { Takeover } from './takeover.js';
+
+type Attempt = PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>;
 
 /** A short wait before asking again whether our own previous backend has let go (RECONNECTING). */
 const OWN_BACKEND_POLL_MS = 20;
@@ -30,10 +34,12 @@ export class Steps {
   private readonly takeover: Takeover;
   private readonly succession: Succession;
   private readonly releasing: ReleaseSteps;
+  /** A session opened in this run. */
+  private served = false;
 
   constructor(
     private readonly o: ResolvedOptions,
-    private readonly mail: Mailbox,
+    private readonly mail: MailView,
     private readonly retry: RetryCycle,
     runners: Runners<Term>,
     private readonly ctx: StepContext,
@@ -72,8 +78,7 @@ export class Steps {
       if (this.mail.stop) return STOP;
       if (!this.mail.invited) await sleep(this.o.clock, INVITE_RETRY_MS, signal);
       if (this.mail.stop) return STOP;
-      this.mail.invited = false;
-      return { type: 'AcquireAttempt' };
+      return { type: 'AcquireAttempt', invitation: true };
     }
     const next = this.retry.next();
     if ('giveUp' in next) return { type: 'RetryExhausted', error: next.giveUp };
@@ -84,10 +89,7 @@ export class Steps {
       if (this.mail.stop) return STOP;
       const left = until - this.o.clock.now();
       // a handover names this candidate (poll mode: it heard the `released` event): at once
-      if (left <= 0 || this.mail.invited) {
-        this.mail.invited = false;
-        return { type: 'AcquireAttempt' };
-      }
+      if (left <= 0 || this.mail.invited) return { type: 'AcquireAttempt', invitation: true };
       await sleep(this.o.clock, Math.min(left, MAX_TIMER_MS), signal);
     }
   }
@@ -122,15 +124,17 @@ export class Steps {
     }
   }
 
+  /** Drop a dead session. */
+  private async dropDead<P extends Attempt>(phase: P): Promise<P> {
+    return phase.session?.dead ? this.ctx.advance(phase, { type: 'SessionClosed' }) : phase;
+  }
+
   /**
-   * Open a session for `phase` if it has none that lives; a stop cuts the wait short (a
-   * session that opens later is closed). Returns STOP if a stop came first; throws what
-   * connecting threw.
+   * Open a session for `phase` if it has none; a stop cuts the wait short (a session that
+   * opens later is closed). Returns STOP if a stop came first; throws what connecting threw.
    */
-  private async ensureSession(phase: PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>): Promise<Input | null> {
-    if (phase.session && !phase.session.dead) return null;
-    await phase.session?.close();
-    phase.session = null;
+  private async ensureSession<P extends Attempt>(phase: P): Promise<P | Input> {
+    if (phase.session) return phase;
     const abandon = new AbortController();
     const opening = this.ctx.open(abandon.signal);
     for (;;) {
@@ -152,8 +156,9 @@ export class Steps {
       try {
         const session = await Promise.race([opening, wake.promise]);
         if (session) {
-          phase.session = session;
-          return this.mail.stop ? STOP : null;
+          this.served = true;
+          const opened = await this.ctx.advance(phase, { type: 'Connected', session });
+          return this.mail.stop ? STOP : opened;
         }
       } finally {
         wake.dispose();
@@ -166,10 +171,12 @@ export class Steps {
    * one server-side wait of at most a slice followed by an ownership check (wait mode),
    * then what follows a grant (takeover.ts).
    */
-  private async acquire(phase: PhaseOf<'acquiring'>): Promise<Input> {
+  private async acquire(entered: PhaseOf<'acquiring'>): Promise<Input> {
+    let phase = await this.dropDead(entered);
     try {
-      const early = await this.ensureSession(phase);
-      if (early) return early;
+      const ready = await this.ensureSession(phase);
+      if ('type' in ready) return ready;
+      phase = ready;
     } catch (err) {
       if (err instanceof NoPrimaryError) {
         this.retry.lastError = err;
@@ -179,7 +186,8 @@ export class Steps {
       }
       const error = toError(err);
       this.retry.lastError = error;
-      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+      if (this.mail.stop) return STOP;
+      return endsTheRun(error, this.served) ? { type: 'Refused', error } : { type: 'ConnectFailed', error };
     }
     const session = phase.session as Session;
     let acquired: Acquired | null;
@@ -204,10 +212,15 @@ export class Steps {
       this.retry.lastError = error;
       return this.mail.stop ? STOP : { type: 'DbError', error };
     }
-    const grant = await this.takeover.complete(phase, session, acquired);
+    const grant = await this.takeover.complete(session, acquired, async (delay) => {
+      phase = await this.ctx.advance(phase, { type: 'TakeoverDelayed', delay });
+    });
     if ('type' in grant) {
       if (grant.type === 'DbError') this.retry.lastError = grant.error;
-      return grant;
+      if (grant.type !== 'ConnectFailed') return grant;
+      // an old primary still up: leave it
+      await this.ctx.advance(phase, { type: 'SessionClosed' });
+      return this.mail.stop ? STOP : grant;
     }
     this.retry.lastError = null;
     return { type: 'AcquireSucceeded', grant };
@@ -281,8 +294,9 @@ export class Steps {
    * once, unless the holder is our own previous backend, whose close may not have reached
    * the server yet.
    */
-  private async reconnect(phase: PhaseOf<'reconnecting'>): Promise<Input> {
+  private async reconnect(entered: PhaseOf<'reconnecting'>): Promise<Input> {
     const { clock } = this.o;
+    let phase = entered;
     let lastError: Error | null = null;
     this.retry.goingAtOnce(); // the loss's first reconnect is the one below
     for (;;) {
@@ -290,9 +304,11 @@ export class Steps {
       const remaining = phase.deadline - clock.now();
       if (remaining <= 0) return { type: 'GraceExpired', error: lastError };
       let delay: number | null;
+      phase = await this.dropDead(phase);
       try {
-        const early = await this.ensureSession(phase);
-        if (early) return early;
+        const ready = await this.ensureSession(phase);
+        if ('type' in ready) return ready;
+        phase = ready;
         const session = phase.session as Session;
         const acquired = await session.tryLock();
         if (this.mail.stop) return STOP;
@@ -303,7 +319,9 @@ export class Steps {
           return { type: 'ReacquireFailed', error };
         }
         if (acquired) {
-          const grant = await this.takeover.complete(phase, session, acquired);
+          const grant = await this.takeover.complete(session, acquired, async (delay) => {
+            phase = await this.ctx.advance(phase, { type: 'TakeoverDelayed', delay });
+          });
           if (!('type' in grant)) return { type: 'ReacquireSucceeded', grant };
           if (grant.type === 'StopRequested') return grant;
           // a failed attempt within the grace period: below
@@ -322,8 +340,7 @@ export class Steps {
         if (err instanceof NoPrimaryError) err.standbys.close();
         lastError = toError(err);
         this.retry.lastError = lastError;
-        await phase.session?.close();
-        phase.session = null;
+        if (phase.session) phase = await this.ctx.advance(phase, { type: 'SessionClosed' });
         const next = this.retry.next();
         delay = 'giveUp' in next ? null : next.delayMs;
         if (delay === null) return { type: 'GraceExpired', error: lastError };

@@ -4,7 +4,8 @@
  * newer primary, and, unless the handover is proven clean (handover.ts; with fencing, also
  * the epoch row), the lock is held for the takeover delay (`takeoverDelayMs`, docs/safety.md,
  * "Takeover delay"), its ownership checked meanwhile. The phase carries the delay while it
- * runs (`state` reads `pending`).
+ * runs (`state` reads `pending`): the step that called is told when it begins, and hands it
+ * to the loop (`TakeoverDelayed`, fsm.ts). Nothing here writes a phase.
  */
 import { sleep } from '../core/clock.js';
 import { LockError, toError } from '../core/errors.js';
@@ -12,26 +13,28 @@ import type { ResolvedOptions } from '../core/lock-options.js';
 import { PEER_INTERVAL_MS, probePeers, splitBrainDelayMs } from '../core/peers.js';
 import { type Input, STOP } from './fsm.js';
 import type { Grant } from './leadership.js';
-import type { Mailbox, PhaseOf } from './phase.js';
+import type { MailView, TakeoverDelay } from './phase.js';
 import type { Session } from './session.js';
 import type { Acquired, Epoch } from './session-types.js';
 import type { StepContext } from './step-context.js';
 
-type Attempt = PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>;
+/** Told when a takeover delay begins; the attempt goes on once the loop has applied it. */
+export type DelayBegins = (delay: TakeoverDelay) => Promise<void>;
 
 export class Takeover {
   constructor(
     private readonly o: ResolvedOptions,
-    private readonly mail: Mailbox,
-    private readonly ctx: Pick<StepContext, 'arm' | 'delayed'>,
+    private readonly mail: MailView,
+    private readonly ctx: Pick<StepContext, 'arm'>,
   ) {}
 
   /**
    * After a grant: bump the fencing epoch (with fencing), ask the other hosts, then hold the
    * lock for the takeover delay unless none is needed. Returns the grant the term opens
-   * with, or the input that ends the attempt (a stop, a failed query, a newer primary).
+   * with, or the input that ends the attempt (a stop, a failed query, a newer primary:
+   * `ConnectFailed`, whose session the caller closes).
    */
-  async complete(phase: Attempt, session: Session, acquired: Acquired): Promise<Grant | Input> {
+  async complete(session: Session, acquired: Acquired, delayed: DelayBegins): Promise<Grant | Input> {
     let epoch: Epoch | null;
     try {
       epoch = this.o.fencingTable ? await session.bumpEpoch(this.o.fencingTable, this.o.id) : null;
@@ -56,14 +59,12 @@ export class Takeover {
         timeline > 0 && p.kind === 'primary' && p.timeline > timeline,
     );
     if (newer) {
-      // this server is an old primary still up: leave it; the next survey finds the new one
-      await session.close();
-      phase.session = null;
+      // an old primary still up: the caller leaves it; the next survey finds the new one
       const error = new LockError(
         `another configured host is a primary on timeline ${newer.timeline}, newer than ${host} (timeline ${timeline}): a standby was promoted; moving to the new primary`,
         { code: 'ERR_PGLEADERLOCK_UNSAFE' },
       );
-      return this.mail.stop ? STOP : { type: 'ConnectFailed', error };
+      return { type: 'ConnectFailed', error };
     }
     // Another host is still a primary (an older timeline: the survey moments ago, or the
     // probe, said so): a leader there may not have seen this server's promotion yet; it
@@ -92,7 +93,7 @@ export class Takeover {
     const proven =
       delayMs === 0
         ? { sentAt: acquired.provenAt, safety: acquired.safety }
-        : await this.waitOut(phase, session, delayMs, !split);
+        : await this.waitOut(session, delayMs, !split, delayed);
     if ('type' in proven) return proven;
     return { ...proven, epoch: epoch?.epoch ?? null };
   }
@@ -105,15 +106,14 @@ export class Takeover {
    * primary is up: nothing heard on this server proves anything about that one).
    */
   private async waitOut(
-    phase: Attempt,
     session: Session,
     delayMs: number,
     drainEnds: boolean,
+    delayed: DelayBegins,
   ): Promise<Omit<Grant, 'epoch'> | Input> {
     const { clock } = this.o;
     const until = clock.now() + delayMs;
-    phase.delayed = { until, delayMs };
-    this.ctx.delayed(phase.delayed);
+    await delayed({ until, delayMs });
     for (;;) {
       const signal = this.ctx.arm();
       if (this.mail.stop) return STOP;

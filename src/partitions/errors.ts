@@ -1,5 +1,5 @@
 /** Errors of partitioned leadership. */
-import { isDefiniteRefusal, PgLeaderLockError } from '../core/errors.js';
+import { endsTheRun, PgLeaderLockError } from '../core/errors.js';
 
 /** Workers of one name were started with different partition counts. */
 export class PartitionMismatchError extends PgLeaderLockError {
@@ -27,8 +27,9 @@ export function lockTableFull(
 
 /**
  * Errors that end a join instead of being retried: another partition count, or a definite
- * refusal (a pooler that shares backends, a hot standby): `start()` rejects with them.
+ * refusal (a pooler that shares backends, a hot standby; `endsTheRun`, the rule `LeaderLock`
+ * follows too: nothing has served while joining): `start()` rejects with them.
  */
 export function refusesToJoin(err: unknown): boolean {
-  return err instanceof PartitionMismatchError || isDefiniteRefusal(err);
+  return err instanceof PartitionMismatchError || endsTheRun(err, false);
 }

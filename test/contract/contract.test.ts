@@ -20,6 +20,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { startPgBouncer } from '../harness/pgbouncer.js';
 import { silentServer, stopWhileConnecting } from '../harness/silent-server.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 import { ADAPTERS, isSessionOf, LOCK_ROWS, type Subject, type SubjectOptions } from './subjects.js';
@@ -119,6 +120,34 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
       ).toBeUndefined();
       expect(thrownBy(() => adapter.construct({ unref: false }))).toBeUndefined();
     });
+  });
+
+  it('behind PgBouncer in transaction mode, found at start: the run ends with ERR_PGLEADERLOCK_UNSAFE naming the pooler (start() rejects with it, or onError gets it and start() resolves), reported once, never retried in 2.5 s; never in charge; not ready', async () => {
+    const { hostname, port } = new URL(databaseUrl());
+    await using bouncer = await startPgBouncer({
+      server: { host: hostname, port: Number(port) },
+      poolMode: 'transaction',
+    });
+    const s = make({ name: uniqueName() }, bouncer.url);
+    const refusals: unknown[] = [];
+    s.onError((e) => {
+      refusals.push(e);
+    });
+    let rejected: unknown = null;
+    await within(
+      s.start().catch((e: unknown) => {
+        rejected = e;
+      }),
+      10_000,
+      'start() to settle',
+    );
+    await quietFor(2500); // the claim is that nothing more happens: no second attempt
+    const reported = rejected !== null && !refusals.includes(rejected) ? [rejected, ...refusals] : refusals;
+    expect(reported.map(codeOf), `what was reported (${s.description})`).toEqual(['ERR_PGLEADERLOCK_UNSAFE']);
+    expect((reported[0] as Error).message).toMatch(/pooler/);
+    expect(s.inCharge).toBe(false);
+    expect(s.health().ready).toBe(false);
+    await within(s.shutdown(), 10_000, 'shutdown()');
   });
 
   it(`an ${adapter.gained} callback that never settles: onError gets ERR_PGLEADERLOCK_CALLBACK_TIMEOUT 250–700 ms after its first line ran (callbackTimeoutMs 300); health().live is true when it starts and false once it is past the deadline; it stays in charge`, async () => {

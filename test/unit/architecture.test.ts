@@ -93,6 +93,24 @@ describe('the source tree', () => {
     expect(raw).toEqual([]);
   });
 
+  it('only the lifecycle writes the phase and the request box (docs/state-machine.md, "Where a state change is written")', () => {
+    // an assignment to the loop's phase, to an attempt's session or delay, to a phase's
+    // promotion or `after`, or any write to the Mailbox
+    const write =
+      /\bthis\.phase\s*=[^=]|\b(phase|p|prev|left|entered)\.(session|delayed|after|promotion)\s*(\?\?)?=[^=]|\bmail\.(\w+\s*(\?\?)?=[^=]|invite\(|uninvite\(|stopped\.abort\()/;
+    const writers = all
+      .filter((f) => folder(f) === 'leader')
+      .flatMap((f) =>
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .map((line, i) => [line, i + 1] as const)
+          .filter(([line]) => !/^\s*(\*|\/\/|\/\*)/.test(line) && write.test(line))
+          .map(([line, n]) => `${rel(f)}:${n}: ${line.trim()}`),
+      );
+    expect(writers.filter((w) => !w.startsWith('leader/lifecycle.ts:'))).toEqual([]);
+    expect(writers.length).toBeGreaterThan(5); // the pattern sees the lifecycle's own writes
+  });
+
   it('has no file over 400 lines', () => {
     const long = all
       .map((f) => [rel(f), readFileSync(f, 'utf8').split('\n').length - 1] as const)

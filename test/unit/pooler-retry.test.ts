@@ -2,8 +2,9 @@
  * A pooler check that could not be completed at connect (the probe failed or got no answer
  * in time) is no definite refusal: both elections report it to `onError` and retry on
  * their retry strategy, as a failed connection. Only a definite refusal
- * (`ERR_PGLEADERLOCK_UNSAFE` from a check that completed) ends a partition worker's join
- * (`start()` rejects); a LeaderLock retries those too (docs/safety.md, "Poolers"). Found
+ * (`ERR_PGLEADERLOCK_UNSAFE` from a check that completed) before the run's first session
+ * ends the run: a partition worker's `start()` rejects, a LeaderLock stops (docs/safety.md,
+ * "Poolers"; core/errors.ts, `endsTheRun`). Found
  * by the simulation (seed 255469445: a worker stayed stopped after one probe reset during
  * its start). Fake server behind a session-mode pooler, fake clock.
  */
@@ -81,6 +82,27 @@ describe('a pooler check that could not be completed at connect is retried, a de
     db.sessionPooler.probe = 'normal';
     await clock.advance(300);
     expect(h.lock.isLeader).toBe(true);
+    await h.lock.shutdown();
+  });
+
+  it('(probe finds another session’s marker) LeaderLock: reports the definite refusal once and stops, no retry', async () => {
+    const clock = new FakeClock();
+    const db = new FakeDb(clock);
+    db.sessionPooler = { probe: 'marked' };
+    const h = makeLock({ db, clock, retryStrategy: new FixedInterval({ intervalMs: 250 }) });
+    let stopped = 0;
+    h.lock.onStopped(() => {
+      stopped += 1;
+    });
+    await h.lock.start();
+    await clock.advance(2000);
+    await flush();
+    expect(h.errors).toHaveLength(1);
+    expect(h.errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect(isDefiniteRefusal(h.errors[0])).toBe(true);
+    expect(h.lock.state).toBe('stopped');
+    expect(stopped).toBe(1);
+    expect(probes(db)).toBe(1);
     await h.lock.shutdown();
   });
 });

@@ -20,6 +20,7 @@ const ROWS: Row[] = [
   [FOLLOWER, 'AcquireAttempt', {}, ACQUIRING, []],
   [FOLLOWER, 'StopRequested', {}, STOPPED, ['closeConnection', 'emitStopped']],
   [FOLLOWER, 'RetryExhausted', {}, STOPPED, ['closeConnection', 'emitError', 'emitStopped']],
+  [ACQUIRING, 'Refused', {}, STOPPED, ['closeConnection', 'emitError', 'emitStopped']],
   [ACQUIRING, 'AcquireSucceeded', {}, LEADER, ['emitAcquired', 'resetRetry']],
   [ACQUIRING, 'AcquireFailed', {}, FOLLOWER, ['emitAcquireFailed', 'backOff']],
   [ACQUIRING, 'AcquireFailed', { waitMode: true }, FOLLOWER, ['emitAcquireFailed', 'requeue']],
@@ -92,6 +93,13 @@ const ROWS: Row[] = [
   ],
   [RELEASING, 'ReleaseFailed', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
   [RELEASING, 'DbError', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
+  // an attempt's own data, its state kept (the step goes on: steps.ts, `advance`)
+  [ACQUIRING, 'Connected', {}, ACQUIRING, []],
+  [ACQUIRING, 'SessionClosed', {}, ACQUIRING, ['closeConnection']],
+  [ACQUIRING, 'TakeoverDelayed', {}, ACQUIRING, ['emitTakeoverFence']],
+  [RECONNECTING, 'Connected', {}, RECONNECTING, []],
+  [RECONNECTING, 'SessionClosed', {}, RECONNECTING, ['closeConnection']],
+  [RECONNECTING, 'TakeoverDelayed', {}, RECONNECTING, ['emitTakeoverFence']],
 ];
 
 /** LEADER --HealthOk--> LEADER is listed, as "no transition". */
