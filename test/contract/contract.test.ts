@@ -39,6 +39,8 @@ function thrownBy(build: () => unknown): Error | undefined {
 }
 
 const codeOf = (e: unknown): unknown => (e as { code?: unknown } | null)?.code;
+/** Wait out `ms` of real time: the claim is that nothing happens meanwhile. */
+const quietFor = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe.each(ADAPTERS)('$kind', (adapter) => {
   let tag = testTag();
