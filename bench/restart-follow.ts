@@ -112,7 +112,7 @@ async function main(): Promise<void> {
     ready.push(new Promise<void>((resolve) => pending.set(child, resolve)));
   }
   await Promise.all(ready);
-  const tell = (order: Order): Promise<void[]> =>
+  const tell = (order: Order): Promise<unknown> =>
     Promise.all(
       children.map(
         (c) =>
