@@ -18,13 +18,27 @@ import { startPgServer } from '../src/cli/embedded-pg.js';
 import { LeaderLock } from '../src/index.js';
 
 /** What a follower reports, at a wall-clock time (ms since the epoch, sub-ms precision). */
-type Report = { kind: 'connected' | 'granted' | 'acquired'; at: number };
+type Report = {
+  kind: 'connected' | 'granted' | 'acquired' | 'error';
+  at: number;
+  what?: string;
+  from?: number;
+};
 type Order =
   | { cmd: 'start'; url: string; key1: number; key2: number; count: number; mode: 'wait' | 'poll' }
   | { cmd: 'shutdown' }
   | { cmd: 'exit' };
 
 const wallNow = (): number => performance.timeOrigin + performance.now();
+const codes = (err: unknown): string => {
+  const out: string[] = [];
+  for (let e = err, n = 0; e && typeof e === 'object' && n < 10; n++) {
+    const code = (e as { code?: unknown }).code;
+    out.push(typeof code === 'string' ? code : (e as Error).message?.slice(0, 30));
+    e = (e as { cause?: unknown }).cause;
+  }
+  return out.join(' <- ');
+};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** `count` followers in this process; each report goes to `report`. */
@@ -38,14 +52,16 @@ async function startFollowers(
       key2: order.key2,
       acquireMode: order.mode,
       connect: async () => {
+        const from = wallNow();
         const client = new pg.Client({ connectionString: order.url });
         client.on('error', () => {});
         await client.connect();
-        report(i, { kind: 'connected', at: wallNow() });
+        report(i, { kind: 'connected', at: wallNow(), from });
         return client;
       },
     });
-    lock.onError(() => {});
+    // what the followers were told after the restart: codes of the error's cause chain
+    lock.onError((e) => report(i, { kind: 'error', at: wallNow(), what: codes(e) }));
     lock.onTakeoverFence(() => report(i, { kind: 'granted', at: wallNow() }));
     lock.onAcquired(() => report(i, { kind: 'acquired', at: wallNow() }));
     return lock;
@@ -135,10 +151,15 @@ async function main(): Promise<void> {
       let upAt = Number.POSITIVE_INFINITY;
       const firstAfterUp = new Map<number, number>();
       const connects: { i: number; at: number }[] = [];
+      const errorsAfterUp = new Map<string, number>();
+      const startedAfterUp: number[] = []; // when each connect that succeeded was begun
       onReport = (i, r) => {
         if (r.kind === 'granted' && grantedAt === 0) grantedAt = r.at;
         if (r.kind === 'acquired' && acquiredAt === 0) acquiredAt = r.at;
         if (r.kind === 'connected') connects.push({ i, at: r.at });
+        if (r.kind === 'connected' && (r.from ?? 0) >= upAt) startedAfterUp.push(r.from as number);
+        if (r.kind === 'error' && r.at >= upAt)
+          errorsAfterUp.set(r.what ?? '', (errorsAfterUp.get(r.what ?? '') ?? 0) + 1);
       };
       const start = { url: server.url, key1, key2, mode: MODE };
       let shutdown: () => Promise<unknown>;
@@ -179,6 +200,14 @@ async function main(): Promise<void> {
       grants.push((grantedAt || acquiredAt) - upAt);
       terms.push(acquiredAt - upAt);
       reconnects.push([...firstConnects().values()]);
+      // the schedule's part (the first successful connect begun after accepting) and the set-up's
+      const firstStart = Math.min(...startedAfterUp) - upAt;
+      const connected = connects.find((c) => c.at >= upAt)?.at ?? Number.NaN;
+      console.log(
+        `trial ${trial + 1}: first connect that succeeded begun ${firstStart.toFixed(0)} ms after accepting; first connection ${(connected - upAt).toFixed(0)} ms; ${startedAfterUp.filter((t) => t < upAt + 500).length} begun in the first 500 ms`,
+      );
+      if (errorsAfterUp.size > 0)
+        console.log(`trial ${trial + 1}: errors after accepting:`, Object.fromEntries(errorsAfterUp));
       await shutdown();
       await holder.end().catch(() => {});
     }

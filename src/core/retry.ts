@@ -58,16 +58,11 @@ function checkStrategyOptions(what: string, options: unknown, known: readonly st
 
 /**
  * Exponential back-off with jitter (the default retry strategy): the delay
- * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, shortened by a random part of at most
- * `jitter × d`, i.e. a delay drawn from `[(1 - jitter) × d, d]`. While the last attempt
- * found the server away (refused, reset, unreachable, shutting down or starting up:
- * `isServerAway`), `d` does not grow past `outageMaxMs` (default 1 s; never below `baseMs`
- * nor above `maxMs`): refused connections cost a server that is down nothing, and a
- * candidate that is back within a second of the server is what a restart needs
- * (docs/safety.md). Defaults: 100 ms doubling to 30 s for other errors, `jitter` 0.5
- * ("equal jitter": between half the delay and all of it), so candidates that failed together
- * (a server restart) do not retry in lockstep. `jitter: 0` gives the exact delays.
- * pgleaderlock's own strategy, not cockatiel's `ExponentialBackoff`.
+ * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, less a random part of at most
+ * `jitter × d`. While the server is away (refused, reset, restarting, a connect timeout),
+ * `d` stops at `outageMaxMs` (kept within `baseMs`..`maxMs`). Defaults: 100 ms doubling to
+ * 30 s, 1 s while away, `jitter` 0.5 (a delay in [d/2, d]: candidates that failed together
+ * do not retry in lockstep). Not cockatiel's `ExponentialBackoff` (docs/safety.md).
  */
 export class ExponentialBackoff implements RetryStrategy {
   /** The first delay (before jitter). */
