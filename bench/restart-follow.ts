@@ -32,12 +32,14 @@ type Order =
 const wallNow = (): number => performance.timeOrigin + performance.now();
 const codes = (err: unknown): string => {
   const out: string[] = [];
+  let last: unknown;
   for (let e = err, n = 0; e && typeof e === 'object' && n < 10; n++) {
     const code = (e as { code?: unknown }).code;
     out.push(typeof code === 'string' ? code : (e as Error).message?.slice(0, 30));
+    last = e;
     e = (e as { cause?: unknown }).cause;
   }
-  return out.join(' <- ');
+  return `${out.join(' <- ')}: ${String((last as Error | undefined)?.message).slice(0, 40)}`;
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
