@@ -15,7 +15,9 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import pg from 'pg';
 import { startPgServer } from '../src/cli/embedded-pg.js';
-import { LeaderLock } from '../src/index.js';
+import { ExponentialBackoff, LeaderLock } from '../src/index.js';
+
+const outageMaxMs = Number(process.env.RESTART_FOLLOW_OUTAGE_MAX_MS ?? 0);
 
 /** What a follower reports, at a wall-clock time (ms since the epoch, sub-ms precision). */
 type Report = {
@@ -53,6 +55,8 @@ async function startFollowers(
       key1: order.key1,
       key2: order.key2,
       acquireMode: order.mode,
+      // RESTART_FOLLOW_OUTAGE_MAX_MS: the default strategy with another bound (the trade-off, docs/benchmarks.md)
+      ...(outageMaxMs ? { retryStrategy: new ExponentialBackoff({ outageMaxMs }) } : {}),
       connect: async () => {
         const from = wallNow();
         const client = new pg.Client({ connectionString: order.url });
