@@ -6,7 +6,7 @@
  * and cannot be passed as `retryStrategy`. Every random choice comes from an injectable
  * `random` source (default `Math.random`), so a seeded source replays a run.
  */
-import { LockError, toError } from './errors.js';
+import { isServerAway, LockError, toError } from './errors.js';
 import { checkDuration, show } from './validate.js';
 
 /** What a strategy knows when asked for the next delay. */
@@ -58,12 +58,11 @@ function checkStrategyOptions(what: string, options: unknown, known: readonly st
 
 /**
  * Exponential back-off with jitter (the default retry strategy): the delay
- * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, shortened by a random part of at most
- * `jitter × d`, i.e. a delay drawn from `[(1 - jitter) × d, d]`. Defaults: 100 ms doubling to
- * 30 s (so a server that restarts is followed within a few hundred milliseconds of accepting
- * again, docs/safety.md), `jitter` 0.5 ("equal jitter": between half the delay and all of it), so candidates
- * that failed together (a server restart) do not retry in lockstep. `jitter: 0` gives the
- * exact delays. pgleaderlock's own strategy, not cockatiel's `ExponentialBackoff`.
+ * `d = min(baseMs * multiplier^(attempt-1), maxMs)`, less a random part of at most
+ * `jitter × d`. While the server is away (refused, reset, restarting, a connect timeout),
+ * `d` stops at `outageMaxMs` (kept within `baseMs`..`maxMs`). Defaults: 100 ms doubling to
+ * 30 s, 1 s while away, `jitter` 0.5 (a delay in [d/2, d]: candidates that failed together
+ * do not retry in lockstep). Not cockatiel's `ExponentialBackoff` (docs/safety.md).
  */
 export class ExponentialBackoff implements RetryStrategy {
   /** The first delay (before jitter). */
@@ -72,6 +71,8 @@ export class ExponentialBackoff implements RetryStrategy {
   readonly maxMs: number;
   /** The factor from one delay to the next. */
   readonly multiplier: number;
+  /** The longest delay while the server is away (refused, restarting, unreachable). */
+  readonly outageMaxMs: number;
   /** The largest fraction of a delay the jitter takes off, in [0, 1]. */
   readonly jitter: number;
   private readonly random: () => number;
@@ -81,6 +82,8 @@ export class ExponentialBackoff implements RetryStrategy {
       baseMs?: number;
       maxMs?: number;
       multiplier?: number;
+      /** The longest delay while the server is away; default 1000 (kept within baseMs..maxMs). */
+      outageMaxMs?: number;
       /** In [0, 1]; default 0.5. 0: no jitter. */
       jitter?: number;
       /** Returns numbers in [0, 1); default `Math.random`. */
@@ -91,6 +94,7 @@ export class ExponentialBackoff implements RetryStrategy {
       'baseMs',
       'maxMs',
       'multiplier',
+      'outageMaxMs',
       'jitter',
       'random',
     ]);
@@ -107,6 +111,8 @@ export class ExponentialBackoff implements RetryStrategy {
         `ExponentialBackoff.maxMs (${this.maxMs}) must not be less than baseMs (${this.baseMs})`,
       );
     }
+    const outage = checkDuration('ExponentialBackoff.outageMaxMs', options.outageMaxMs ?? 1000);
+    this.outageMaxMs = Math.min(this.maxMs, Math.max(this.baseMs, outage));
     this.jitter = options.jitter ?? 0.5;
     if (typeof this.jitter !== 'number' || !(this.jitter >= 0 && this.jitter <= 1)) {
       throw new RangeError(
@@ -116,9 +122,13 @@ export class ExponentialBackoff implements RetryStrategy {
     this.random = checkRandom('ExponentialBackoff', options.random);
   }
 
-  /** `min(baseMs * multiplier^(attempt-1), maxMs)`, less up to `jitter` of it at random. */
+  /**
+   * `min(baseMs * multiplier^(attempt-1), maxMs)` (`outageMaxMs` instead of `maxMs` while
+   * the server is away), less up to `jitter` of it at random.
+   */
   nextDelayMs(ctx: RetryContext): number {
-    const d = Math.min(this.baseMs * this.multiplier ** Math.max(0, ctx.attempt - 1), this.maxMs);
+    const cap = isServerAway(ctx.lastError) ? this.outageMaxMs : this.maxMs;
+    const d = Math.min(this.baseMs * this.multiplier ** Math.max(0, ctx.attempt - 1), cap);
     return this.jitter === 0 ? d : d * (1 - this.jitter * draw(this.random));
   }
 }

@@ -58,7 +58,8 @@ export interface PartitionedLeadershipOptions extends SharedOptions {
 }
 
 /**
- * The default reconnect back-off of a partition worker: 100 ms doubling to 5 s, jittered.
+ * The default reconnect back-off of a partition worker: 100 ms doubling to 5 s (at most 1 s
+ * while the server is away, as every election's default), jittered.
  * Capped lower than `LeaderLock`'s default (100 ms to 30 s), kept from before the two elections
  * shared one option: a worker that is away holds none of its partitions, and its peers
  * move them only after their lease-bound wait, so it returns quickly; the jitter keeps many

@@ -50,7 +50,7 @@ export interface LeaderWatchOptions {
   /**
    * Back-off between reconnection attempts after the watch's connection is lost (the first
    * attempt is immediate). `null` from the strategy stops the watch. Default
-   * `new ExponentialBackoff()` (100 ms doubling to 30 s).
+   * `new ExponentialBackoff()` (100 ms doubling to 30 s, at most 1 s while the server is away).
    */
   retryStrategy?: RetryStrategy;
   /**

@@ -102,7 +102,10 @@ describe('LeaderWatch option validation', () => {
     ]);
     expect(o.retryStrategy).toBeInstanceOf(ExponentialBackoff);
     const backoff = o.retryStrategy as ExponentialBackoff;
-    expect([backoff.baseMs, backoff.multiplier, backoff.maxMs]).toEqual([100, 2, 30_000]);
+    // the one reconnect policy of every election: at most 1 s while the server is away
+    expect([backoff.baseMs, backoff.multiplier, backoff.maxMs, backoff.outageMaxMs]).toEqual([
+      100, 2, 30_000, 1000,
+    ]);
     expect(o.endpoints.map((e) => e.label)).toEqual(['127.0.0.1:1']);
   });
 

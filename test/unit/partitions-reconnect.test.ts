@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { FixedInterval, PartitionedLeadership, type RetryStrategy } from '../../src/index.js';
 import { FakeClock, flush } from './fakes.js';
 
-function refusing(random?: () => number, retryStrategy?: RetryStrategy) {
+function refusing(random?: () => number, retryStrategy?: RetryStrategy, code = 'ECONNREFUSED') {
   const clock = new FakeClock();
   const attempts: number[] = [];
   const workers = new PartitionedLeadership({
@@ -18,17 +18,15 @@ function refusing(random?: () => number, retryStrategy?: RetryStrategy) {
     ...(retryStrategy ? { retryStrategy } : {}),
     connect: () => {
       attempts.push(clock.now());
-      return Promise.reject(
-        Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }),
-      );
+      return Promise.reject(Object.assign(new Error(`connect ${code} 127.0.0.1:1`), { code }));
     },
   });
   workers.onError(() => {});
   return { clock, attempts, workers };
 }
 
-async function run(random?: () => number, retryStrategy?: RetryStrategy): Promise<number[]> {
-  const w = refusing(random, retryStrategy);
+async function run(random?: () => number, retryStrategy?: RetryStrategy, code?: string): Promise<number[]> {
+  const w = refusing(random, retryStrategy, code);
   const started = w.workers.start().catch(() => {});
   for (let i = 0; i < 50; i++) await flush();
   await w.clock.advance(20_000);
@@ -38,17 +36,20 @@ async function run(random?: () => number, retryStrategy?: RetryStrategy): Promis
 }
 
 describe('PartitionedLeadership reconnect back-off', () => {
-  it('random 0: the full delays, 100 ms doubling to 5 s', async () => {
-    expect((await run(() => 0)).slice(0, 8)).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+  it('random 0: the full delays, 100 ms doubling to 1 s while the server refuses (the shared default), to 5 s for other errors', async () => {
+    expect((await run(() => 0)).slice(0, 8)).toEqual([100, 200, 400, 800, 1000, 1000, 1000, 1000]);
+    expect((await run(() => 0, undefined, '28P01')).slice(0, 8)).toEqual([
+      100, 200, 400, 800, 1600, 3200, 5000, 5000,
+    ]);
   });
 
   it('random 0.5: each delay three quarters of it (jitter takes up to half)', async () => {
-    expect((await run(() => 0.5)).slice(0, 8)).toEqual([75, 150, 300, 600, 1200, 2400, 3750, 3750]);
+    expect((await run(() => 0.5)).slice(0, 8)).toEqual([75, 150, 300, 600, 750, 750, 750, 750]);
   });
 
   it('the default source (Math.random): delays within [d/2, d], and two workers do not retry in lockstep', async () => {
     const [a, b] = await Promise.all([run(), run()]);
-    const full = [100, 200, 400, 800, 1600, 3200, 5000, 5000];
+    const full = [100, 200, 400, 800, 1000, 1000, 1000, 1000];
     full.forEach((d, i) => {
       expect(a[i]).toBeGreaterThanOrEqual(d / 2);
       expect(a[i]).toBeLessThanOrEqual(d);

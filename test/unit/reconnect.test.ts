@@ -19,8 +19,9 @@ function timedLock(options: Parameters<typeof makeLock>[0] = {}) {
       attempts.push(clock.now());
       return db.connect();
     },
-    // 1 s doubling (not the default 100 ms: round figures), each delay 1 - 0.5 × 0.5 = 0.75 of its full length
-    retryStrategy: new ExponentialBackoff({ baseMs: 1000, random: () => 0.5 }),
+    // 1 s doubling (not the default 100 ms: round figures), each delay 1 - 0.5 × 0.5 = 0.75 of its
+    // full length, growing while the server is away too (not the default's 1 s bound: tested below)
+    retryStrategy: new ExponentialBackoff({ baseMs: 1000, outageMaxMs: 30_000, random: () => 0.5 }),
     ...options,
   });
   return { ...h, attempts };
@@ -94,6 +95,25 @@ describe('reconnecting after a connection loss', () => {
     expect(h.attempts).toHaveLength(2);
     await h.clock.advance(1);
     expect(h.attempts.at(-1)).toBe(lostAt + 750);
+    await h.lock.shutdown();
+  });
+
+  it('the default strategy: while the server refuses for a minute no two attempts are more than 1 s apart, and the follower is back within 1 s of it accepting', async () => {
+    const h = timedLock({ acquireMode: 'wait', retryStrategy: undefined });
+    h.db.takeByOther();
+    await h.lock.start();
+    await until(() => h.db.waiters.length === 1);
+    h.db.connectBehaviour = 'error';
+    h.db.last.kill();
+    await h.clock.advance(60_000);
+    const gaps = h.attempts.slice(1).map((t, i) => t - (h.attempts[i] as number));
+    expect(h.attempts.length).toBeGreaterThan(60); // about one attempt in 0.75 s
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1000);
+    const upAt = h.clock.now();
+    h.db.connectBehaviour = 'normal';
+    await h.clock.advance(1000);
+    expect(h.attempts.at(-1)).toBeGreaterThanOrEqual(upAt);
+    await until(() => h.db.waiters.length === 1);
     await h.lock.shutdown();
   });
 });

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { RetryCycle } from '../../src/core/retry.js';
-import { DecorrelatedJitter, ExponentialBackoff, FixedInterval, type RetryContext } from '../../src/index.js';
+import {
+  ConnectionError,
+  DecorrelatedJitter,
+  ExponentialBackoff,
+  FixedInterval,
+  type RetryContext,
+} from '../../src/index.js';
 
 const ctx = (attempt: number, previousDelayMs: number | null = null): RetryContext => ({
   attempt,
@@ -55,7 +61,38 @@ describe('ExponentialBackoff', () => {
       expect(x).toBeLessThanOrEqual(1000 * 2 ** i);
     });
   });
+  it('while the server is away (refused, reset, starting up or shutting down, class 08) the delay stops growing at outageMaxMs (1 s); other errors grow to maxMs', () => {
+    const b = new ExponentialBackoff({ jitter: 0 });
+    const n = [1, 2, 3, 4, 5, 6, 7, 8, 12];
+    const delays = (lastError: Error | null) =>
+      n.map((attempt) => b.nextDelayMs({ ...ctx(attempt), lastError }));
+    const coded = (code: string) => Object.assign(new Error(code), { code });
+    const away = [100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000];
+    expect(delays(coded('ECONNREFUSED'))).toEqual(away);
+    // the lock wraps the driver's error: the cause chain is read
+    expect(delays(new ConnectionError('could not connect', { cause: coded('ECONNRESET') }))).toEqual(away);
+    for (const code of ['57P01', '57P02', '57P03', '08006', 'EHOSTUNREACH'])
+      expect(delays(coded(code))).toEqual(away);
+    const grown = [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 30_000];
+    expect(delays(new ConnectionError('could not connect', { cause: coded('28P01') }))).toEqual(grown); // a password
+    expect(delays(coded('53300'))).toEqual(grown); // too many clients
+    expect(delays(new ConnectionError('could not connect', { cause: coded('ENOTFOUND') }))).toEqual(grown);
+    expect(delays(new Error('no code'))).toEqual(grown); // anything else
+    expect(delays(null)).toEqual(grown); // the lock held (poll mode)
+    // kept within [baseMs, maxMs]: never shorter than the first delay, never longer than the longest
+    const slow = new ExponentialBackoff({ baseMs: 2000, jitter: 0 });
+    expect(slow.outageMaxMs).toBe(2000);
+    expect(slow.nextDelayMs({ ...ctx(5), lastError: coded('ECONNREFUSED') })).toBe(2000);
+    expect(new ExponentialBackoff({ maxMs: 500 }).outageMaxMs).toBe(500);
+    expect(
+      new ExponentialBackoff({ outageMaxMs: 5000, jitter: 0 }).nextDelayMs({
+        ...ctx(9),
+        lastError: coded('ECONNREFUSED'),
+      }),
+    ).toBe(5000);
+  });
   it('rejects bad options naming the option and value', () => {
+    expect(() => new ExponentialBackoff({ outageMaxMs: -5 })).toThrow(/ExponentialBackoff.outageMaxMs.*-5/);
     expect(() => new ExponentialBackoff({ baseMs: -1 })).toThrow(/ExponentialBackoff.baseMs.*-1/);
     expect(() => new ExponentialBackoff({ multiplier: 0.5 })).toThrow(/multiplier.*0.5/);
     expect(() => new ExponentialBackoff({ baseMs: 10, maxMs: 5 })).toThrow(RangeError);
