@@ -2,7 +2,9 @@ import { defineConfig } from 'tsup';
 
 // No source maps: the published code is readable as it is (not minified), so a stack trace
 // points at a line one can read in node_modules; maps with their embedded sources were 2.4 MB
-// of the 4.2 MB package (check:package keeps it at most 400 kB packed).
+// of the 4.2 MB package (check:package keeps it at most 400 kB packed). `npm run build` then
+// leaves the doc comments out of the CommonJS copy (scripts/strip-cjs-comments.mjs): the ESM
+// copy and the type declarations keep them.
 
 export default defineConfig([
   {
