@@ -26,8 +26,9 @@
  *  - after shutdown(), nothing is left held on the server (unless a candidate crashed).
  */
 
+import type { Candidate } from './candidate.js';
 import type { Cluster } from './failover.js';
-import { type Candidate, KEY_ID, type Profile } from './scenario.js';
+import { KEY_ID, type Profile } from './profile.js';
 import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
 import { checkWatches, type SimWatch, watchLeaks } from './watches.js';
 import type { World } from './world.js';

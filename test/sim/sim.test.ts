@@ -6,7 +6,7 @@
  * and in one scenario in five PartitionedLeadership workers (partition-scenario.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { isPartitionSeed } from './partition-scenario.js';
+import { isPartitionSeed } from './partition-profile.js';
 import { poolerFor } from './pooler.js';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
 
