@@ -41,9 +41,16 @@ export class Candidate {
     this.proc = new Proc(world, `c${index}`);
   }
 
+  /** `c<index>.<generation>` (kept, not built at each of the checker's many looks). */
   get name(): string {
-    return `c${this.index}.${this.generation}`;
+    if (this.nameGeneration !== this.generation) {
+      this.nameGeneration = this.generation;
+      this.cachedName = `c${this.index}.${this.generation}`;
+    }
+    return this.cachedName;
   }
+  private cachedName = '';
+  private nameGeneration = -1;
 
   get live(): boolean {
     return !this.crashed && this.lock !== null && !this.proc.dead;

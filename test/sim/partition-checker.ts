@@ -44,8 +44,17 @@ export interface Worker {
   frozenStep: number;
 }
 
+const names = new Map<number, string>();
+
+/** `w<index>.<generation>` (one string per name, not one at each of the checker's many looks). */
 export function workerName(w: Worker): string {
-  return `w${w.index}.${w.generation}`;
+  const key = w.index * 65536 + w.generation;
+  let name = names.get(key);
+  if (name === undefined) {
+    name = `w${w.index}.${w.generation}`;
+    names.set(key, name);
+  }
+  return name;
 }
 
 export function isLive(w: Worker): boolean {
@@ -150,8 +159,15 @@ export class PartitionChecker {
   }
 
   private holder(p: number): Backend | null {
-    return this.server.holderOf(`${this.partitionsKey}:${p}`);
+    let key = this.keys[p];
+    if (key === undefined) {
+      key = `${this.partitionsKey}:${p}`;
+      this.keys[p] = key;
+    }
+    return this.server.holderOf(key);
   }
+  /** Each partition's lock key as the server names it. */
+  private readonly keys: string[] = [];
 
   check(): void {
     const now = this.world.now;
@@ -177,7 +193,8 @@ export class PartitionChecker {
       }
     }
     const running = new Map<number, Set<Worker>>();
-    for (const b of this.bodies) {
+    // two bodies at least, or none can overlap
+    for (const b of this.bodies.size > 1 ? this.bodies : []) {
       // excused: a loss it cannot hear; or, after a freeze, a run that started before it (a
       // term that opens as the process thaws is no run the freeze kept from hearing its loss)
       // or, also a run that started at the thaw, its partition taken at once (terminate,

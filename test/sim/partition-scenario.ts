@@ -153,7 +153,11 @@ export async function runPartitionScenario(
   const { bound, hold } = partitionLivenessBounds(p);
   checker.liveness(quietAt, bound, hold);
   const end = (): number => checker.quiet + bound + hold;
-  while (!checker.done && !checker.stable && (await world.step(end()))) checker.check();
+  await world.run(
+    end,
+    () => !checker.done && !checker.stable,
+    () => checker.check(),
+  );
   if (!checker.done && !checker.stable) {
     world.now = Math.max(world.now, end());
     checker.check();
@@ -178,7 +182,11 @@ export async function runPartitionScenario(
     }
     for (const w of workers) for (const s of w.stopping) void s.then(() => {});
     const limit = world.now + 60_000;
-    while (open > 0 && !checker.done && (await world.step(limit))) checker.check();
+    await world.run(
+      () => limit,
+      () => open > 0 && !checker.done,
+      () => checker.check(),
+    );
     if (open > 0 && !checker.done) checker.fail('shutdown() did not resolve within 60 s of simulated time');
     if (!checker.done) checker.leaks();
   }
