@@ -37,12 +37,30 @@ export function failoverFor(seed: number, pooled: boolean, candidates = 1): Fail
   if (process.env.SIM_FAILOVER === 'off' || pooled) return null;
   const rng = new Random((seed ^ 0xfa11_0e75) >>> 0);
   if (!rng.chance(0.2)) return null;
+  return drawFailover(rng, () => (rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1)));
+}
+
+/**
+ * One partition scenario in four without a pooler gets a standby and a promotion (a stream
+ * of its own, drawn only for partition seeds: the lock scenarios' seeds run as before;
+ * SIM_FAILOVER=off or SIM_PARTITION_FAILOVER=off runs every partition seed on one server).
+ * Its resets hit a worker's member session.
+ */
+export function partitionFailoverFor(seed: number, pooled: boolean, workers: number): FailoverProfile | null {
+  if (process.env.SIM_FAILOVER === 'off' || process.env.SIM_PARTITION_FAILOVER === 'off' || pooled)
+    return null;
+  const rng = new Random((seed ^ 0x9a27_f0e7) >>> 0);
+  if (!rng.chance(0.25)) return null;
+  return drawFailover(rng, () => rng.int(0, workers - 1));
+}
+
+function drawFailover(rng: Random, who: () => number): FailoverProfile {
   const oldPrimary = rng.pick(['stopped', 'running'] as const);
   const at = rng.between(300, 3000);
   const kicks = Array.from({ length: rng.pick([0, 1, 2, 3]) }, () => ({
     at: at + rng.between(-200, 100),
     op: 'reset' as const,
-    who: rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1),
+    who: who(),
   }));
   return { at, oldPrimary, gapMs: oldPrimary === 'stopped' ? rng.pick([0, 0, 100, 1000]) : 0, kicks };
 }
@@ -146,5 +164,30 @@ export function failoverBoundMs(takeoverDelayMs: number, maxDelayMs: number): nu
     SURVEY_GRACE_MS +
     PEER_TIMEOUT_MS +
     peerSeenMs(maxDelayMs)
+  );
+}
+
+/**
+ * A partition worker's bound on seeing a promotion of a host it can reach
+ * (docs/partitions.md, "Primary failover"): its peer watch asks once per
+ * `healthIntervalMs`, a probe waits PEER_TIMEOUT_MS at most, plus a round trip; its
+ * ownership session then closes at once (every term ends).
+ */
+export function partitionPeerSeenMs(healthIntervalMs: number, maxDelayMs: number): number {
+  return healthIntervalMs + PEER_TIMEOUT_MS + 2 * maxDelayMs + 1;
+}
+
+/** What a failover adds to a partition scenario's liveness bound (as failoverBoundMs, its watch's round `healthIntervalMs`). */
+export function partitionFailoverBoundMs(
+  takeoverDelayMs: number,
+  healthIntervalMs: number,
+  maxDelayMs: number,
+): number {
+  return (
+    splitBrainDelayMs(takeoverDelayMs, healthIntervalMs) +
+    PRIMARY_POLL_MS +
+    SURVEY_GRACE_MS +
+    PEER_TIMEOUT_MS +
+    partitionPeerSeenMs(healthIntervalMs, maxDelayMs)
   );
 }

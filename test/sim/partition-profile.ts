@@ -4,6 +4,7 @@
  * crashing and restarting, freezing; a member session terminated, reset or blackholed; a
  * server restart), and the quiet phase's bounds.
  */
+import { type FailoverProfile, partitionFailoverBoundMs } from './failover.js';
 import type { NetProfile } from './net.js';
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
@@ -22,6 +23,8 @@ export interface PartitionProfile {
   drainMaxMs: number;
   chaosMs: number;
   pooler?: PoolerProfile | null; // null: workers connect directly
+  /** A standby and a promotion (failover.ts; only where drawn, so other seeds' profiles read as before). */
+  failover?: FailoverProfile;
 }
 
 export type PartitionStep =
@@ -141,7 +144,8 @@ export function partitionLivenessBounds(p: PartitionProfile): { bound: number; h
     3 * p.healthIntervalMs +
     p.drainMaxMs +
     60 * maxDelay +
-    100;
+    100 +
+    (p.failover ? partitionFailoverBoundMs(p.takeoverDelayMs, p.healthIntervalMs, maxDelay) : 0);
   const hold = Math.max(3 * p.healthIntervalMs, 500);
   return { bound, hold };
 }

@@ -11,20 +11,28 @@
 import { PartitionedLeadership } from '../../src/partitions/partitioned.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import type { PartitionTerm } from '../../src/partitions/terms.js';
+import {
+  Cluster,
+  FAILOVER_SPIKE_MS,
+  failoverRandom,
+  partitionFailoverFor,
+  partitionPeerSeenMs,
+} from './failover.js';
 import { swallow } from './lock-steps.js';
-import { connector } from './net.js';
+import { connector, type Front } from './net.js';
 import { isLive, PartitionChecker, type Worker, workerName } from './partition-checker.js';
 import {
   drawPartitionPlan,
   drawPartitionProfile,
   type PartitionOutcome,
+  type PartitionProfile,
   partitionLivenessBounds,
   partitionPooler,
 } from './partition-profile.js';
 import { partitionSteps } from './partition-steps.js';
 import { Pooler, sharesBackends } from './pooler.js';
 import { Random } from './random.js';
-import { type Backend, SimServer } from './server.js';
+import { type Backend, type ReleaseCause, SimServer } from './server.js';
 import { Proc, World } from './world.js';
 
 const NAME = 'sim-partitions';
@@ -34,8 +42,18 @@ export async function runPartitionScenario(
 ): Promise<PartitionOutcome> {
   const root = new Random(seed);
   const drawn = drawPartitionProfile(root.fork());
-  const profile = { ...drawn, pooler: partitionPooler(seed, drawn.workers) };
-  const fullPlan = drawPartitionPlan(root.fork(), profile);
+  const pooled = { ...drawn, pooler: partitionPooler(seed, drawn.workers) };
+  // a standby and a promotion in some scenarios (failover.ts), the key only where drawn
+  const failover = partitionFailoverFor(seed, pooled.pooler !== null, drawn.workers);
+  const profile: PartitionProfile = failover
+    ? {
+        ...pooled,
+        failover,
+        net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) },
+      }
+    : pooled;
+  const drawnPlan = drawPartitionPlan(root.fork(), profile);
+  const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
   const serverRng = root.fork();
@@ -61,22 +79,36 @@ export async function runPartitionScenario(
   }));
   const checkMs = p.healthIntervalMs + p.queryTimeoutMs + p.drainMaxMs + 1;
   const checker = new PartitionChecker(world, keys.partitions, p.partitions, checkMs, p.drainMaxMs, workers);
-  const holders = new Map<number, Backend | null>();
-  const server = new SimServer(world, serverRng, {
-    onHolder: (key, holder, cause) => {
-      world.log(
-        () =>
-          `server: ${key} ${holder ? `granted to ${holder.owner} pid ${holder.pid}` : `freed (${cause})`}`,
-      );
-      const [k1, k2] = key.split(':').map(Number);
-      if (k1 !== keys.partitions) return;
-      const partition = k2 as number;
-      const prev = holders.get(partition) ?? null;
-      holders.set(partition, holder);
-      checker.partitionChanged(partition, prev, holder, cause);
-    },
-    onGap: (what) => checker.fail(`simulator gap: ${what}`),
-  });
+  const hooks = (n: number) => {
+    const holders = new Map<number, Backend | null>();
+    return {
+      onHolder: (key: string, holder: Backend | null, cause: ReleaseCause | null) => {
+        const at = n === 0 ? '' : ` on server ${n}`;
+        world.log(
+          () =>
+            `server: ${key} ${holder ? `granted to ${holder.owner} pid ${holder.pid}` : `freed (${cause})`}${at}`,
+        );
+        const [k1, k2] = key.split(':').map(Number);
+        if (k1 !== keys.partitions) return;
+        const partition = k2 as number;
+        const prev = holders.get(partition) ?? null;
+        holders.set(partition, holder);
+        checker.partitionChanged(partition, prev, holder, cause);
+      },
+      onGap: (what: string) => checker.fail(`simulator gap: ${what}`),
+    };
+  };
+  const server = new SimServer(world, serverRng, hooks(0));
+  const servers = [server];
+  const cluster = failover ? new Cluster(world, servers) : null;
+  if (failover) {
+    const standby = new SimServer(world, failoverRandom(seed), hooks(1), 5000);
+    standby.recovery = true;
+    servers.push(standby);
+  }
+  checker.servers = servers;
+  checker.cluster = cluster;
+  checker.peerSeenMs = partitionPeerSeenMs(p.healthIntervalMs, p.net.baseMs + p.net.spikeMs);
   checker.server = server;
   const pooler = profile.pooler ? new Pooler(world, server, profile.pooler) : null;
   checker.shared = sharesBackends(profile.pooler ?? null);
@@ -88,6 +120,14 @@ export async function runPartitionScenario(
   const build = (w: Worker): PartitionedLeadership => {
     const proc = w.proc;
     const owner = workerName(w);
+    const connectTo = (front: Front) =>
+      connector(world, front, netRng, p.net, proc, owner, (client) => {
+        w.clients.push(client);
+        client.onUnhandled = (err) =>
+          checker.fail(
+            `${owner}: an 'error' with no listener (the process would crash): ${err.message}; the client ran ${JSON.stringify(client.history)}`,
+          );
+      });
     const pl = new PartitionedLeadership({
       name: NAME,
       partitions: p.partitions,
@@ -99,13 +139,8 @@ export async function runPartitionScenario(
       watchSliceMs: p.watchSliceMs,
       drainTimeoutMs: p.drainTimeoutMs,
       callbackTimeoutMs: 5000,
-      connect: connector(world, pooler ?? server, netRng, p.net, proc, owner, (client) => {
-        w.clients.push(client);
-        client.onUnhandled = (err) =>
-          checker.fail(
-            `${owner}: an 'error' with no listener (the process would crash): ${err.message}; the client ran ${JSON.stringify(client.history)}`,
-          );
-      }) as never,
+      // with a standby, one hook per server (the hosts of a connection string)
+      connect: (cluster ? servers.map(connectTo) : connectTo(pooler ?? server)) as never,
       clock: proc.clock,
       random: () => libRng.next(),
       unref: true,
@@ -137,6 +172,7 @@ export async function runPartitionScenario(
     workers,
     checker,
     server,
+    cluster,
     pooler,
     serverRng,
     partitions: p.partitions,
@@ -149,6 +185,10 @@ export async function runPartitionScenario(
     world.schedule(s.at, null, 'server', () => run(s));
     const end = s.op === 'restart' || s.op === 'freeze' ? s.at + (s.ms ?? 0) : s.at;
     quietAt = Math.max(quietAt, end);
+  }
+  if (failover) {
+    cluster?.schedule(failover, (t) => checker.faultUntil(t));
+    quietAt = Math.max(quietAt, failover.at);
   }
   const { bound, hold } = partitionLivenessBounds(p);
   checker.liveness(quietAt, bound, hold);

@@ -3,6 +3,7 @@
  * process (held while it is frozen), faults on its member session, its process, the server.
  */
 import type { PartitionedLeadership } from '../../src/partitions/partitioned.js';
+import type { Cluster } from './failover.js';
 import { swallow } from './lock-steps.js';
 import type { SimClient } from './net.js';
 import { type PartitionChecker, type Worker, workerName } from './partition-checker.js';
@@ -17,6 +18,8 @@ export interface PartitionRun {
   workers: Worker[];
   checker: PartitionChecker;
   server: SimServer;
+  /** With a standby (failover.ts): the servers and which is the newest primary. */
+  cluster: Cluster | null;
   pooler: Pooler | null;
   serverRng: Random;
   partitions: number;
@@ -24,7 +27,7 @@ export interface PartitionRun {
 }
 
 export function partitionSteps(r: PartitionRun): { run: (s: PartitionStep) => void } {
-  const { world, workers, checker, server, pooler, serverRng, partitions, build } = r;
+  const { world, workers, checker, server, cluster, pooler, serverRng, partitions, build } = r;
   /** The member session's connection (its backend shows `#p<P>`), else the newest open one. */
   const memberLink = (w: Worker): SimClient | undefined => {
     const open = [...w.clients].reverse().filter((x) => !x.ended);
@@ -45,6 +48,10 @@ export function partitionSteps(r: PartitionRun): { run: (s: PartitionStep) => vo
 
   const run = (s: PartitionStep): void => {
     world.log(() => `do ${JSON.stringify(s)}`);
+    if (s.op === 'restart' && cluster) {
+      cluster.restart(s.ms); // of the newest primary
+      return;
+    }
     if (s.op === 'restart') {
       server.stop();
       world.schedule(s.ms, null, 'server', () => {
@@ -116,9 +123,11 @@ export function partitionSteps(r: PartitionRun): { run: (s: PartitionStep) => vo
         memberLink(w)?.link.reset();
         return;
       case 'terminate': {
-        const h = memberLink(w)?.link.backend;
+        const link = memberLink(w)?.link;
+        const h = link?.backend;
         const b = pooler ? pooler.backendFor(h, '', serverRng) : h;
-        if (b) server.terminate(b.pid);
+        // with a standby, on the server the session is on
+        if (b) (cluster && link ? (link.server as SimServer) : server).terminate(b.pid);
         return;
       }
     }
