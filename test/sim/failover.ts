@@ -30,6 +30,19 @@ export interface FailoverProfile {
    * a follower's (`who` FOLLOWER).
    */
   kicks: { at: number; op: 'reset'; who: number }[];
+  /**
+   * Kept running, it becomes unreachable at the promotion without a reset (a network
+   * partition): every connection to it is blackholed, a new one never answers. Drawn from a
+   * stream of its own, the key only where drawn (SIM_FAILOVER_BLACKHOLE=off: none).
+   */
+  unreachable?: true;
+}
+
+/** Half the failovers that keep the old primary running make it unreachable too. */
+function withBlackhole(seed: number, f: FailoverProfile | null): FailoverProfile | null {
+  if (f === null || f.oldPrimary !== 'running') return f;
+  if (process.env.SIM_FAILOVER_BLACKHOLE === 'off') return f;
+  return new Random((seed ^ 0xb1ac_401e) >>> 0).chance(0.5) ? { ...f, unreachable: true } : f;
 }
 
 /** One LeaderLock scenario in five without a pooler gets a standby and a promotion. */
@@ -37,7 +50,10 @@ export function failoverFor(seed: number, pooled: boolean, candidates = 1): Fail
   if (process.env.SIM_FAILOVER === 'off' || pooled) return null;
   const rng = new Random((seed ^ 0xfa11_0e75) >>> 0);
   if (!rng.chance(0.2)) return null;
-  return drawFailover(rng, () => (rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1)));
+  return withBlackhole(
+    seed,
+    drawFailover(rng, () => (rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1))),
+  );
 }
 
 /**
@@ -51,7 +67,10 @@ export function partitionFailoverFor(seed: number, pooled: boolean, workers: num
     return null;
   const rng = new Random((seed ^ 0x9a27_f0e7) >>> 0);
   if (!rng.chance(0.25)) return null;
-  return drawFailover(rng, () => rng.int(0, workers - 1));
+  return withBlackhole(
+    seed,
+    drawFailover(rng, () => rng.int(0, workers - 1)),
+  );
 }
 
 function drawFailover(rng: Random, who: () => number): FailoverProfile {
@@ -123,7 +142,11 @@ export class Cluster {
   }
 
   /** The promotion fault as drawn: the old primary stopped `gapMs` before, or kept running. */
-  schedule(f: FailoverProfile, onFault: (until: number) => void): void {
+  schedule(
+    f: FailoverProfile,
+    onFault: (until: number) => void,
+    onCut: (s: SimServer) => void = () => {},
+  ): void {
     const [old, standby] = this.servers as [SimServer, SimServer];
     if (f.oldPrimary === 'stopped') {
       this.world.schedule(Math.max(0, f.at - f.gapMs), null, 'server', () => {
@@ -134,6 +157,12 @@ export class Cluster {
     }
     this.world.schedule(f.at, null, 'server', () => {
       this.world.log(`do failover: the standby is promoted (the old primary ${f.oldPrimary})`);
+      if (f.unreachable) {
+        this.world.log('do failover: the old primary is unreachable from now on (no reset)');
+        old.unreachable = true;
+        for (const b of [...old.backends.values()]) (b.link as { blackhole?: () => void }).blackhole?.();
+        onCut(old);
+      }
       standby.promote(old.timeline + 1);
       if (standby.up) this.newestSince = this.world.now;
       onFault(this.world.now);

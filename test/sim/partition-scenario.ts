@@ -187,7 +187,17 @@ export async function runPartitionScenario(
     quietAt = Math.max(quietAt, end);
   }
   if (failover) {
-    cluster?.schedule(failover, (t) => checker.faultUntil(t));
+    // cut off, a worker on the old primary hears nothing more: its terms end at its next
+    // check's deadline, its work within the drain (the lease covers it, docs/partitions.md:
+    // a worker that never heard the old primary as one adds no fence)
+    const cut = (s: SimServer): void => {
+      for (const w of workers) {
+        if (!w.clients.some((x) => !x.ended && x.link.server === s)) continue;
+        w.lostUnheard = true;
+        w.excusedUntil = Math.max(w.excusedUntil, world.now + checkMs);
+      }
+    };
+    cluster?.schedule(failover, (t) => checker.faultUntil(t), cut);
     quietAt = Math.max(quietAt, failover.at);
   }
   const { bound, hold } = partitionLivenessBounds(p);
