@@ -279,7 +279,12 @@ export class PartitionChecker {
   private grantedElsewhere(w: Worker, p: number, now: number): boolean {
     const cluster = this.cluster as Cluster;
     const name = workerName(w);
-    const i = this.servers.findIndex((s) => this.holderOn(s, p)?.owner === name);
+    // the server where a session it still has open holds it (not one it gave up, left
+    // holding the lock on a cut-off server until keepalive ends it there)
+    const i = this.servers.findIndex((s) => {
+      const h = this.holderOn(s, p);
+      return h?.owner === name && w.clients.some((x) => !x.ended && x.link.backend === h);
+    });
     const s = this.servers[i];
     if (!s) return false;
     if (s.recovery) {
