@@ -8,11 +8,12 @@
 import { ExponentialBackoff } from '../../src/core/retry.js';
 import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
+import { Candidate } from '../sim/candidate.js';
 import { Checker } from '../sim/checker.js';
 import { connector } from '../sim/net.js';
 import { livenessBounds } from '../sim/profile.js';
 import { Random } from '../sim/random.js';
-import { Candidate, drawProfile, KEY, KEY_ID, type Profile } from '../sim/scenario.js';
+import { drawProfile, KEY, KEY_ID, type Profile } from '../sim/scenario.js';
 import { SimServer } from '../sim/server.js';
 import { World } from '../sim/world.js';
 

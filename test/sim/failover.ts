@@ -30,6 +30,19 @@ export interface FailoverProfile {
    * a follower's (`who` FOLLOWER).
    */
   kicks: { at: number; op: 'reset'; who: number }[];
+  /**
+   * Kept running, it becomes unreachable at the promotion without a reset (a network
+   * partition): every connection to it is blackholed, a new one never answers. Drawn from a
+   * stream of its own, the key only where drawn (SIM_FAILOVER_BLACKHOLE=off: none).
+   */
+  unreachable?: true;
+}
+
+/** Half the failovers that keep the old primary running make it unreachable too. */
+function withBlackhole(seed: number, f: FailoverProfile | null): FailoverProfile | null {
+  if (f === null || f.oldPrimary !== 'running') return f;
+  if (process.env.SIM_FAILOVER_BLACKHOLE === 'off') return f;
+  return new Random((seed ^ 0xb1ac_401e) >>> 0).chance(0.5) ? { ...f, unreachable: true } : f;
 }
 
 /** One LeaderLock scenario in five without a pooler gets a standby and a promotion. */
@@ -37,12 +50,36 @@ export function failoverFor(seed: number, pooled: boolean, candidates = 1): Fail
   if (process.env.SIM_FAILOVER === 'off' || pooled) return null;
   const rng = new Random((seed ^ 0xfa11_0e75) >>> 0);
   if (!rng.chance(0.2)) return null;
+  return withBlackhole(
+    seed,
+    drawFailover(rng, () => (rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1))),
+  );
+}
+
+/**
+ * One partition scenario in four without a pooler gets a standby and a promotion (a stream
+ * of its own, drawn only for partition seeds: the lock scenarios' seeds run as before;
+ * SIM_FAILOVER=off or SIM_PARTITION_FAILOVER=off runs every partition seed on one server).
+ * Its resets hit a worker's member session.
+ */
+export function partitionFailoverFor(seed: number, pooled: boolean, workers: number): FailoverProfile | null {
+  if (process.env.SIM_FAILOVER === 'off' || process.env.SIM_PARTITION_FAILOVER === 'off' || pooled)
+    return null;
+  const rng = new Random((seed ^ 0x9a27_f0e7) >>> 0);
+  if (!rng.chance(0.25)) return null;
+  return withBlackhole(
+    seed,
+    drawFailover(rng, () => rng.int(0, workers - 1)),
+  );
+}
+
+function drawFailover(rng: Random, who: () => number): FailoverProfile {
   const oldPrimary = rng.pick(['stopped', 'running'] as const);
   const at = rng.between(300, 3000);
   const kicks = Array.from({ length: rng.pick([0, 1, 2, 3]) }, () => ({
     at: at + rng.between(-200, 100),
     op: 'reset' as const,
-    who: rng.chance(0.7) ? FOLLOWER : rng.int(0, candidates - 1),
+    who: who(),
   }));
   return { at, oldPrimary, gapMs: oldPrimary === 'stopped' ? rng.pick([0, 0, 100, 1000]) : 0, kicks };
 }
@@ -105,7 +142,11 @@ export class Cluster {
   }
 
   /** The promotion fault as drawn: the old primary stopped `gapMs` before, or kept running. */
-  schedule(f: FailoverProfile, onFault: (until: number) => void): void {
+  schedule(
+    f: FailoverProfile,
+    onFault: (until: number) => void,
+    onCut: (s: SimServer) => void = () => {},
+  ): void {
     const [old, standby] = this.servers as [SimServer, SimServer];
     if (f.oldPrimary === 'stopped') {
       this.world.schedule(Math.max(0, f.at - f.gapMs), null, 'server', () => {
@@ -116,6 +157,12 @@ export class Cluster {
     }
     this.world.schedule(f.at, null, 'server', () => {
       this.world.log(`do failover: the standby is promoted (the old primary ${f.oldPrimary})`);
+      if (f.unreachable) {
+        this.world.log('do failover: the old primary is unreachable from now on (no reset)');
+        old.unreachable = true;
+        for (const b of [...old.backends.values()]) (b.link as { blackhole?: () => void }).blackhole?.();
+        onCut(old);
+      }
       standby.promote(old.timeline + 1);
       if (standby.up) this.newestSince = this.world.now;
       onFault(this.world.now);
@@ -146,5 +193,30 @@ export function failoverBoundMs(takeoverDelayMs: number, maxDelayMs: number): nu
     SURVEY_GRACE_MS +
     PEER_TIMEOUT_MS +
     peerSeenMs(maxDelayMs)
+  );
+}
+
+/**
+ * A partition worker's bound on seeing a promotion of a host it can reach
+ * (docs/partitions.md, "Primary failover"): its peer watch asks once per
+ * `healthIntervalMs`, a probe waits PEER_TIMEOUT_MS at most, plus a round trip; its
+ * ownership session then closes at once (every term ends).
+ */
+export function partitionPeerSeenMs(healthIntervalMs: number, maxDelayMs: number): number {
+  return healthIntervalMs + PEER_TIMEOUT_MS + 2 * maxDelayMs + 1;
+}
+
+/** What a failover adds to a partition scenario's liveness bound (as failoverBoundMs, its watch's round `healthIntervalMs`). */
+export function partitionFailoverBoundMs(
+  takeoverDelayMs: number,
+  healthIntervalMs: number,
+  maxDelayMs: number,
+): number {
+  return (
+    splitBrainDelayMs(takeoverDelayMs, healthIntervalMs) +
+    PRIMARY_POLL_MS +
+    SURVEY_GRACE_MS +
+    PEER_TIMEOUT_MS +
+    partitionPeerSeenMs(healthIntervalMs, maxDelayMs)
   );
 }

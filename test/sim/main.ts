@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { isPartitionSeed } from './partition-scenario.js';
+import { isPartitionSeed } from './partition-profile.js';
 import { describeProfile, runScenario } from './scenario.js';
 import { shrink } from './shrink.js';
 import type { WorkerResult } from './worker.js';

@@ -20,6 +20,8 @@ export interface Packet {
 /** What a client's link reaches: the server itself, or a pooler in front of it (pooler.ts). */
 export interface Front {
   readonly up: boolean;
+  /** Cut off without a reset: a connection's first packet is lost, and it never answers. */
+  readonly unreachable?: boolean;
   /** A connection that reached it: the session it serves the link with. */
   open(owner: string, link: Link): Backend;
   receive(b: Backend, text: string, values: unknown[]): void;
@@ -279,6 +281,7 @@ export function connector(
       const link = new Link(world, server, rng, net, client);
       client.link = link;
       world.schedule(link.delay(), null, 'server', () => {
+        if (server.unreachable) return; // the connect hangs until the library's deadline
         if (!server.up) {
           world.schedule(link.delay(), proc, 'io', () =>
             reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })),

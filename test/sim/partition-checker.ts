@@ -19,6 +19,7 @@
  */
 
 import type { PartitionedLeadership } from '../../src/partitions/partitioned.js';
+import type { Cluster } from './failover.js';
 import type { SimClient } from './net.js';
 import { type Backend, INSTANT, type ReleaseCause, type SimServer } from './server.js';
 import type { Proc, World } from './world.js';
@@ -42,10 +43,21 @@ export interface Worker {
   member: boolean;
   /** The step it last froze at: a freeze excuses only the bodies that started before it. */
   frozenStep: number;
+  /** When it last thawed (a promotion it could not see while frozen is seen within the bound after). */
+  thawedAt?: number;
 }
 
+const names = new Map<number, string>();
+
+/** `w<index>.<generation>` (one string per name, not one at each of the checker's many looks). */
 export function workerName(w: Worker): string {
-  return `w${w.index}.${w.generation}`;
+  const key = w.index * 65536 + w.generation;
+  let name = names.get(key);
+  if (name === undefined) {
+    name = `w${w.index}.${w.generation}`;
+    names.set(key, name);
+  }
+  return name;
 }
 
 export function isLive(w: Worker): boolean {
@@ -62,6 +74,10 @@ interface Body {
 export class PartitionChecker {
   readonly violations: string[] = [];
   server!: SimServer;
+  /** Every server (the first: `server`); with a standby, the cluster and a worker's bound on seeing a promotion. */
+  servers: SimServer[] = [];
+  cluster: Cluster | null = null;
+  peerSeenMs = 0;
   private readonly bodies = new Set<Body>();
   private live: { quiet: number; boundMs: number; holdMs: number } | null = null;
   stable = false;
@@ -131,6 +147,23 @@ export class PartitionChecker {
 
   thawed(w: Worker): void {
     w.excusedUntil = this.world.now + (w.lostUnheard ? this.checkMs : this.drainMs + 1);
+    if (!this.cluster) return;
+    // a promotion it could not see while frozen: seen within its peer watch's bound (its
+    // terms end), its work stops within the drain after
+    w.thawedAt = this.world.now;
+    const on = this.serverOf(w);
+    if (on && this.cluster.superseded(on))
+      w.excusedUntil = Math.max(w.excusedUntil, this.world.now + this.peerSeenMs + this.drainMs + 1);
+  }
+
+  /** The server that grants `w` a partition it owns (with one server: that one, if any). */
+  private serverOf(w: Worker): SimServer | undefined {
+    const name = workerName(w);
+    for (const p of w.pl?.owned ?? []) {
+      const s = this.servers.find((x) => this.holderOn(x, p)?.owner === name);
+      if (s) return s;
+    }
+    return undefined;
   }
 
   liveness(quiet: number, boundMs: number, holdMs: number): void {
@@ -149,9 +182,21 @@ export class PartitionChecker {
     return this.live?.quiet ?? 0;
   }
 
+  /** Who holds partition `p` on the newest primary (the only server without a standby). */
   private holder(p: number): Backend | null {
-    return this.server.holderOf(`${this.partitionsKey}:${p}`);
+    return this.holderOn(this.cluster?.newest() ?? this.server, p);
   }
+
+  private holderOn(s: SimServer, p: number): Backend | null {
+    let key = this.keys[p];
+    if (key === undefined) {
+      key = `${this.partitionsKey}:${p}`;
+      this.keys[p] = key;
+    }
+    return s.holderOf(key);
+  }
+  /** Each partition's lock key as the server names it. */
+  private readonly keys: string[] = [];
 
   check(): void {
     const now = this.world.now;
@@ -167,6 +212,8 @@ export class PartitionChecker {
       for (const p of pl.owned) {
         const h = this.holder(p);
         if (h && h.owner === workerName(w)) continue;
+        if (this.cluster && this.grantedElsewhere(w, p, now)) continue;
+        if (this.done) return;
         const loss = w.lastLoss.get(p);
         const lease = pl.leaseExpiresAt ?? Number.NEGATIVE_INFINITY;
         if (loss && INSTANT.has(loss.cause) && now <= lease) continue;
@@ -176,8 +223,10 @@ export class PartitionChecker {
         return;
       }
     }
+    if (this.cluster && this.twoOwners(now)) return;
     const running = new Map<number, Set<Worker>>();
-    for (const b of this.bodies) {
+    // two bodies at least, or none can overlap
+    for (const b of this.bodies.size > 1 ? this.bodies : []) {
       // excused: a loss it cannot hear; or, after a freeze, a run that started before it (a
       // term that opens as the process thaws is no run the freeze kept from hearing its loss)
       // or, also a run that started at the thaw, its partition taken at once (terminate,
@@ -221,7 +270,55 @@ export class PartitionChecker {
     if (now - this.okSince >= live.holdMs) this.stable = true;
   }
 
-  /** Every partition owned by one member (and held by it on the server), each member within one of even. */
+  /**
+   * With a standby (docs/partitions.md, "Primary failover"): `w` owns `p` where a server
+   * other than the newest primary grants it; true while that is allowed: on an old primary
+   * until PEER_BOUND (its watch's round `healthIntervalMs`, a probe deadline) and a round trip
+   * after the newer primary became reachable (or after its thaw). A failure is reported.
+   */
+  private grantedElsewhere(w: Worker, p: number, now: number): boolean {
+    const cluster = this.cluster as Cluster;
+    const name = workerName(w);
+    // the server where a session it still has open holds it (not one it gave up, left
+    // holding the lock on a cut-off server until keepalive ends it there)
+    const i = this.servers.findIndex((s) => {
+      const h = this.holderOn(s, p);
+      return h?.owner === name && w.clients.some((x) => !x.ended && x.link.backend === h);
+    });
+    const s = this.servers[i];
+    if (!s) return false;
+    if (s.recovery) {
+      this.fail(`${name} owns partition ${p} on server ${i}, a standby`);
+      return false;
+    }
+    if (!cluster.superseded(s)) return true;
+    const since = Math.max(cluster.newestSince, w.thawedAt ?? Number.NEGATIVE_INFINITY);
+    if (now <= since + this.peerSeenMs) return true;
+    this.fail(
+      `${name} still owns partition ${p} on server ${i} (timeline ${s.timeline}) ${(now - since).toFixed(1)} ms after a newer primary became reachable (bound ${this.peerSeenMs.toFixed(1)} ms: its peer watch's round, a probe deadline, a round trip)`,
+    );
+    return false;
+  }
+
+  /** Never two workers owning one partition, across servers (each may hold it on its own). True when it failed. */
+  private twoOwners(now: number): boolean {
+    const owners = new Map<number, Worker>();
+    for (const w of this.workers) {
+      if (!isLive(w) || now <= w.excusedUntil) continue;
+      for (const p of (w.pl as PartitionedLeadership).owned) {
+        const other = owners.get(p);
+        if (!other) {
+          owners.set(p, w);
+          continue;
+        }
+        this.fail(`partition ${p} owned by two workers at once: ${workerName(other)}, ${workerName(w)}`);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Every partition owned by one member (and held by it on the newest primary), each member within one of even. */
   private balanced(members: Worker[]): boolean {
     if (members.some((w) => !isLive(w))) return false;
     const lo = Math.floor(this.partitions / members.length);

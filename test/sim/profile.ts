@@ -11,7 +11,7 @@ import {
   isPartitionSeed,
   type PartitionProfile,
   type PartitionStep,
-} from './partition-scenario.js';
+} from './partition-profile.js';
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
 

@@ -9,10 +9,13 @@
 import type { RetryStrategy } from '../../src/core/retry.js';
 import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
+import { Candidate } from './candidate.js';
 import { Checker } from './checker.js';
-import { Cluster, FAILOVER_SPIKE_MS, FOLLOWER, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
-import { connector, type Front, type SimClient } from './net.js';
-import { isPartitionSeed, runPartitionScenario } from './partition-scenario.js';
+import { Cluster, FAILOVER_SPIKE_MS, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
+import { lockSteps, swallow } from './lock-steps.js';
+import { connector, type Front } from './net.js';
+import { isPartitionSeed } from './partition-profile.js';
+import { runPartitionScenario } from './partition-scenario.js';
 import { clientLink, Pooler, poolerFor, sharesBackends } from './pooler.js';
 import {
   drawPlan,
@@ -23,12 +26,11 @@ import {
   type Options,
   type Outcome,
   retryFor,
-  type Step,
 } from './profile.js';
 import { Random } from './random.js';
 import { type Backend, type ReleaseCause, SimServer } from './server.js';
 import { closeWatches, startWatches, watchesFor } from './watches.js';
-import { Proc, World } from './world.js';
+import { World } from './world.js';
 
 export {
   describeProfile,
@@ -43,55 +45,27 @@ export {
   scenarioSeed,
 } from './profile.js';
 
-/** A simulated process running one candidate (a crash and a restart make a new one with the same id). */
-export class Candidate {
-  proc: Proc;
-  lock: LeaderLock | null = null;
-  clients: SimClient[] = [];
-  /** Crashed (its process is gone); a 'start' after it makes a new process. */
-  crashed = false;
-  /** Past shutdowns to wait for before the end. */
-  readonly stopping: Promise<unknown>[] = [];
-  /** The lock's term as last seen, and when it opened. */
-  termId = 0;
-  termOpenedAt = 0;
-  /** When it last thawed from a freeze. */
-  thawedAt = Number.NEGATIVE_INFINITY;
-  /** Until then its terms and bodies are excused (a freeze, or an instant loss it could not hear). */
-  excusedUntil = -1;
-  lastLoss: { at: number; cause: ReleaseCause } | null = null;
-  /** Its key was taken at once while its connection was blackholed, and it has not been granted since. */
-  lostUnheard = false;
-  /** When it last reported ERR_PGLEADERLOCK_UNSAFE (a pooler refusal). */
-  refusedAt = Number.NEGATIVE_INFINITY;
-  /** A start is on its way to the process (it runs there when the process next runs). */
-  starting = false;
-  /** Armed by a freezeOnGrant step: freeze this long when next granted the key. */
-  freezeOnGrant = 0;
-  thenBlackhole = false;
-  generation = 0;
-
-  constructor(
-    readonly index: number,
-    readonly id: string,
-    readonly priority: number,
-    world: World,
-  ) {
-    this.proc = new Proc(world, `c${index}`);
-  }
-
-  get name(): string {
-    return `c${this.index}.${this.generation}`;
-  }
-
-  get live(): boolean {
-    return !this.crashed && this.lock !== null && !this.proc.dead;
-  }
-}
-
+/**
+ * Run the scenario of `seed`. Errors carry no stack while it runs: nothing in the run reads
+ * one (reports and traces give the message), and capturing them (the library's errors, an
+ * aborted signal's DOMException) was a tenth of the run's time.
+ */
 export async function runScenario(
   seed: number,
   o: Options & { trace: boolean; drop?: ReadonlySet<number> } = { trace: false },
+): Promise<Outcome> {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return await runOne(seed, o);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
+async function runOne(
+  seed: number,
+  o: Options & { trace: boolean; drop?: ReadonlySet<number> },
 ): Promise<Outcome> {
   // one seed in five runs PartitionedLeadership workers instead (partition-scenario.ts)
   if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
@@ -224,122 +198,19 @@ export async function runScenario(
     return lock;
   };
 
-  const target = (who: number): Candidate | undefined => {
-    if (who >= 0) return cands[who];
-    const held = (c: Candidate) => servers.some((s) => s.holderOf(KEY_ID)?.owner === c.name);
-    const followers = cands.filter((c) => c.live && !held(c));
-    if (who === FOLLOWER) return pickRng.pick(followers.length > 0 ? followers : cands);
-    const h = server.holderOf(KEY_ID);
-    return cands.find((c) => h && c.name === h.owner) ?? pickRng.pick(cands);
-  };
-  // with a standby, a leader's to the server that grants it the key (not its peer watch's:
-  // a peer it cannot reach proves nothing, docs/safety.md)
-  const lockLink = (c: Candidate): SimClient | undefined => {
-    const at = servers.length > 1 ? servers.find((s) => s.holderOf(KEY_ID)?.owner === c.name) : undefined;
-    return [...c.clients].reverse().find((x) => !x.ended && (!at || x.link.server === at));
-  };
-  const swallow = (what: string) => (e: unknown) =>
-    world.log(() => `${what} rejected: ${e instanceof Error ? e.message : String(e)}`);
-
-  const freeze = (c: Candidate, ms: number, onThaw: (() => void) | null = null): void => {
-    if (c.proc.frozen || c.crashed) return;
-    world.log(`${c.name} frozen for ${ms} ms`);
-    c.proc.frozen = true;
-    checker.frozen(c);
-    const proc = c.proc;
-    checker.faultUntil(world.now + ms);
-    world.schedule(ms, null, 'server', () => {
-      world.thaw(proc);
-      checker.thawed(c);
-      onThaw?.();
-      world.log(`${c.name} thawed`);
-    });
-  };
+  const { run, freeze } = lockSteps({
+    world,
+    cands,
+    checker,
+    server,
+    servers,
+    cluster,
+    pooler,
+    pickRng,
+    build,
+  });
 
   let quietAt = 0;
-  const run = (s: Step): void => {
-    world.log(() => `do ${JSON.stringify(s)}`);
-    if (s.op === 'restart' && cluster) cluster.restart(s.ms);
-    else if (s.op === 'restart') {
-      server.stop();
-      world.schedule(s.ms, null, 'server', () => {
-        server.start();
-        world.log('server up');
-      });
-    }
-    if (s.op === 'restart') return;
-    const c = target(s.who);
-    if (!c) return;
-    // an operation runs in the candidate's process: held while it is frozen
-    const inProc = (fn: () => void): void => {
-      world.schedule(0, c.proc, 'io', fn);
-    };
-    switch (s.op) {
-      case 'start':
-        if (c.crashed) {
-          c.crashed = false;
-          c.generation++;
-          c.proc = new Proc(world, c.name);
-          c.clients = [];
-          c.lock = null;
-        }
-        c.starting = true;
-        inProc(() => {
-          c.starting = false;
-          c.lock ??= build(c);
-          c.lock.start().catch(swallow(`${c.name} start`));
-        });
-        return;
-      case 'stepDown':
-        inProc(() => {
-          c.lock?.stepDown(s.ms ? { timeoutMs: s.ms } : {}).catch(swallow(`${c.name} stepDown`));
-        });
-        return;
-      case 'shutdown':
-        inProc(() => {
-          if (c.lock)
-            c.stopping.push(
-              c.lock.shutdown(s.ms ? { timeoutMs: s.ms } : {}).catch(swallow(`${c.name} shutdown`)),
-            );
-        });
-        return;
-      case 'handoverTo': {
-        const to = cands[s.to];
-        inProc(() => {
-          if (to) c.lock?.handoverTo(to.id, { timeoutMs: 1000 }).catch(swallow(`${c.name} handoverTo`));
-        });
-        return;
-      }
-      case 'crash':
-        if (c.crashed || !c.lock) return;
-        c.crashed = true;
-        c.starting = false; // a start held by its frozen process dies with it
-        c.proc.dead = true;
-        checker.crashed(c);
-        for (const x of c.clients) if (!x.ended) x.link.clientGone('crash');
-        return;
-      case 'freeze':
-        freeze(c, s.ms ?? 0);
-        return;
-      case 'freezeOnGrant':
-        c.freezeOnGrant = s.ms ?? 0;
-        c.thenBlackhole = s.thenBlackhole === true;
-        return;
-      case 'blackhole':
-        lockLink(c)?.link.blackhole();
-        return;
-      case 'reset':
-        lockLink(c)?.link.reset();
-        return;
-      case 'terminate': {
-        const link = lockLink(c)?.link;
-        const b = pooler ? pooler.backendFor(link?.backend ?? null, KEY_ID, pickRng) : link?.backend;
-        if (b) (pooler || !link ? server : (link.server as SimServer)).terminate(b.pid);
-        return;
-      }
-    }
-  };
-
   for (const s of plan) {
     world.schedule(s.at, null, 'server', () => run(s));
     const end = s.op === 'restart' || s.op === 'freeze' ? s.at + (s.ms ?? 0) : s.at;
@@ -358,7 +229,11 @@ export async function runScenario(
   });
   const watchMs = Math.max(0, ...checker.watches.map((w) => w.boundMs(maxDelay)));
   const end = (): number => checker.quiet + Math.max(bound, watchMs) + hold;
-  while (!checker.done && !checker.stable && (await world.step(end()))) checker.check();
+  await world.run(
+    end,
+    () => !checker.done && !checker.stable,
+    () => checker.check(),
+  );
   if (!checker.done && !checker.stable) {
     world.now = Math.max(world.now, end());
     checker.check();
@@ -376,7 +251,7 @@ export async function runScenario(
           () => open--,
           (e) => {
             open--;
-            swallow(`${c.name} shutdown`)(e);
+            swallow(world, `${c.name} shutdown`)(e);
           },
         );
       });
@@ -384,7 +259,11 @@ export async function runScenario(
     open += closeWatches(world, checker.watches, () => open--);
     for (const c of cands) for (const s of c.stopping) void s.then(() => {});
     const limit = world.now + 60_000;
-    while (open > 0 && !checker.done && (await world.step(limit))) checker.check();
+    await world.run(
+      () => limit,
+      () => open > 0 && !checker.done,
+      () => checker.check(),
+    );
     if (open > 0 && !checker.done) checker.fail('shutdown() did not resolve within 60 s of simulated time');
     if (!checker.done) checker.leaks();
   }

@@ -35,6 +35,8 @@ export interface ServerHooks {
 
 export class SimServer implements Engine {
   up = true;
+  /** Cut off from every client without a reset (failover.ts): a new connection never answers. */
+  unreachable = false;
   /** A hot standby (pg_is_in_recovery()): it grants advisory locks, refuses LISTEN and NOTIFY (25006). */
   recovery = false;
   /** The timeline a primary is on; a promotion starts a newer one. */

@@ -6,7 +6,7 @@
  * and in one scenario in five PartitionedLeadership workers (partition-scenario.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { isPartitionSeed } from './partition-scenario.js';
+import { isPartitionSeed } from './partition-profile.js';
 import { poolerFor } from './pooler.js';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
 
@@ -57,6 +57,13 @@ describe('deterministic simulation', () => {
     const r = await runScenario(seed, { trace: true });
     expect(r.violations).toEqual([]);
     expect(r.trace?.some((l) => l.includes(seen))).toBe(true); // the seed still reaches that path
+  });
+
+  it('a partition scenario with a standby promoted beside a running primary (seed 438689340): the workers move to the new primary, no violation', async () => {
+    const r = await runScenario(438689340, { trace: true });
+    expect(r.violations).toEqual([]);
+    expect(r.trace?.some((l) => l.includes('"oldPrimary":"running"'))).toBe(true);
+    expect(r.trace?.some((l) => /granted to w\d\.\d pid \d+ on server 1$/.test(l))).toBe(true);
   });
 
   it('a seed replays exactly: the same trace twice (a LeaderLock and a PartitionedLeadership scenario, direct and through a transaction-mode pooler)', async () => {

@@ -50,6 +50,8 @@ export class SimWatch {
   closed = false;
   /** The application's next start() after a rejected one. */
   retry: unknown = null;
+  /** What `onChange` was last called with (undefined: never called). */
+  told: { id: string } | null | undefined = undefined;
 
   constructor(
     readonly index: number,
@@ -105,7 +107,14 @@ export function startWatches(
           error: (f) => world.log(() => `w${i} error ${JSON.stringify(f)}`),
         },
       });
-      watch.onChange((l) => world.log(() => `w${i} leader ${l ? l.id : 'null'}`));
+      // each onChange call is a change of `leader` (docs/choosing-the-leader.md): never null
+      // twice in a row (the same id twice is a new grant to that candidate: a change; its
+      // `since` is wall-clock time, equal to the millisecond here, so it cannot tell them apart)
+      watch.onChange((l) => {
+        world.log(() => `w${i} leader ${l ? l.id : 'null'}`);
+        if (l === null && w.told === null) fail(`w${i}: onChange called with null twice in a row`);
+        w.told = l ? { id: l.id } : null;
+      });
       w.watch = watch;
       // a first connection that fails rejects start() and stops the watch (documented): the
       // application calls start() again
@@ -143,13 +152,15 @@ export function checkWatches(
     const front = w.server() as SimServer | null;
     const expected = front ? idOf(front).id : undefined;
     const named = watch.leader?.id ?? null;
-    const right = watch.connected && expected !== undefined && named === expected;
+    // the last onChange names what `leader` does (the callbacks are not behind)
+    const told = w.told === undefined ? null : (w.told?.id ?? null);
+    const right = watch.connected && expected !== undefined && named === expected && told === named;
     if (right) continue;
     ok = false;
     if (now > since + w.boundMs(maxDelayMs)) {
       return {
         ok,
-        failure: `w${w.index}: names ${JSON.stringify(named)} (connected ${watch.connected}) while the server it watches grants the key to ${JSON.stringify(expected ?? 'unknown: no connection')}, ${(now - since).toFixed(1)} ms after the last fault or change of holder (bound ${w.boundMs(maxDelayMs).toFixed(0)} ms)`,
+        failure: `w${w.index}: names ${JSON.stringify(named)} (connected ${watch.connected}; its last onChange ${JSON.stringify(told)}) while the server it watches grants the key to ${JSON.stringify(expected ?? 'unknown: no connection')}, ${(now - since).toFixed(1)} ms after the last fault or change of holder (bound ${w.boundMs(maxDelayMs).toFixed(0)} ms)`,
       };
     }
   }

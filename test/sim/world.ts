@@ -101,6 +101,32 @@ export class World {
    * Run the next event (and everything it causes). False when none is due by `until`.
    */
   async step(until: number): Promise<boolean> {
+    if (!this.next(until)) return false;
+    await turn();
+    return true;
+  }
+
+  /**
+   * `while (more() && (await step(until()))) after();` in the same order, without a promise
+   * per event: each event runs in the macrotask turn after the one before it (its
+   * microtasks, and the immediates queued before that turn, run in between).
+   */
+  run(until: () => number, more: () => boolean, after: () => void): Promise<void> {
+    return new Promise((resolve) => {
+      const go = (): void => {
+        if (more() && this.next(until())) setImmediate(then);
+        else resolve();
+      };
+      const then = (): void => {
+        after();
+        go();
+      };
+      go();
+    });
+  }
+
+  /** Run the next event due by `until` (its synchronous part); false when none is. */
+  private next(until: number): boolean {
     for (;;) {
       const ev = this.heap[0];
       if (!ev || ev.at > until) return false;
@@ -114,7 +140,6 @@ export class World {
       if (ev.at > this.now) this.now = ev.at;
       this.steps++;
       ev.fn();
-      await turn();
       return true;
     }
   }
@@ -125,28 +150,38 @@ export class World {
     let i = h.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!before(h[i] as SimEvent, h[p] as SimEvent)) break;
-      [h[i], h[p]] = [h[p] as SimEvent, h[i] as SimEvent];
+      const parent = h[p] as SimEvent;
+      if (!before(ev, parent)) break;
+      h[i] = parent;
       i = p;
     }
+    h[i] = ev;
   }
 
   private pop(): void {
     const h = this.heap;
     const last = h.pop() as SimEvent;
-    if (h.length === 0) return;
-    h[0] = last;
+    const n = h.length;
+    if (n === 0) return;
     let i = 0;
     for (;;) {
       const l = 2 * i + 1;
       const r = l + 1;
-      let m = i;
-      if (l < h.length && before(h[l] as SimEvent, h[m] as SimEvent)) m = l;
-      if (r < h.length && before(h[r] as SimEvent, h[m] as SimEvent)) m = r;
-      if (m === i) return;
-      [h[i], h[m]] = [h[m] as SimEvent, h[i] as SimEvent];
-      i = m;
+      let m = last;
+      let mi = i;
+      if (l < n && before(h[l] as SimEvent, m)) {
+        m = h[l] as SimEvent;
+        mi = l;
+      }
+      if (r < n && before(h[r] as SimEvent, m)) {
+        m = h[r] as SimEvent;
+        mi = r;
+      }
+      if (mi === i) break;
+      h[i] = m;
+      i = mi;
     }
+    h[i] = last;
   }
 }
 

@@ -11,7 +11,12 @@ import { WAIT_LOCK } from '../../src/leader/sql.js';
  * The values of a statement that `inline` (statements.ts) wrote with literals, read back
  * against its template: each `$n` becomes the literal found at its place.
  */
-export function uninline(template: string, text: string): unknown[] {
+/** Each template's pattern and the order of its placeholders, compiled once. */
+const inlined = new Map<string, { re: RegExp; order: number[] }>();
+
+function inlinedForm(template: string): { re: RegExp; order: number[] } {
+  const known = inlined.get(template);
+  if (known) return known;
   const order: number[] = [];
   const pattern = template
     .split(/(\$\d+)/)
@@ -22,9 +27,16 @@ export function uninline(template: string, text: string): unknown[] {
       return "(NULL|\\(-?\\d+\\)| ?E?'(?:[^']|'')*')";
     })
     .join('');
+  const form = { re: new RegExp(`^${pattern}$`), order };
+  inlined.set(template, form);
+  return form;
+}
+
+export function uninline(template: string, text: string): unknown[] {
+  const { re, order } = inlinedForm(template);
   // the lock session tags each statement with its priority after its name, and with its id
   // when its application_name cannot carry it (sql.ts `tagged`)
-  const found = new RegExp(`^${pattern}$`).exec(
+  const found = re.exec(
     text.replace(
       /^(\/\* pgleaderlock:[a-z-]+ \*\/) \/\* p=-?\d+(?:, pending)? \*\/(?: \/\* id="(?:[^"\\]|\\.)*" \*\/)?/,
       '$1',

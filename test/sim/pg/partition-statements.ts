@@ -18,10 +18,9 @@ function row(r: Record<string, unknown>): Result {
 /** The keys `k1:*` held by someone: [holder, key2] in the order the table knows them. */
 function holdersOf(s: Engine, k1: number): [Backend, number][] {
   const out: [Backend, number][] = [];
+  const prefix = `${k1}:`; // keys are written `${Number(k1)}:${Number(k2)}`
   for (const [key, e] of s.locks.locks) {
-    if (!e.holder) continue;
-    const [a, b] = key.split(':').map(Number);
-    if (a === k1) out.push([e.holder, b as number]);
+    if (e.holder && key.startsWith(prefix)) out.push([e.holder, Number(key.slice(prefix.length))]);
   }
   return out;
 }

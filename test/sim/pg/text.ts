@@ -20,6 +20,8 @@ export function shownApplicationName(s: string): string {
 
 /** pg_stat_activity.query: cut to track_activity_query_size - 1 = 1023 bytes on a character boundary. */
 export function shownQuery(s: string): string {
+  // a UTF-16 code unit is at most 3 bytes of UTF-8: a short text needs no count
+  if (s.length <= 341) return s;
   const buf = Buffer.from(s, 'utf8');
   if (buf.length <= 1023) return s;
   let end = 1023;
