@@ -8,7 +8,7 @@
  * to the loop (`TakeoverDelayed`, fsm.ts). Nothing here writes a phase.
  */
 import { sleep } from '../core/clock.js';
-import { LockError, toError } from '../core/errors.js';
+import { ConnectionError, LockError, toError } from '../core/errors.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
 import { PEER_INTERVAL_MS, probePeers, splitBrainDelayMs } from '../core/peers.js';
 import { type Input, STOP } from './fsm.js';
@@ -95,6 +95,19 @@ export class Takeover {
         ? { sentAt: acquired.provenAt, safety: acquired.safety }
         : await this.waitOut(session, delayMs, !split, delayed);
     if ('type' in proven) return proven;
+    // The session died since the grant (a process frozen on its grant reads the grant and
+    // the reset together as it thaws; the server has freed the lock then): no term opens on
+    // it, even with the lease left. The lifecycle applies this step's input before any
+    // further I/O event can arrive, so a session alive here is alive as the term opens.
+    if (session.dead) {
+      const cause = session.cause;
+      return {
+        type: 'DbError',
+        error: new ConnectionError('the connection ended after the grant, before the term could open', {
+          cause,
+        }),
+      };
+    }
     return { ...proven, epoch: epoch?.epoch ?? null };
   }
 

@@ -53,6 +53,11 @@ describe('deterministic simulation', () => {
       "a stopped leader's peer watch kept its 250 ms probe timer after shutdown() (the old primary gone)",
       '"oldPrimary":"stopped"',
     ],
+    [
+      1170871548,
+      'a candidate frozen on its grant read the grant and its connection reset together as it thawed, and opened a term on the dead session',
+      '"op":"freezeOnGrant"',
+    ],
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
     const r = await runScenario(seed, { trace: true });
     expect(r.violations).toEqual([]);
