@@ -21,8 +21,10 @@
  * pooled backend, not a candidate, and instead (docs/safety.md, "Poolers"):
  *  - never two open terms or bodies (as above); a lone candidate never opens a term;
  *  - every refusal is `ERR_PGLEADERLOCK_UNSAFE` naming the pooler mode and the way out;
- *  - after the last fault, every running candidate is refused again within the bound, and
- *    none is leader then (a candidate that slipped through is caught by its own check);
+ *  - after the last fault, every running candidate is refused again within the bound, or has
+ *    stopped on a refusal found before its first session (core/errors.ts `endsTheRun`: a
+ *    LeaderLock stops, a partition worker's start() rejects), and none is leader then (a
+ *    candidate that slipped through is caught by its own check);
  *  - after shutdown(), nothing is left held on the server (unless a candidate crashed).
  */
 
