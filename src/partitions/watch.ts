@@ -253,7 +253,16 @@ export class RingWatch {
         queryTimeoutMs: this.o.queryTimeoutMs,
         serverReleaseMs: this.o.serverReleaseMs,
         probe: null, // the member session, on the same path, was probed
-        extra: () => [['lock_timeout', String(Math.ceil(this.o.sliceMs))]],
+        // idle_session_timeout (PG14+), as on the member session: a wait granted after its
+        // client vanished unheard (a blackholed connection behind a pooler, whose backend
+        // keepalive and tcp_user_timeout never see it) would hold the dead member's slot
+        // until the pooler noticed, and a worker restarting with that id could not join
+        extra: (version) => [
+          ['lock_timeout', String(Math.ceil(this.o.sliceMs))],
+          ...(version >= 140000
+            ? [['idle_session_timeout', String(Math.ceil(this.o.serverReleaseMs))] as [string, string]]
+            : []),
+        ],
       });
     } catch (err) {
       conn.destroy();

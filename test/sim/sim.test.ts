@@ -58,6 +58,11 @@ describe('deterministic simulation', () => {
       'a candidate frozen on its grant read the grant and its connection reset together as it thawed, and opened a term on the dead session',
       '"op":"freezeOnGrant"',
     ],
+    [
+      1094313160,
+      "a ring watch granted a crashed worker's member slot behind a session-mode pooler, its client blackholed, held the slot: the worker restarted with that id never joined",
+      ':175731675 freed (idle-timeout)',
+    ],
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
     const r = await runScenario(seed, { trace: true });
     expect(r.violations).toEqual([]);
