@@ -166,12 +166,15 @@ const AWAY_SOCKET = new Set([
   'EAI_AGAIN',
 ]);
 const AWAY_SQLSTATE = new Set(['57P01', '57P02', '57P03']); // shutting down (admin, crash), starting up
+// class 08 but an answer about what the client sent: a protocol violation (PgBouncer's refusal
+// of a startup parameter such as `options`) and a rejected connection
+const REJECTED = new Set(['08P01', '08004']);
 // the library's own: a connection that failed, ended or timed out without the server saying why
 const UNEXPLAINED = new Set(['ERR_PGLEADERLOCK_CONNECTION', 'ERR_PGLEADERLOCK_QUERY_TIMEOUT']);
 
 /**
  * Whether a cause chain says the server is away: refused, reset or unreachable, shutting
- * down or starting up (SQLSTATE 57P01–57P03, class 08), or a connection that failed, ended or
+ * down or starting up (SQLSTATE 57P01–57P03, class 08 but 08P01 and 08004), or a connection that failed, ended or
  * timed out with no code but the library's own (a server too busy to answer in time, a socket
  * closed during a restart). Not an answer about the client: a password, a database, too many
  * clients, a pooler's refusal, a certificate (any other code in the chain).
@@ -181,7 +184,12 @@ export function isServerAway(err: unknown): boolean {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') {
-      if (AWAY_SOCKET.has(code) || AWAY_SQLSTATE.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+      if (
+        AWAY_SOCKET.has(code) ||
+        AWAY_SQLSTATE.has(code) ||
+        (/^08[0-9A-Z]{3}$/.test(code) && !REJECTED.has(code))
+      )
+        return true;
       if (!UNEXPLAINED.has(code)) return false;
       unexplained = true;
     }

@@ -434,7 +434,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
     });
   });
 
-  it('refused behind transaction pooling, the lock leads once the pooler is restarted in session mode (it retries on its back-off)', async () => {
+  it('refused behind transaction pooling at start, the lock stops (a definite refusal before its first session ends the run); started again once the pooler is restarted in session mode, it leads', async () => {
     await withBouncer({ poolMode: 'transaction' }, async (bouncer, make) => {
       const lock = make({
         ...randomKeys(),
@@ -442,11 +442,16 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
         retryStrategy: new ExponentialBackoff({ baseMs: 100, maxMs: 200 }),
       });
       const seen = watch(lock);
+      const stopped = new Promise<void>((resolve) => lock.onStopped(() => resolve()));
       await lock.start();
       await within(seen.tried.promise, 10_000, 'a refusal');
       expect((seen.errors[0] as LockError | undefined)?.code).toBe('ERR_PGLEADERLOCK_UNSAFE');
+      await within(stopped, 5000, 'onStopped after the refusal');
+      expect(lock.state).toBe(LockState.STOPPED);
+      expect(seen.errors).toHaveLength(1); // reported once, not retried
       expect(seen.everLeader).toBe(false);
       await bouncer.reconfigure('session');
+      await lock.start();
       expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     });
   });

@@ -76,6 +76,8 @@ describe('ExponentialBackoff', () => {
     const grown = [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 30_000];
     expect(delays(new ConnectionError('could not connect', { cause: coded('28P01') }))).toEqual(grown); // a password
     expect(delays(coded('53300'))).toEqual(grown); // too many clients
+    expect(delays(coded('08P01'))).toEqual(grown); // a pooler refusing a startup parameter (a protocol violation)
+    expect(delays(coded('08004'))).toEqual(grown); // the server rejected the connection
     expect(delays(new ConnectionError('could not connect', { cause: coded('ENOTFOUND') }))).toEqual(grown);
     expect(delays(new Error('no code'))).toEqual(grown); // anything else
     expect(delays(null)).toEqual(grown); // the lock held (poll mode)
