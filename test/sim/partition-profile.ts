@@ -8,6 +8,7 @@ import { type FailoverProfile, partitionFailoverBoundMs } from './failover.js';
 import type { NetProfile } from './net.js';
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
+import { drawTimings } from './timings.js';
 
 export interface PartitionProfile {
   kind: 'partitions';
@@ -44,15 +45,7 @@ export function isPartitionSeed(seed: number): boolean {
 export function drawPartitionProfile(rng: Random): PartitionProfile {
   const workers = rng.int(1, 4);
   const partitions = rng.pick([1, 2, 3, 5, 8, 16]);
-  const healthIntervalMs = rng.pick([100, 200, 500]);
-  const queryTimeoutMs = rng.pick([150, 300, 500]);
-  const spikeP = rng.pick([0, 0, 0.002, 0.02]);
-  const net: NetProfile = {
-    baseMs: rng.pick([0.3, 1, 3]),
-    spikeP,
-    spikeMs: spikeP === 0 ? 0 : rng.pick([10, 30, Math.floor(queryTimeoutMs / 3)]),
-  };
-  const drainMaxMs = rng.pick([0, 5, 30]);
+  const { healthIntervalMs, queryTimeoutMs, net, drainMaxMs } = drawTimings(rng);
   const maxDelay = net.baseMs + net.spikeMs;
   return {
     kind: 'partitions',

@@ -14,6 +14,7 @@ import {
 } from './partition-profile.js';
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
+import { drawTimings } from './timings.js';
 
 export const KEY = { key1: 7, key2: -9 };
 export const KEY_ID = `${KEY.key1}:${KEY.key2}`;
@@ -116,15 +117,7 @@ export function drawProfile(rng: Random, o: Options = {}): Profile {
     id: idFor(rng, i, rng.pick(idKinds)),
     priority: priorities ? rng.int(0, 3) : 0,
   }));
-  const healthIntervalMs = rng.pick([100, 200, 500]);
-  const queryTimeoutMs = rng.pick([150, 300, 500]);
-  const spikeP = rng.pick([0, 0, 0.002, 0.02]);
-  const net: NetProfile = {
-    baseMs: rng.pick([0.3, 1, 3]),
-    spikeP,
-    spikeMs: spikeP === 0 ? 0 : rng.pick([10, 30, Math.floor(queryTimeoutMs / 3)]),
-  };
-  const drainMaxMs = rng.pick([0, 5, 30]);
+  const { healthIntervalMs, queryTimeoutMs, net, drainMaxMs } = drawTimings(rng);
   const maxDelay = net.baseMs + net.spikeMs;
   // docs/safety.md: set it to how long the work takes to stop after its abort, plus detection
   const takeoverDelayMs = Math.ceil(drainMaxMs + 2 * maxDelay + 20) + rng.pick([0, 0, 200]);
