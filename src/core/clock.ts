@@ -95,7 +95,7 @@ export function earlier(a: number | null, b: number | null): number | null {
 
 /**
  * The keep-alive rule of every loop that runs until told to stop (`LeaderLock`,
- * `LeaderWatch`): a started one keeps the process alive until it stops, as a server socket
+ * `PartitionedLeadership`, `LeaderWatch`): a started one keeps the process alive until it stops, as a server socket
  * would, even while it waits with no timer of its own (a server-side wait, an idle socket).
  * One long interval, cleared by the function returned; `enabled` false (the `unref`
  * option): nothing.

@@ -5,7 +5,7 @@
  * session revokes every term and connects again: at once, then on `retryStrategy` (the
  * policy `LeaderLock` and `LeaderWatch` share, core/retry.ts) while attempts fail. The phase and the run are data, owned here; `PartitionedLeadership` reads them.
  */
-import { type Deferred, deferred, sleep, Wake } from '../core/clock.js';
+import { type Deferred, deferred, keepAlive, sleep, Wake } from '../core/clock.js';
 import { ConnectionError, ShutdownError } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
 import { type PeerWatch, splitBrainDelayMs } from '../core/peers.js';
@@ -120,7 +120,13 @@ export class WorkerLifecycle {
     const vitals = new Vitals(this.w.o.clock);
     this.vitals = vitals;
     vitals.start();
-    run.done = this.loop(run).finally(() => vitals.stop());
+    // a started worker keeps the process alive until it stops, as a started LeaderLock does
+    // (the keep-alive rule, core/clock.ts): its retry timers alone would not (unless `unref`)
+    const release = keepAlive(!this.w.o.unref);
+    run.done = this.loop(run).finally(() => {
+      vitals.stop();
+      release();
+    });
     return run.joined;
   }
 
