@@ -40,6 +40,17 @@ export function splitBrainDelayMs(takeoverDelayMs: number, peerIntervalMs: numbe
   return takeoverDelayMs + peerIntervalMs + PEER_TIMEOUT_MS;
 }
 
+/**
+ * How long a term waits after its grant, one rule for both elections (docs/safety.md,
+ * "Takeover delay"): 0 after a clean handover (the previous holder's release, or a proof of
+ * drain, seen on this server), `takeoverDelayMs` otherwise; while another primary is up,
+ * `splitBrainMs` (from {@link splitBrainDelayMs}; 0 when none is) whatever was proven here.
+ */
+export function termDelayMs(takeoverDelayMs: number, clean: boolean, splitBrainMs: number): number {
+  if (splitBrainMs > 0) return splitBrainMs;
+  return clean ? 0 : takeoverDelayMs;
+}
+
 const PROBE = `/* pgleaderlock:peer */ SELECT pg_is_in_recovery() AS recovery,
   CASE WHEN NOT pg_is_in_recovery()
        THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END AS timeline`;

@@ -10,7 +10,7 @@
 import { sleep } from '../core/clock.js';
 import { ConnectionError, LockError, toError } from '../core/errors.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
-import { PEER_INTERVAL_MS, probePeers, splitBrainDelayMs } from '../core/peers.js';
+import { PEER_INTERVAL_MS, probePeers, splitBrainDelayMs, termDelayMs } from '../core/peers.js';
 import { type Input, STOP } from './fsm.js';
 import type { Grant } from './leadership.js';
 import type { MailView, TakeoverDelay } from './phase.js';
@@ -76,11 +76,11 @@ export class Takeover {
       peers.some((p) => p.kind === 'primary') || session.place.others.some((o) => o.state.kind === 'primary');
     // (A clean handover proves the previous holder on this server stopped; the old leader
     // on the other primary is another matter: its work gets the full delay after the bound.)
-    const delayMs = split
-      ? splitBrainDelayMs(this.o.takeoverDelayMs, PEER_INTERVAL_MS)
-      : clean
-        ? 0
-        : this.o.takeoverDelayMs;
+    const delayMs = termDelayMs(
+      this.o.takeoverDelayMs,
+      clean,
+      split ? splitBrainDelayMs(this.o.takeoverDelayMs, PEER_INTERVAL_MS) : 0,
+    );
     if (clean && !split)
       this.o.logger.debug(
         {

@@ -7,6 +7,7 @@
  */
 import { sqlStateOf } from '../core/errors.js';
 import type { Lease } from '../core/lease.js';
+import { termDelayMs } from '../core/peers.js';
 import { assign } from './assign.js';
 import { bumpPartitionsSql, epochsOf } from './epochs.js';
 import { lockTableFull, PartitionMismatchError } from './errors.js';
@@ -104,14 +105,14 @@ export class Ownership {
     const adopt = [...heldHere].filter((p) => mine.has(p) && !known.has(p));
     if (adopt.length) {
       const epochs = await this.bump(session, adopt);
-      this.terms.open(adopt, this.splitDelayMs() || this.o.takeoverDelayMs, epochs);
+      this.terms.open(adopt, termDelayMs(this.o.takeoverDelayMs, false, this.splitDelayMs()), epochs);
     }
     // fencing: held, but their epoch rows were held by an open fenced write (a previous
     // owner's, so delayed as a take-over): try again
     const waiting = this.terms.awaitingEpoch();
     if (waiting.length) {
       for (const [p, epoch] of (await this.bump(session, waiting)) ?? []) {
-        this.terms.epochArrived(p, epoch, this.splitDelayMs() || this.o.takeoverDelayMs);
+        this.terms.epochArrived(p, epoch, termDelayMs(this.o.takeoverDelayMs, false, this.splitDelayMs()));
       }
     }
     const take = [...mine].filter((p) => !heldHere.has(p));
@@ -160,8 +161,8 @@ export class Ownership {
       const { clean, delayed } = this.handovers.delayNeeded(taken, split === 0);
       await this.announceTaken(session, taken);
       const epochs = await this.bump(session, taken);
-      this.terms.open(clean, split, epochs);
-      this.terms.open(delayed, split || this.o.takeoverDelayMs, epochs);
+      this.terms.open(clean, termDelayMs(this.o.takeoverDelayMs, true, split), epochs);
+      this.terms.open(delayed, termDelayMs(this.o.takeoverDelayMs, false, split), epochs);
     } catch (err) {
       if (sqlStateOf(err) !== '53200') throw err;
       // the statement failed part-way; the locks it got stay held (session locks ignore the
