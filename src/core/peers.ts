@@ -230,8 +230,8 @@ export class PeerWatch {
         this.stopped = true;
         this.onPromotion(
           new LockError(
-            `${peer.label} is a primary on timeline ${row.timeline}, newer than this leader's server ` +
-              `${this.own.label} (timeline ${this.own.timeline}): a standby was promoted while the old primary is still up; leadership ends`,
+            `${peer.label} is a primary on timeline ${row.timeline}, newer than this session's server ` +
+              `${this.own.label} (timeline ${this.own.timeline}): a standby was promoted while the old primary is still up; every term on it ends`,
             { code: 'ERR_PGLEADERLOCK_UNSAFE' },
           ),
         );
