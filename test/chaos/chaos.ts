@@ -30,6 +30,7 @@ import { requestPayload } from '../../src/core/handover.js';
 import { channelFor } from '../../src/core/keys.js';
 import { adminQuery, lockHolders, terminate } from '../harness/db.js';
 import { type FaultProxy, startFaultProxy } from '../harness/fault-proxy.js';
+import { fixtureScript } from '../harness/fixture-bundle.js';
 import { overlapsOf } from '../harness/overlaps.js';
 import { type PgServer, startPgServer } from '../harness/pg-server.js';
 import { Random } from '../sim/random.js';
@@ -210,10 +211,11 @@ interface Spare {
   exited: Promise<number | null>;
 }
 
-/** Fork a candidate process (it compiles its sources with tsx: this takes a while); resolves once it waits for `start`. */
+/** Fork a candidate process (from its bundle, test/harness/fixture-bundle.ts); resolves once it waits for `start`. */
 async function boot(): Promise<Spare> {
-  const proc = fork(path.join(import.meta.dirname, 'candidate.ts'), [], {
-    execArgv: ['--import', 'tsx'],
+  const { script, execArgv } = fixtureScript(path.join(import.meta.dirname, 'candidate.ts'));
+  const proc = fork(script, [], {
+    execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));

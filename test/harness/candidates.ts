@@ -7,6 +7,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import path from 'node:path';
 import { useChildren } from './children.js';
 import { databaseUrl, randomKeys } from './db.js';
+import { fixtureScript } from './fixture-bundle.js';
 import { type Overlap, overlapsOf, type Span } from './overlaps.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
@@ -50,7 +51,7 @@ export function useCandidates(tag: () => string) {
     for (let i = 0; i < n; i++) {
       const id = `${tag()}-c${i}`;
       const proc = fork(
-        FIXTURE,
+        fixtureScript(FIXTURE).script,
         [
           JSON.stringify({
             url: databaseUrl(),
@@ -62,7 +63,7 @@ export function useCandidates(tag: () => string) {
             autoReacquire,
           }),
         ],
-        { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+        { execArgv: fixtureScript(FIXTURE).execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
       );
       proc.on('message', (m: Report) => reports.push(m));
       track(proc);

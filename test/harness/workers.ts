@@ -8,6 +8,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { afterEach, onTestFinished } from 'vitest';
 import { PartitionedLeadership, type PartitionedLeadershipOptions } from '../../src/index.js';
 import { assertNoSessions, databaseUrl, testTag } from './db.js';
+import { fixtureScript } from './fixture-bundle.js';
 import { type ChildWorkerConfig, workerOptions } from './worker-options.js';
 
 /**
@@ -60,8 +61,9 @@ const FIXTURE = new URL('../fixtures/partition-worker.fixture.ts', import.meta.u
  * (disconnect: a clean leave; or a signal).
  */
 export function forkWorker(config: ChildWorkerConfig): ChildProcess {
-  const proc = fork(FIXTURE, [JSON.stringify(config)], {
-    execArgv: ['--import', 'tsx'],
+  const { script, execArgv } = fixtureScript(FIXTURE);
+  const proc = fork(script, [JSON.stringify(config)], {
+    execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   proc.on('error', () => {}); // a send to a process that has just exited (EPIPE) is no failure

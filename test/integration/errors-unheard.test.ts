@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { databaseUrl } from '../harness/db.js';
+import { fixtureArgs } from '../harness/fixture-bundle.js';
 import { freePort } from '../harness/pg-server.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/unheard-errors.fixture.ts');
@@ -23,7 +24,7 @@ function run(url: string, mode: 'none' | 'onError' | 'logger'): Promise<Run> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.NODE_DEBUG;
   delete env.NODE_OPTIONS;
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, url, mode], {
+  const proc = spawn(process.execPath, [...fixtureArgs(FIXTURE), url, mode], {
     env,
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

@@ -21,6 +21,7 @@ import { applicationName } from '../../src/core/identity.js';
 import { LeaderLock, LeaderWatch } from '../../src/index.js';
 import { useChildren } from '../harness/children.js';
 import { databaseUrl, eventually, lockHolders } from '../harness/db.js';
+import { fixtureScript } from '../harness/fixture-bundle.js';
 import { useLocks } from '../harness/locks.js';
 import { useTeam } from '../harness/team.js';
 
@@ -108,7 +109,7 @@ describe.each(['wait', 'poll'] as const)(
       const id = `${locks.tag}-doomed`;
       const child = track(
         fork(
-          CANDIDATE,
+          fixtureScript(CANDIDATE).script,
           [
             JSON.stringify({
               url: databaseUrl(),
@@ -120,7 +121,7 @@ describe.each(['wait', 'poll'] as const)(
               autoReacquire: true,
             }),
           ],
-          { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+          { execArgv: fixtureScript(CANDIDATE).execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
         ),
       );
       await new Promise<void>((resolve) =>

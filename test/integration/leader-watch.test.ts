@@ -33,6 +33,7 @@ import {
   testTag,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { fixtureArgs } from '../harness/fixture-bundle.js';
 import { useLocks } from '../harness/locks.js';
 import { silentServer, stopWhileConnecting } from '../harness/silent-server.js';
 
@@ -562,7 +563,7 @@ describe("the watch's own connection", () => {
 
 /** The watch in a process of its own: what keeps that process alive. */
 function child(url: string, mode: 'ref' | 'unref', action: 'wait' | 'close') {
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, url, mode, action], {
+  const proc = spawn(process.execPath, [...fixtureArgs(FIXTURE), url, mode, action], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const out: string[] = [];

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { databaseUrl } from '../harness/db.js';
+import { fixtureArgs } from '../harness/fixture-bundle.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/silent-logger.fixture.ts');
 
@@ -22,7 +23,7 @@ interface Run {
 function run(extraEnv: Record<string, string>): Promise<Run> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
   if (!('NODE_DEBUG' in extraEnv)) delete env.NODE_DEBUG;
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, databaseUrl()], {
+  const proc = spawn(process.execPath, [...fixtureArgs(FIXTURE), databaseUrl()], {
     env,
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });

@@ -27,6 +27,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { fixtureScript } from '../harness/fixture-bundle.js';
 import { useLocks } from '../harness/locks.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
 
@@ -116,10 +117,10 @@ function startReplicas(leaderWaitMs: number) {
   for (const n of [0, 1]) {
     const id = `${tag}-r${n}`;
     const proc = fork(
-      FIXTURE,
+      fixtureScript(FIXTURE).script,
       [JSON.stringify({ url: databaseUrl(), lockName, id, task: 'tick', leaderWaitMs })],
       {
-        execArgv: ['--import', 'tsx'],
+        execArgv: fixtureScript(FIXTURE).execArgv,
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       },
     );

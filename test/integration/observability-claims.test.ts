@@ -42,6 +42,7 @@ import {
   testTag,
   within,
 } from '../harness/db.js';
+import { fixtureArgs } from '../harness/fixture-bundle.js';
 import { gatedConnect, useLocks } from '../harness/locks.js';
 import type { PgServer } from '../harness/pg-server.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
@@ -288,7 +289,7 @@ interface Child {
 /** test/fixtures/contract-subject.fixture.ts in a process of its own. */
 function subjectChild(args: string[]): Child {
   const proc = track(
-    spawn(process.execPath, ['--import', 'tsx', SUBJECT_FIXTURE, ...args], {
+    spawn(process.execPath, [...fixtureArgs(SUBJECT_FIXTURE), ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
     }),
   );

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ownServer } from '../harness/db.js';
+import { fixtureArgs } from '../harness/fixture-bundle.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/keep-alive.fixture.ts');
 const UNREACHABLE = 'postgres://nobody:secret@127.0.0.1:1/none';
@@ -22,7 +23,7 @@ interface Child {
 }
 
 function child(url: string, mode: 'ref' | 'unref', kind: Kind): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, url, mode, kind], {
+  const proc = spawn(process.execPath, [...fixtureArgs(FIXTURE), url, mode, kind], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const out: string[] = [];

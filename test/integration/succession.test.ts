@@ -27,6 +27,7 @@ import {
   sessionsLike,
   within,
 } from '../harness/db.js';
+import { fixtureScript } from '../harness/fixture-bundle.js';
 import { inspectDuring } from '../harness/inspect.js';
 import { interceptingConnect, statementName, statementText } from '../harness/intercept.js';
 import { useLocks } from '../harness/locks.js';
@@ -529,7 +530,7 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
     const bId = `${locks.tag}-frozen`;
     const b = track(
       fork(
-        CANDIDATE,
+        fixtureScript(CANDIDATE).script,
         [
           JSON.stringify({
             url: databaseUrl(),
@@ -541,7 +542,7 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
             autoReacquire: false,
           }),
         ],
-        { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+        { execArgv: fixtureScript(CANDIDATE).execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
       ),
     );
     const reports: { ev: string }[] = [];

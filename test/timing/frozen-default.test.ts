@@ -16,6 +16,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { LeaderLock } from '../../src/index.js';
 import { useChildren } from '../harness/children.js';
 import { databaseUrl, eventually, lockHolders, randomKeys, testTag } from '../harness/db.js';
+import { fixtureScript } from '../harness/fixture-bundle.js';
 
 const FIXTURE = path.join(import.meta.dirname, '../fixtures/takeover-delay-candidate.fixture.ts');
 const track = useChildren();
@@ -27,7 +28,7 @@ describe('a frozen leader, every timing at its default (wait mode)', () => {
     const reports: { ev: string; at: number }[] = [];
     const child = track(
       fork(
-        FIXTURE,
+        fixtureScript(FIXTURE).script,
         [
           JSON.stringify({
             url: databaseUrl(),
@@ -40,7 +41,7 @@ describe('a frozen leader, every timing at its default (wait mode)', () => {
             defaults: true,
           }),
         ],
-        { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+        { execArgv: fixtureScript(FIXTURE).execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
       ),
     );
     child.on('message', (m: { ev: string; at: number }) => reports.push(m));
