@@ -69,8 +69,10 @@ describe('a path that drops cancel requests', { tags: ['pg-major'] }, () => {
       `[no cancel] LeaderLock follower's backend left the queue ${left.toFixed(0)} ms after shutdown()`,
     );
     // 50 ms, plus up to 450 ms for inspect's own connections on a loaded machine (it was 1 s)
+    // (was 50 + 450: 290 ms recorded at load 15, 2026-12-02; the claim is the next connection
+    // check, at most 1 s)
     // bound: integration/no-cancel-left-queue
-    expect(left).toBeLessThan(50 + 450);
+    expect(left).toBeLessThan(900);
   });
 
   it('PartitionedLeadership: shutdown() ends within 500 ms of a bare closeTimeoutMs timer started with it; a new ring-watch target costs at most closeTimeoutMs of re-sent cancels, then a new session at once, with no error reported', async () => {

@@ -100,8 +100,9 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     await follower.shutdown();
     const took = performance.now() - t0;
     console.log(`[wait] a waiting follower's shutdown(): ${took.toFixed(1)} ms`);
+    // was 500 ms: 180.5 recorded at load 18–22, 2026-12-02
     // bound: integration/wait-follower-shutdown
-    expect(took).toBeLessThan(500);
+    expect(took).toBeLessThan(600);
     expect(follower.state).toBe(LockState.STOPPED);
     expect((await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((r) => !r.granted)).toEqual([]);
     // the leader keeps leading
@@ -125,7 +126,7 @@ describe("acquireMode: 'wait' against PostgreSQL", () => {
     const took = performance.now() - t0;
     console.log(`[wait] a waiting follower's abort → onStopped: ${took.toFixed(1)} ms`);
     // bound: integration/wait-follower-abort
-    expect(took).toBeLessThan(500); // as shutdown() above
+    expect(took).toBeLessThan(600); // as shutdown() above
     expect(follower.state).toBe(LockState.STOPPED);
     await eventually(async () => (await lockHolders(databaseUrl(), keys.key1, keys.key2)).length === 1);
     expect(leader.isLeader).toBe(true);
