@@ -5,6 +5,18 @@
 //
 //   node scripts/timing-inventory.mjs            the table and the counts
 //   node scripts/timing-inventory.mjs --counts   the counts only
+//   node scripts/timing-inventory.mjs --check    also each absolute bound against docs/testing.md:
+//                                                exits 1 if one in an AUDITED file fails the rule
+//   --root DIR, --docs FILE                      another tree (test/unit/timing-inventory.test.ts)
+//
+// An absolute bound is linked to its row in docs/testing.md by a marker comment
+// `// bound: <id>` on the assertion's lines or in the comment lines right above it (grep the id
+// to find both). The row, in the table "Absolute bounds and the worst figure recorded", gives the
+// bound and the worst figure recorded for it; the check fails when the bound is less than 3 ×
+// that figure, when the row's bound differs from the code's (where the code's bound evaluates to
+// a number from literals and the file's own `const NAME = number`), or when the bound has no
+// marker or its marker no row. It is a failing check for the files in AUDITED (a list that
+// grows as files are audited) and a report for the rest.
 //
 // Classes: `baseline` (against a figure measured in the same test: a bare client, a bare timer,
 // a connection's cost), `absolute` (an upper bound in fixed milliseconds: docs/testing.md's
@@ -13,14 +25,30 @@
 // the span, so it cannot fail from load; the simulation's work to make exact), `mixed` (a
 // baseline bound capped by a fixed figure: the cap is an absolute bound). The reading is a
 // heuristic; NOT_DURATION lists what it takes for a duration but is a count or an order.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+// the files whose absolute bounds have been audited (issue 37 part 2): each must be linked to a
+// row of docs/testing.md with a bound at least 3 × the worst figure recorded
+export const AUDITED = [
+  'contract/contract.test.ts',
+  'contract/hosts.test.ts',
+  'integration/health.test.ts',
+  'integration/leader-lock.test.ts',
+  'integration/no-cancel.test.ts',
+  'integration/otel.test.ts',
+  'integration/terms.test.ts',
+  'integration/wait-mode.test.ts',
+];
+/** The factor between an absolute bound and the worst figure recorded for it. */
+export const FACTOR = 3;
 
 const DIRS = ['integration', 'timing', 'cli', 'compat', 'chaos', 'contract'];
 const MATCHER = /\.(toBeLessThan|toBeLessThanOrEqual|toBeGreaterThan|toBeGreaterThanOrEqual)\(/g;
 // a side that names a duration or a moment
 const TIME =
-  /([bB]are|baseline|diffs|\bms\b|Ms\b|_MS\b|MS\b|\bms\(|elapsed|took|\btook\b|now\(\)|\blag|late|delay|pause|gap\b|spent|seconds|duration|latency|\bat\b|At\b|\.at\b|since|after|before|fromCall|handover|takeover|failover|excess|\bt\b|\bt0\b|released|next\b|cycles|quiet|wait|left\b|back_|first|unready|margin|budget|terminate|graceful|timeout|TIMEOUT|DELAY|SLICE|QUERY|HEALTH|HOLD|INTERVAL|exitAt|exited|ready|stopped|heard|sum\b|\bp50\b|median|med\(|sorted|samples)/;
+  /([bB]are|baseline|diffs|\bms\b|Ms\b|_MS\b|MS\b|\bms\(|elapsed|took|\btook\b|now\(\)|\blag|late|delay|pause|gap\b|spent|seconds|duration|latency|\bat\b|At\b|\.at\b|since|after|before|fromCall|handover|takeover|failover|excess|\bt\b|\bt0\b|released|next\b|cycles|quiet|wait|left\b|back_|first|unready|margin|budget|terminate|graceful|timeout|TIMEOUT|DELAY|SLICE|QUERY|HEALTH|HOLD|INTERVAL|exitAt|exited|ready|stopped|heard|[cC]losed\b|[a-z]After\b|sum\b|\bp50\b|median|med\(|sorted|samples)/;
 // a side with no constant, no number and no baseline: an order of two moments, not a bound
 const HAS_FIGURE = /\d|[A-Z][A-Z_]{2,}|baseline|bare|lateness|budget|connectMs|limit|Ms\b|ms\b/;
 const BASELINE = /baseline|bare|lateness|connectMs|physical|\bbase\b|\bafter\b.*\bbase|limit\b/i;
@@ -48,9 +76,79 @@ function statementAt(text, at) {
   return { subject: text.slice(start, at), bound: text.slice(argStart, i), start };
 }
 
+/** The `// bound: <id>` on the statement's lines, or in the comment lines right above it. */
+function markerAt(text, start, at) {
+  const lines = text.split('\n');
+  const first = text.slice(0, start).split('\n').length - 1;
+  const last = text.slice(0, at).split('\n').length - 1;
+  const found = (line) => /\/\/.*\bbound: ([\w./-]+)/.exec(line)?.[1] ?? null;
+  for (let i = last; i >= first; i--) {
+    const id = found(lines[i]);
+    if (id) return id;
+  }
+  for (let i = first - 1; i >= 0 && /^\s*\/\//.test(lines[i]); i--) {
+    const id = found(lines[i]);
+    if (id) return id;
+  }
+  return null;
+}
+
+/** The bound in ms where it is literals and the file's own `const NAME = …` of literals, else null. */
+function evaluate(bound, text) {
+  let expr = bound.trim().replace(/,$/, '');
+  for (let pass = 0; pass < 4 && /[A-Za-z_]/.test(expr); pass++) {
+    expr = expr.replace(/\b[A-Za-z_]\w*\b/g, (name) => {
+      const d = new RegExp(`\\bconst ${name}\\s*=\\s*([\\d_ +*/().]+|[A-Z_ +*/()\\d.]+);`).exec(text);
+      return d ? `(${d[1]})` : name;
+    });
+  }
+  expr = expr.replaceAll('_', '');
+  if (!/^[\d\s+*/().-]+$/.test(expr)) return null;
+  const v = Function(`"use strict"; return (${expr});`)();
+  return Number.isFinite(v) ? v : null;
+}
+
+/** The rows of docs/testing.md's table of absolute bounds: id → { bound, worst }. */
+export function boundRows(docs) {
+  const rows = new Map();
+  for (const line of docs.split('\n')) {
+    const cells = line.split('|').map((c) => c.trim());
+    const id = /^`([\w./-]+)`$/.exec(cells[1] ?? '')?.[1];
+    if (!id || cells.length < 6) continue;
+    const num = (c) => {
+      const m = /[\d,]+(\.\d+)?/.exec(c ?? '');
+      return m ? Number(m[0].replaceAll(',', '')) : Number.NaN;
+    };
+    rows.set(id, { bound: num(cells[3]), worst: num(cells[4]) });
+  }
+  return rows;
+}
+
+/** Each absolute bound against its row: [{ row, audited, problem | null }]. */
+export function checkAbsolute(rows, docs, audited = AUDITED) {
+  const table = boundRows(docs);
+  return rows
+    .filter((r) => r.cls === 'absolute' || r.cls === 'mixed')
+    .map((r) => {
+      const isAudited = audited.some((f) => r.file.replaceAll('\\', '/').endsWith(`test/${f}`));
+      const row = r.marker ? table.get(r.marker) : undefined;
+      let problem = null;
+      if (!r.marker) problem = 'no `// bound: <id>` marker';
+      else if (!row) problem = `no row \`${r.marker}\` in docs/testing.md`;
+      else if (!(row.worst >= 0) || !(row.bound > 0))
+        problem = `row \`${r.marker}\` gives no bound or figure`;
+      else if (r.value !== null && r.value !== row.bound)
+        problem = `the code's bound is ${r.value} ms, the row \`${r.marker}\` says ${row.bound}`;
+      else if (row.bound < FACTOR * row.worst)
+        problem = `${row.bound} ms is ${(row.bound / row.worst).toFixed(2)} × the worst figure ${row.worst} ms (< ${FACTOR} ×)`;
+      return { ...r, audited: isAudited, row: row ?? null, problem };
+    });
+}
+
 export function inventory(root = 'test') {
   const rows = [];
   for (const dir of DIRS) {
+    if (!existsSync(join(root, dir))) continue;
     for (const name of readdirSync(join(root, dir)).filter((n) => n.endsWith('.test.ts'))) {
       const file = join(root, dir, name);
       const text = readFileSync(file, 'utf8');
@@ -82,6 +180,8 @@ export function inventory(root = 'test') {
           line: lineOf(m.index),
           cls,
           bound: `${m[1].replace('toBe', '')} ${bound.replace(/\s+/g, ' ').slice(0, 80)}`,
+          marker: cls === 'absolute' || cls === 'mixed' ? markerAt(text, start, m.index) : null,
+          value: cls === 'absolute' ? evaluate(bound, text) : null,
         });
       }
     }
@@ -89,16 +189,37 @@ export function inventory(root = 'test') {
   return rows;
 }
 
-const rows = inventory();
-const counts = {};
-for (const r of rows) counts[r.cls] = (counts[r.cls] ?? 0) + 1;
-if (!process.argv.includes('--counts')) {
-  console.log('| file:line | bound | class |\n| --- | --- | --- |');
-  for (const r of rows)
-    console.log(`| ${r.file}:${r.line} | \`${r.bound.replaceAll('|', '\\|')}\` | ${r.cls} |`);
+const isMain = process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href;
+if (isMain) main();
+
+function main() {
+  const arg = (name, fallback) => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : fallback;
+  };
+  const rows = inventory(arg('--root', 'test'));
+  const counts = {};
+  for (const r of rows) counts[r.cls] = (counts[r.cls] ?? 0) + 1;
+  if (!process.argv.includes('--counts')) {
+    console.log('| file:line | bound | class |\n| --- | --- | --- |');
+    for (const r of rows)
+      console.log(`| ${r.file}:${r.line} | \`${r.bound.replaceAll('|', '\\|')}\` | ${r.cls} |`);
+  }
+  console.log(
+    `\n${rows.length} wall-clock bounds: ${Object.entries(counts)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
+  if (process.argv.includes('--check')) {
+    const docsFile = arg('--docs', 'docs/testing.md');
+    const checked = checkAbsolute(rows, existsSync(docsFile) ? readFileSync(docsFile, 'utf8') : '');
+    const failing = checked.filter((c) => c.audited && c.problem);
+    const linked = checked.filter((c) => !c.problem);
+    console.log(
+      `absolute bounds: ${linked.length} linked to a row at >= ${FACTOR} × the worst figure, ${failing.length} failing in audited files, ${checked.filter((c) => !c.audited && c.problem).length} unaudited (${AUDITED.length} files audited)`,
+    );
+    for (const c of checked.filter((x) => x.problem))
+      console.log(`${c.audited ? 'FAIL' : 'unaudited'} ${c.file}:${c.line} \`${c.bound}\`: ${c.problem}`);
+    if (failing.length > 0) process.exitCode = 1;
+  }
 }
-console.log(
-  `\n${rows.length} wall-clock bounds: ${Object.entries(counts)
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ')}`,
-);

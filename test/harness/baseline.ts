@@ -164,3 +164,35 @@ export async function bareTerminate(
     await Promise.all([holder, waiter, fresh].map((c) => c.end().catch(() => {})));
   }
 }
+
+/**
+ * The physical limit of a graceful handover, between bare clients on a key of their own: a
+ * holder unlocks while a waiter queues in `pg_advisory_lock` (ms from the unlock's call to the
+ * waiter's grant).
+ */
+export async function bareUnlock(
+  url: string,
+  clock: () => number = () => performance.now(),
+): Promise<number> {
+  const k = randomKeys();
+  const client = () => {
+    const c = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+    c.on('error', () => {});
+    return c;
+  };
+  const [holder, waiter] = [client(), client()];
+  try {
+    await Promise.all([holder.connect(), waiter.connect()]);
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]);
+    const granted = waiter.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]).then(() => clock());
+    await eventually(async () => (await lockHolders(url, k.key1, k.key2)).length === 2, {
+      what: 'the bare waiter to queue',
+      intervalMs: 5,
+    });
+    const t0 = clock();
+    await holder.query('SELECT pg_advisory_unlock($1, $2)', [k.key1, k.key2]);
+    return (await granted) - t0;
+  } finally {
+    await Promise.all([holder, waiter].map((c) => c.end().catch(() => {})));
+  }
+}

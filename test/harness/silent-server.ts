@@ -72,6 +72,11 @@ export async function silentServer(options: { forwardFirstTo?: string } = {}): P
 export interface StopWhileConnecting {
   tookMs: number;
   closedAfterMs: number;
+  /**
+   * The baseline: a bare socket to a silent server of its own, connected before the stop and
+   * destroyed in the same tick as the call, closed this long after it (as that server saw it).
+   */
+  bareClosedAfterMs: number;
   errors: Error[];
 }
 
@@ -94,13 +99,25 @@ export async function stopWhileConnecting(
   const started = subject.start();
   await eventually(() => silent.open === 1, { what: 'the connection attempt to arrive' });
   await new Promise((r) => setTimeout(r, 100)); // well into the attempt
+  const bareServer = await silentServer();
+  const bare = net.connect(Number(new URL(bareServer.url('postgres://x@h/d')).port), '127.0.0.1');
+  bare.on('error', () => {});
+  await eventually(() => bareServer.open === 1, { what: 'the bare socket to arrive' });
   const t0 = performance.now();
-  await within(subject.stop(), 5000, 'the stop while connecting');
+  const stopping = subject.stop();
+  bare.destroy();
+  await within(stopping, 5000, 'the stop while connecting');
   const tookMs = performance.now() - t0;
   await within(started, 1000, 'start() after the stop');
   await eventually(() => silent.closedAt.length === 1, { timeoutMs: 1000, what: 'the connection to close' });
   const closedAfterMs = (silent.closedAt[0] as number) - t0;
+  await eventually(() => bareServer.closedAt.length === 1, {
+    timeoutMs: 1000,
+    what: 'the bare socket to close',
+  });
+  const bareClosedAfterMs = (bareServer.closedAt[0] as number) - t0;
+  await bareServer.close();
   const past = t0 - 100 + queryTimeoutMs + 200 - performance.now();
   if (past > 0) await new Promise((r) => setTimeout(r, past));
-  return { tookMs, closedAfterMs, errors };
+  return { tookMs, closedAfterMs, bareClosedAfterMs, errors };
 }

@@ -68,6 +68,9 @@ describe.each(['wait', 'poll'] as const)(
           // takeover delay (250 ms) of the last one's end
           const [first, second] = t.runs;
           expect(second?.owner).toBe(id);
+          console.log(
+            `[ids ${mode}] ${kind}: next run ${((second?.start ?? Number.NaN) - (first?.end ?? Number.NaN)).toFixed(1)} ms after the last one's end`,
+          );
           expect((second?.start ?? Number.NaN) - (first?.end ?? Number.NaN)).toBeLessThan(250);
           expect(t.overlaps()).toEqual([]);
 

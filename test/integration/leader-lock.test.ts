@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { deferred } from '../../src/core/clock.js';
 import { FixedInterval, LockState } from '../../src/index.js';
+import { bareTerminate, expectNearBaseline } from '../harness/baseline.js';
 import {
   adminClient,
   adminQuery,
@@ -112,7 +113,11 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       const t0 = performance.now();
       await terminate(databaseUrl(), await holder(keys.key1, keys.key2));
       const lostAt = await lost.promise;
-      expect(lostAt - t0).toBeLessThan(1000); // the 'error' event, not the 5 s health tick
+      console.log(`[leader-lock] terminate → onLost: ${(lostAt - t0).toFixed(1)} ms`);
+      // the 'error' event, not the 5 s health tick (a new admin connection inside the window;
+      // was 1,000 ms: 604.5 recorded at load 17, 2026-12-02)
+      // bound: integration/leader-lock-terminate-lost
+      expect(lostAt - t0).toBeLessThan(2000);
       expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
       expect(a.isLeader).toBe(false);
     });
@@ -174,7 +179,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       expect(a.state).toBe(LockState.FOLLOWER);
     });
 
-    it('no grace: a terminated backend fires onLost at once (within 100 ms, with a 10 s health interval)', async () => {
+    it('no grace: a terminated backend fires onLost at once (within 2 × a bare client’s socket ending + 50 ms, with a 10 s health interval)', async () => {
       const keys = randomKeys();
       const lock = make({ ...keys, healthIntervalMs: 10_000 });
       const lost = deferred<number>();
@@ -187,8 +192,19 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       await using admin = await adminClient(databaseUrl());
       const t0 = performance.now();
       await admin.terminate(pid);
-      expect((await lost.promise) - t0).toBeLessThan(100);
-      expect(lock.isLeader).toBe(false);
+      const lostMs = (await lost.promise) - t0;
+      expect(lock.isLeader).toBe(false); // before it may lead again, during the baseline
+      // the baseline, right after: a bare client terminated the same way, until its socket ends
+      const bare = (await bareTerminate(databaseUrl(), admin)).ended;
+      console.log(
+        `[leader-lock] terminate → onLost (admin connected first): ${lostMs.toFixed(1)} ms; a bare client's socket ended ${bare.toFixed(1)} ms`,
+      );
+      // was a fixed 100 ms: 37.7 recorded at load 17 (2026-12-02), 3 × it past the bound
+      expectNearBaseline(
+        "terminate → onLost with no grace, against a bare client's socket ending",
+        { subject: lostMs, baseline: bare },
+        { ratio: 2, overMs: 50 },
+      );
     });
 
     it('different keys are independent', async () => {

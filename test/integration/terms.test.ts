@@ -24,7 +24,7 @@ describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
     ['step-down', {}],
     ['shutdown', {}],
     ['RECONNECTING', { reconnectGraceMs: 3000 }],
-  ] as const)('the term signal aborts within 50 ms: %s', async (how, extra) => {
+  ] as const)('the term signal aborts within 100 ms: %s', async (how, extra) => {
     const keys = randomKeys();
     const lock = make({ ...keys, ...extra, healthIntervalMs: 5000 });
     await lock.start();
@@ -40,7 +40,10 @@ describe.each(['wait', 'poll'] as const)('terms (%s mode)', (mode) => {
     else if (how === 'shutdown') void lock.shutdown();
     else await admin.terminate(pid);
     const took = (await aborted.promise) - t0;
-    expect(took).toBeLessThan(50);
+    console.log(`[terms] ${how}: the term's signal aborted ${took.toFixed(1)} ms after the call`);
+    // was 50 ms: 30.8 recorded (RECONNECTING) at load 14, 2026-12-02; not the 5 s health tick
+    // bound: integration/terms-signal-aborted
+    expect(took).toBeLessThan(100);
     if (how === 'RECONNECTING') expect([LockState.RECONNECTING, LockState.LEADER]).toContain(lock.state);
   });
 

@@ -142,6 +142,7 @@ describe.each(['wait', 'poll'] as const)(
                 afterCause,
               ),
           );
+          // bound: timing/leader-watch-after-grant
           expect(
             Math.max(...afterGrant),
             `the watch heard ${fmt(afterGrant)} ms after the successor's grant report`,
