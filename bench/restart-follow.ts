@@ -7,31 +7,40 @@
  * (`onTakeoverFence`'s moment: a grant after a restart has no proof of drain, so its term
  * opens after the 250 ms takeover delay), its term opening, and every follower's first
  * successful connection after the restart (their spread: no lockstep herd), each recorded
- * through the `connect` hook. With PROCESSES > 1 the followers run in that many child
- * processes (the production layout: one or a few candidates per process), each reporting
- * wall-clock times.
+ * from `pg.Client` (the followers use the default `connect`), with the statements each
+ * connection sent (a breakdown: when the connect began, how long it took, the set-up until
+ * the lock was asked for).
+ * With PROCESSES > 1 the followers run in that many child processes (the production layout:
+ * one or a few candidates per process), each reporting wall-clock times.
+ * Each trial is followed by one of the floor (bench/restart-floor.ts: as many bare `pg`
+ * clients in the same layout, connecting every 10 ms, asking for the lock once connected):
+ * the two interleaved, under the same load. RESTART_FOLLOW_FLOOR=0 runs the lock alone.
  * `npx tsx bench/restart-follow.ts [trials] [waitMs] [followers] [wait|poll] [processes]` (docs/safety.md).
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import os from 'node:os';
 import pg from 'pg';
 import { startPgServer } from '../src/cli/embedded-pg.js';
 import { ExponentialBackoff, LeaderLock } from '../src/index.js';
+import { type Report, recordStatements, startBare, wallNow } from './restart-floor.js';
+import { type Kind, print, type Trial } from './restart-table.js';
 
 const outageMaxMs = Number(process.env.RESTART_FOLLOW_OUTAGE_MAX_MS ?? 0);
+const FLOOR = process.env.RESTART_FOLLOW_FLOOR !== '0';
 
-/** What a follower reports, at a wall-clock time (ms since the epoch, sub-ms precision). */
-type Report = {
-  kind: 'connected' | 'granted' | 'acquired' | 'error';
-  at: number;
-  what?: string;
-  from?: number;
-};
 type Order =
-  | { cmd: 'start'; url: string; key1: number; key2: number; count: number; mode: 'wait' | 'poll' }
+  | {
+      cmd: 'start';
+      kind: Kind;
+      url: string;
+      key1: number;
+      key2: number;
+      count: number;
+      mode: 'wait' | 'poll';
+    }
   | { cmd: 'shutdown' }
   | { cmd: 'exit' };
 
-const wallNow = (): number => performance.timeOrigin + performance.now();
 const codes = (err: unknown): string => {
   const out: string[] = [];
   let last: unknown;
@@ -45,26 +54,48 @@ const codes = (err: unknown): string => {
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The lock's own connections, seen from `pg.Client`: the followers use the default `connect`
+ * (its deadline, its abandon), named `rf<i>x` (application_name), and each attempt, its
+ * connection and its statements are reported to that follower's `report`.
+ */
+const reporters = new Map<number, (r: Report) => void>();
+const attempts = new Map<number, number>();
+const clientConnect = pg.Client.prototype.connect as (this: pg.Client, ...args: unknown[]) => unknown;
+pg.Client.prototype.connect = function (this: pg.Client, ...args: unknown[]) {
+  const params = (this as unknown as { connectionParameters?: { application_name?: string } })
+    .connectionParameters;
+  const i = Number(/rf(\d+)x/.exec(params?.application_name ?? '')?.[1] ?? Number.NaN);
+  const report = reporters.get(i);
+  if (!report || args.length > 0) return clientConnect.apply(this, args);
+  const n = (attempts.get(i) ?? 0) + 1;
+  attempts.set(i, n);
+  const from = wallNow();
+  report({ kind: 'attempt', at: from, n });
+  return (clientConnect.call(this) as Promise<void>).then(() => {
+    report({ kind: 'connected', at: wallNow(), from, n });
+    recordStatements(this, n, report);
+  });
+} as typeof pg.Client.prototype.connect;
+
 /** `count` followers in this process; each report goes to `report`. */
 async function startFollowers(
   order: Extract<Order, { cmd: 'start' }>,
   report: (i: number, r: Report) => void,
 ): Promise<() => Promise<void>> {
+  if (order.kind === 'floor') return startBare(order, report);
+  reporters.clear();
+  attempts.clear();
   const locks = Array.from({ length: order.count }, (_, i) => {
+    reporters.set(i, (r) => report(i, r));
     const lock = new LeaderLock({
       key1: order.key1,
       key2: order.key2,
+      id: `rf${i}x`,
       acquireMode: order.mode,
       // RESTART_FOLLOW_OUTAGE_MAX_MS: the default strategy with another bound (the trade-off, docs/benchmarks.md)
       ...(outageMaxMs ? { retryStrategy: new ExponentialBackoff({ outageMaxMs }) } : {}),
-      connect: async () => {
-        const from = wallNow();
-        const client = new pg.Client({ connectionString: order.url });
-        client.on('error', () => {});
-        await client.connect();
-        report(i, { kind: 'connected', at: wallNow(), from });
-        return client;
-      },
+      connectionString: order.url,
     });
     // what the followers were told after the restart: codes of the error's cause chain
     lock.onError((e) => report(i, { kind: 'error', at: wallNow(), what: codes(e) }));
@@ -102,6 +133,7 @@ async function main(): Promise<void> {
   const FOLLOWERS = Number(process.argv[4] ?? 1);
   const MODE = (process.argv[5] ?? 'wait') as 'wait' | 'poll';
   const PROCESSES = Math.min(FOLLOWERS, Number(process.argv[6] ?? 1));
+  const loadAtStart = os.loadavg();
   // the server's log lines carry its epoch time with milliseconds: "ready to accept" is the moment
   let readyAt = Number.NaN;
   const write = process.stderr.write.bind(process.stderr);
@@ -114,11 +146,6 @@ async function main(): Promise<void> {
   }) as typeof process.stderr.write;
   const server = await startPgServer({ verbose: true, settings: { log_line_prefix: '%n ' } });
   const children: ChildProcess[] = [];
-  const grants: number[] = [];
-  const terms: number[] = [];
-  const reconnects: number[][] = [];
-  const downtimes: number[] = [];
-  const lateReads: number[] = [];
   let onReport: (i: number, r: Report) => void = () => {};
   const pending = new Map<ChildProcess, () => void>();
   const ready: Promise<void>[] = [];
@@ -144,106 +171,142 @@ async function main(): Promise<void> {
           }),
       ),
     );
-  try {
-    for (let trial = 0; trial < TRIALS; trial++) {
-      const key1 = 4242;
-      const key2 = trial;
-      const holder = new pg.Client({ connectionString: server.url });
-      holder.on('error', () => {});
-      await holder.connect();
-      await holder.query('SELECT pg_advisory_lock($1, $2)', [key1, key2]);
-      let grantedAt = 0;
-      let acquiredAt = 0;
-      let upAt = Number.POSITIVE_INFINITY;
-      const firstAfterUp = new Map<number, number>();
-      const connects: { i: number; at: number }[] = [];
-      const errorsAfterUp = new Map<string, number>();
-      const startedAfterUp: number[] = []; // when each connect that succeeded was begun
-      onReport = (i, r) => {
-        if (r.kind === 'granted' && grantedAt === 0) grantedAt = r.at;
-        if (r.kind === 'acquired' && acquiredAt === 0) acquiredAt = r.at;
-        if (r.kind === 'connected') connects.push({ i, at: r.at });
-        if (r.kind === 'connected' && (r.from ?? 0) >= upAt) startedAfterUp.push(r.from as number);
-        if (r.kind === 'error' && r.at >= upAt)
-          errorsAfterUp.set(r.what ?? '', (errorsAfterUp.get(r.what ?? '') ?? 0) + 1);
-      };
-      const start = { url: server.url, key1, key2, mode: MODE };
-      let shutdown: () => Promise<unknown>;
-      if (PROCESSES > 1) {
-        // FOLLOWERS spread over the children as evenly as they go
-        await Promise.all(
-          children.map(
-            (c, p) =>
-              new Promise<void>((resolve) => {
-                pending.set(c, resolve);
-                const count = Math.floor(FOLLOWERS / PROCESSES) + (p < FOLLOWERS % PROCESSES ? 1 : 0);
-                c.send({ cmd: 'start', ...start, count });
-              }),
-          ),
-        );
-        shutdown = () => tell({ cmd: 'shutdown' });
-      } else {
-        shutdown = await startFollowers({ cmd: 'start', ...start, count: FOLLOWERS }, (i, r) =>
-          onReport(i, r),
-        );
-      }
-      await sleep(WAIT_MS);
-      const stopAt = wallNow();
-      await server.stop('fast');
-      readyAt = Number.NaN;
-      await server.start();
-      lateReads.push(wallNow() - readyAt);
-      upAt = Number.isNaN(readyAt) ? wallNow() : readyAt;
-      downtimes.push(upAt - stopAt);
-      const firstConnects = (): Map<number, number> => {
-        for (const c of connects) {
-          if (c.at >= upAt && !firstAfterUp.has(c.i)) firstAfterUp.set(c.i, c.at - upAt);
-        }
-        return firstAfterUp;
-      };
-      const deadline = wallNow() + 60_000;
-      while ((acquiredAt === 0 || firstConnects().size < FOLLOWERS) && wallNow() < deadline) await sleep(1);
-      grants.push((grantedAt || acquiredAt) - upAt);
-      terms.push(acquiredAt - upAt);
-      reconnects.push([...firstConnects().values()]);
-      // the schedule's part (the first successful connect begun after accepting) and the set-up's
-      const firstStart = Math.min(...startedAfterUp) - upAt;
-      const connected = connects.find((c) => c.at >= upAt)?.at ?? Number.NaN;
-      console.log(
-        `trial ${trial + 1}: first connect that succeeded begun ${firstStart.toFixed(0)} ms after accepting; first connection ${(connected - upAt).toFixed(0)} ms; ${startedAfterUp.filter((t) => t < upAt + 500).length} begun in the first 500 ms`,
+
+  const trial = async (kind: Kind, key2: number): Promise<Trial> => {
+    const key1 = 4242;
+    const holder = new pg.Client({ connectionString: server.url });
+    holder.on('error', () => {});
+    await holder.connect();
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [key1, key2]);
+    let grantedAt = 0;
+    let acquiredAt = 0;
+    let upAt = Number.POSITIVE_INFINITY;
+    const reports: { i: number; r: Report }[] = [];
+    onReport = (i, r) => {
+      reports.push({ i, r });
+      if (r.kind === 'granted' && grantedAt === 0) grantedAt = r.at;
+      if (r.kind === 'acquired' && acquiredAt === 0) acquiredAt = r.at;
+    };
+    const start = { url: server.url, key1, key2, mode: MODE, kind };
+    let shutdown: () => Promise<unknown>;
+    if (PROCESSES > 1) {
+      // FOLLOWERS spread over the children as evenly as they go
+      await Promise.all(
+        children.map(
+          (c, p) =>
+            new Promise<void>((resolve) => {
+              pending.set(c, resolve);
+              const count = Math.floor(FOLLOWERS / PROCESSES) + (p < FOLLOWERS % PROCESSES ? 1 : 0);
+              c.send({ cmd: 'start', ...start, count });
+            }),
+        ),
       );
-      if (errorsAfterUp.size > 0)
-        console.log(`trial ${trial + 1}: errors after accepting:`, Object.fromEntries(errorsAfterUp));
-      await shutdown();
-      await holder.end().catch(() => {});
+      shutdown = () => tell({ cmd: 'shutdown' });
+    } else {
+      shutdown = await startFollowers({ cmd: 'start', ...start, count: FOLLOWERS }, (i, r) => onReport(i, r));
+    }
+    await sleep(WAIT_MS);
+    const stopAt = wallNow();
+    await server.stop('fast');
+    readyAt = Number.NaN;
+    await server.start();
+    const lateRead = wallNow() - readyAt;
+    upAt = Number.isNaN(readyAt) ? wallNow() : readyAt;
+    // each follower's first connection after accepting that it used (sent a statement on:
+    // the lock abandons a connect at its deadline, and the hook's client may connect later)
+    const first = new Map<number, Report>();
+    const used = new Set<string>();
+    let seen = 0;
+    const firstConnects = (): Map<number, Report> => {
+      for (; seen < reports.length; seen++) {
+        const { i, r } = reports[seen] as { i: number; r: Report };
+        if (r.kind === 'sent') used.add(`${i}:${r.n}`);
+      }
+      for (const { i, r } of reports) {
+        if (r.kind === 'connected' && r.at >= upAt && !first.has(i) && used.has(`${i}:${r.n}`))
+          first.set(i, r);
+      }
+      return first;
+    };
+    const deadline = wallNow() + 60_000;
+    while ((acquiredAt === 0 || firstConnects().size < FOLLOWERS) && wallNow() < deadline) await sleep(1);
+    await sleep(50); // the statements under way
+    await shutdown();
+    await holder.end().catch(() => {});
+    const of = (i: number, n: number | undefined, kinds: Report['kind'], what: (w?: string) => boolean) =>
+      reports.find(({ i: j, r }) => j === i && r.n === n && r.kind === kinds && what(r.what))?.r.at ??
+      Number.NaN;
+    const t: Trial = {
+      downtime: upAt - stopAt,
+      lateRead,
+      attemptsPerSecondDown:
+        reports.filter(({ r }) => r.kind === 'attempt' && r.at >= stopAt && r.at < upAt).length /
+        ((upAt - stopAt) / 1000),
+      grant: (grantedAt || acquiredAt) - upAt,
+      term: acquiredAt - upAt,
+      begun: [],
+      connected: [],
+      firstStatement: [],
+      lockAsked: [],
+      begunFirst500: reports.filter(({ r }) => r.kind === 'attempt' && r.at >= upAt && r.at < upAt + 500)
+        .length,
+      failedAfterUp: 0,
+      path: [],
+      errors: new Map(),
+    };
+    for (const [i, c] of firstConnects()) {
+      t.begun.push((c.from ?? Number.NaN) - upAt);
+      t.connected.push(c.at - upAt);
+      t.firstStatement.push(of(i, c.n, 'statement', () => true) - upAt);
+      t.lockAsked.push(of(i, c.n, 'sent', (w) => w === 'wait-lock' || w === 'try-lock') - upAt);
+    }
+    t.failedAfterUp = reports.filter(
+      ({ i, r }) => r.kind === 'attempt' && r.at >= upAt && !used.has(`${i}:${r.n}`),
+    ).length;
+    // the first grant's path: the connection it came on (the last on which that follower asked for the lock before it)
+    const asked = reports.filter(
+      ({ r }) =>
+        r.kind === 'sent' &&
+        (r.what === 'wait-lock' || r.what === 'try-lock') &&
+        r.at <= (grantedAt || acquiredAt),
+    );
+    const g = reports.find(({ r }) => r.kind === 'granted' && r.at === grantedAt)?.i;
+    const last = asked.filter(({ i }) => i === g).at(-1)?.r;
+    const conn = reports.find(({ i, r }) => i === g && r.kind === 'connected' && r.n === last?.n)?.r;
+    t.path = [
+      (conn?.from ?? Number.NaN) - upAt,
+      (conn?.at ?? Number.NaN) - upAt,
+      of(g ?? -1, last?.n, 'statement', () => true) - upAt,
+      (last?.at ?? Number.NaN) - upAt,
+      t.grant,
+    ];
+    for (const { r } of reports) {
+      if (r.kind === 'error' && r.at >= upAt)
+        t.errors.set(r.what ?? '', (t.errors.get(r.what ?? '') ?? 0) + 1);
+    }
+    return t;
+  };
+
+  const results: Record<Kind, Trial[]> = { lock: [], floor: [] };
+  try {
+    for (let n = 0; n < TRIALS; n++) {
+      for (const kind of FLOOR ? (['lock', 'floor'] as const) : (['lock'] as const)) {
+        const t = await trial(kind, n * 2 + (kind === 'floor' ? 1 : 0));
+        results[kind].push(t);
+        console.log(
+          `trial ${n + 1} ${kind} [load ${(os.loadavg()[0] ?? 0).toFixed(1)}]: restart ${t.downtime.toFixed(0)} ms; attempts ${t.attemptsPerSecondDown.toFixed(0)}/s while down; first grant ${t.grant.toFixed(0)} ms (its connect begun, connected, 1st answer, lock asked: ${t.path
+            .slice(0, 4)
+            .map((x) => x.toFixed(0))
+            .join(
+              ', ',
+            )}); ${t.begunFirst500} connects begun in the first 500 ms, ${t.failedAfterUp} failed after accepting`,
+        );
+        if (t.errors.size > 0) console.log('  errors after accepting:', Object.fromEntries(t.errors));
+      }
     }
   } finally {
     for (const c of children) c.send({ cmd: 'exit' });
     await server.dispose();
   }
-  const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-  const at = (s: number[], q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
-  const fmt = (xs: number[]): string => {
-    const s = sorted(xs);
-    return `p50 ${at(s, 0.5).toFixed(0)} ms (${s.map((x) => x.toFixed(0)).join(', ')})`;
-  };
-  const layout = PROCESSES > 1 ? `in ${PROCESSES} processes` : 'in one process';
-  console.log(
-    `${MODE} mode, ${FOLLOWERS} follower(s) ${layout}, trials ${TRIALS}, waited ${WAIT_MS} ms before the restart, node ${process.version}`,
-  );
-  console.log(`stop -> accepting again (the restart itself): ${fmt(downtimes)}`);
-  console.log(`the server's "ready" line read by the bench after: ${fmt(lateReads)}`);
-  console.log(`server accepting -> first grant: ${fmt(grants)}`);
-  console.log(`server accepting -> term open: ${fmt(terms)}`);
-  if (FOLLOWERS > 1) {
-    for (const [i, r] of reconnects.entries()) {
-      const s = sorted(r);
-      // distinct 10 ms slots among the reconnects, and the busiest slot: a herd shows as few slots, one of them crowded
-      const slots = new Map<number, number>();
-      for (const x of s) slots.set(Math.floor(x / 10), (slots.get(Math.floor(x / 10)) ?? 0) + 1);
-      console.log(
-        `trial ${i + 1}: reconnects after accepting: first ${at(s, 0).toFixed(0)}, p50 ${at(s, 0.5).toFixed(0)}, p90 ${at(s, 0.9).toFixed(0)}, last ${at(s, 1).toFixed(0)} ms; ${slots.size} distinct 10 ms slots, busiest ${Math.max(...slots.values())}`,
-      );
-    }
-  }
+  print(results, { TRIALS, WAIT_MS, FOLLOWERS, MODE, PROCESSES, loadAtStart });
 }

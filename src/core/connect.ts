@@ -46,15 +46,15 @@ export function defaultConnect(
   config: pg.ClientConfig,
   appName: string,
   timeoutMs: number,
-): (applicationName?: string, signal?: AbortSignal) => Promise<pg.Client> {
-  return async (applicationName = appName, signal) => {
+): (applicationName?: string, signal?: AbortSignal, deadlineMs?: number) => Promise<pg.Client> {
+  return async (applicationName = appName, signal, deadlineMs = timeoutMs) => {
     signal?.throwIfAborted();
     const client = new pg.Client({
       ...config,
       application_name: applicationName,
       keepAlive: true,
       keepAliveInitialDelayMillis: 2000,
-      connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)),
+      connectionTimeoutMillis: Math.max(1, Math.ceil(deadlineMs)),
     });
     client.on('error', () => {}); // replaced by the session's handler; never unhandled
     // the socket alone: connect() then rejects ("Connection terminated unexpectedly"), where

@@ -25,7 +25,12 @@ export interface Endpoint {
  * session's name, and a signal that abandons the attempt (a `connect` hook is given neither:
  * a client it resolves after the signal is closed by the caller).
  */
-export type EndpointConnect = (applicationName?: string, signal?: AbortSignal) => ReturnType<ConnectFn>;
+export type EndpointConnect = (
+  applicationName?: string,
+  signal?: AbortSignal,
+  /** The attempt's deadline, when it is not the lock's `queryTimeoutMs` (core/primary.ts). */
+  timeoutMs?: number,
+) => ReturnType<ConnectFn>;
 
 /**
  * One endpoint per host of a libpq-style multi-host connection (hosts.ts): the connection

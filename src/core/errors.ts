@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'ERR_PGLEADERLOCK'
   | 'ERR_PGLEADERLOCK_CONNECTION'
   | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT'
+  | 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT'
   | 'ERR_PGLEADERLOCK_LOCK'
   | 'ERR_PGLEADERLOCK_RELEASE'
   | 'ERR_PGLEADERLOCK_LOST'
@@ -47,7 +48,13 @@ export class ConnectionError extends PgLeaderLockError {
   override name = 'ConnectionError';
   constructor(
     message: string,
-    options?: { cause?: unknown; code?: 'ERR_PGLEADERLOCK_CONNECTION' | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT' },
+    options?: {
+      cause?: unknown;
+      code?:
+        | 'ERR_PGLEADERLOCK_CONNECTION'
+        | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT'
+        | 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT';
+    },
   ) {
     super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_CONNECTION' });
   }
@@ -170,7 +177,20 @@ const AWAY_SQLSTATE = new Set(['57P01', '57P02', '57P03']); // shutting down (ad
 // of a startup parameter such as `options`) and a rejected connection
 const REJECTED = new Set(['08P01', '08004']);
 // the library's own: a connection that failed, ended or timed out without the server saying why
-const UNEXPLAINED = new Set(['ERR_PGLEADERLOCK_CONNECTION', 'ERR_PGLEADERLOCK_QUERY_TIMEOUT']);
+const UNEXPLAINED = new Set([
+  'ERR_PGLEADERLOCK_CONNECTION',
+  'ERR_PGLEADERLOCK_QUERY_TIMEOUT',
+  'ERR_PGLEADERLOCK_CONNECT_TIMEOUT',
+]);
+
+/** Whether a cause chain holds a connect (with its first statement) that missed its deadline (core/primary.ts). */
+export function isConnectTimeout(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
+    if ((e as { code?: unknown }).code === 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
 
 /**
  * Whether a cause chain says the server is away: refused, reset or unreachable, shutting

@@ -126,6 +126,11 @@ export class NoPrimaryError extends LockError {
 interface Options {
   clock: Clock;
   queryTimeoutMs: number;
+  /**
+   * The deadline of each host's connect and survey (default `queryTimeoutMs`): longer after
+   * connects that missed it (core/retry.ts `RetryCycle.connectTimeoutMs`).
+   */
+  connectTimeoutMs?: number | undefined;
   /** Abandons the survey (a shutdown): every attempt fails at once, its socket closed. */
   signal?: AbortSignal | undefined;
 }
@@ -229,21 +234,23 @@ async function surveyOne(
   // a deadline missed, a cut or a shutdown abandons the attempt: its socket is closed at
   // once, not left connecting until pg's own connect timeout
   const attempt = new AbortController();
+  const limitMs = o.connectTimeoutMs ?? o.queryTimeoutMs;
   const deadline = new Promise<never>((_, reject) => {
-    const fail = (why: string): void => {
+    const fail = (why: string, timedOut = false): void => {
       late = true;
       if (!client) attempt.abort(); // still connecting (a connected client is destroyed below)
       const what = client ? 'the survey got no answer' : 'connecting did not complete';
-      reject(new ConnectionError(`${what} ${why}`));
+      const code = timedOut ? 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT' : 'ERR_PGLEADERLOCK_CONNECTION';
+      reject(new ConnectionError(`${what} ${why}`, { code }));
     };
-    timer = o.clock.setTimeout(() => fail(`within ${o.queryTimeoutMs} ms`), o.queryTimeoutMs);
+    timer = o.clock.setTimeout(() => fail(`within ${limitMs} ms`, true), limitMs);
     void cut.then(() => fail(`within ${SURVEY_GRACE_MS} ms of another host answering as the primary`));
     abandon = () => fail('(abandoned: shutting down)');
     if (o.signal?.aborted) abandon();
     o.signal?.addEventListener('abort', abandon, { once: true });
   });
   const work = (async () => {
-    const c: unknown = await endpoint.connect(undefined, attempt.signal);
+    const c: unknown = await endpoint.connect(undefined, attempt.signal, limitMs);
     if (!isClient(c))
       throw new ConnectionError(`connect must resolve to a connected pg.Client, received ${show(c)}`);
     if (late) {

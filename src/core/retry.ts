@@ -6,7 +6,7 @@
  * and cannot be passed as `retryStrategy`. Every random choice comes from an injectable
  * `random` source (default `Math.random`), so a seeded source replays a run.
  */
-import { isServerAway, LockError, toError } from './errors.js';
+import { isConnectTimeout, isServerAway, LockError, toError } from './errors.js';
 import { checkDuration, show } from './validate.js';
 
 /** What a strategy knows when asked for the next delay. */
@@ -222,6 +222,8 @@ export class RetryCycle {
   private before = 0;
   /** The last outcome was not a failure: a failure now is retried at once. */
   private calm = true;
+  /** Attempts in a row that ended on the connect deadline (`connectTimeoutMs`). */
+  private connectTimeouts = 0;
   private readonly atOnceAfterLoss: boolean;
 
   constructor(
@@ -245,6 +247,19 @@ export class RetryCycle {
     this.previousDelayMs = null;
     this.cycleStart = this.now();
     this.calm = true;
+    this.connectTimeouts = 0;
+  }
+
+  /**
+   * The deadline of the next connect (with the survey on it, core/primary.ts), from the
+   * session's `baseMs` (`queryTimeoutMs`): doubled after each attempt in a row that missed it,
+   * up to 4 × `baseMs`. A connect that misses its deadline on a server that is up but busy
+   * (many clients connecting at once after a restart: a fork, an authentication and a
+   * backend's start each, on the same cores) is abandoned with that work done, and its retry
+   * asks for all of it again: given the same deadline, a crowd can miss it for ever.
+   */
+  connectTimeoutMs(baseMs: number): number {
+    return baseMs * 2 ** Math.min(this.connectTimeouts, 2);
   }
 
   /**
@@ -259,6 +274,7 @@ export class RetryCycle {
   next(): { delayMs: number } | { giveUp: LockError } {
     this.attempt += 1;
     const failed = this.lastError !== null;
+    this.connectTimeouts = isConnectTimeout(this.lastError) ? this.connectTimeouts + 1 : 0;
     if (this.atOnceAfterLoss && failed && this.calm) {
       // the first failure after a good outcome: again at once, then a fresh cycle
       this.calm = false;

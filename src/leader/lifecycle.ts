@@ -339,7 +339,8 @@ export class Lifecycle implements RequestTarget {
   /** Open a session; its death wakes the loop, the `acquired` events on its channel feed onNewLeader. */
   private async open(signal: AbortSignal): Promise<Session> {
     const { clock, queryTimeoutMs } = this.o;
-    const found = await findPrimary(this.o.endpoints, { clock, queryTimeoutMs, signal });
+    const connectTimeoutMs = this.retry.connectTimeoutMs(queryTimeoutMs);
+    const found = await findPrimary(this.o.endpoints, { clock, queryTimeoutMs, connectTimeoutMs, signal });
     return settingUp(found, signal, (f) => this.openOn(f, signal));
   }
 

@@ -198,7 +198,7 @@ export class WorkerLifecycle {
       const served = { reconciled: false };
       let ended: Error | null = null;
       try {
-        session = await this.open(run.stopped.signal);
+        session = await this.open(run.stopped.signal, retry.connectTimeoutMs(o.queryTimeoutMs));
         await this.serve(session, run, served);
       } catch (err) {
         if (run.stopping && err instanceof ShutdownError) {
@@ -249,9 +249,10 @@ export class WorkerLifecycle {
     if (this.run === run) this.run = null;
   }
 
-  private open(signal: AbortSignal): Promise<Sessions> {
+  private open(signal: AbortSignal, connectTimeoutMs: number): Promise<Sessions> {
     return openSessions(this.w.o, this.w.keys, {
       signal,
+      connectTimeoutMs,
       ownership: this.w.ownership,
       terms: this.w.terms,
       wake: () => this.waker.wake(),

@@ -32,6 +32,8 @@ export interface MemberSessionOptions {
   serverReleaseMs: number;
   healthIntervalMs: number;
   queryTimeoutMs: number;
+  /** The connect's deadline (core/retry.ts `RetryCycle.connectTimeoutMs`). */
+  connectTimeoutMs: number;
   closeTimeoutMs: number;
   unref: boolean;
   /** With fencing: the epoch table, created at connect if missing. */
@@ -70,9 +72,9 @@ export class MemberSession {
    * meanwhile (`signal`) abandons it at once: a ShutdownError.
    */
   static async open(o: MemberSessionOptions): Promise<MemberSession> {
-    const { clock, queryTimeoutMs, signal } = o;
+    const { clock, queryTimeoutMs, connectTimeoutMs, signal } = o;
     try {
-      const found = await findPrimaryOnly(o.endpoints, { clock, queryTimeoutMs, signal });
+      const found = await findPrimaryOnly(o.endpoints, { clock, queryTimeoutMs, connectTimeoutMs, signal });
       return await settingUp(found, signal, (f) => MemberSession.openOn(o, f));
     } catch (err) {
       // a refusal stays one (start() rejects with it), even with a shutdown under way

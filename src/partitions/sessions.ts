@@ -23,6 +23,8 @@ export interface Sessions {
 }
 
 export interface SessionHooks {
+  /** The member session's connect deadline (core/retry.ts `RetryCycle.connectTimeoutMs`). */
+  connectTimeoutMs: number;
   ownership: Ownership;
   terms: Terms;
   /** Wake the worker's loop (a notice, a death). */
@@ -66,6 +68,7 @@ export async function openSessions(
     serverReleaseMs: o.serverReleaseMs,
     healthIntervalMs: o.healthIntervalMs,
     queryTimeoutMs: o.queryTimeoutMs,
+    connectTimeoutMs: h.connectTimeoutMs,
     closeTimeoutMs: o.closeTimeoutMs,
     unref: o.unref,
     fencingTable: o.fencingTable,

@@ -197,7 +197,12 @@ export class LeaderWatch implements AsyncDisposable {
       while (!run.stop.signal.aborted) {
         try {
           // LISTEN in place; a stop abandons a connection under way at once (it rejects)
-          const session = await openWatchSession(this.o, (event) => this.heard(run, event), run.stop.signal);
+          const session = await openWatchSession(
+            this.o,
+            (event) => this.heard(run, event),
+            run.stop.signal,
+            retry.connectTimeoutMs(this.o.queryTimeoutMs),
+          );
           run.session = session; // closed by the `finally` below if a close() came meanwhile
           if (run.stop.signal.aborted) break;
           await this.refresh(session);

@@ -47,10 +47,13 @@ export async function openWatchSession(
   o: ResolvedWatchOptions,
   onEvent: (event: HandoverEvent) => void,
   signal?: AbortSignal,
+  /** The connect's deadline (core/retry.ts `RetryCycle.connectTimeoutMs`; default queryTimeoutMs). */
+  connectTimeoutMs?: number,
 ): Promise<WatchSession> {
   const found = await findPrimaryOnly(o.endpoints, {
     clock: o.clock,
     queryTimeoutMs: o.queryTimeoutMs,
+    connectTimeoutMs,
     signal,
   });
   return settingUp(found, signal, (f) => listenOn(f, o, onEvent, signal));

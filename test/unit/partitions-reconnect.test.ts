@@ -106,3 +106,29 @@ describe('PartitionedLeadership reconnect back-off', () => {
     ).toThrow(/retryStrategy must have a nextDelayMs\(ctx\) method, received/);
   });
 });
+
+describe('PartitionedLeadership: a connect that misses its deadline', () => {
+  it('the next connect is given twice as long, up to 4 × queryTimeoutMs (the policy LeaderLock has)', async () => {
+    const clock = new FakeClock();
+    const attempts: number[] = [];
+    const workers = new PartitionedLeadership({
+      name: 'connect-deadline',
+      partitions: 2,
+      clock,
+      queryTimeoutMs: 500,
+      retryStrategy: new FixedInterval({ intervalMs: 100 }),
+      connect: () => {
+        attempts.push(clock.now());
+        return new Promise<never>(() => {}); // a server too busy to finish the connect
+      },
+    });
+    workers.onError(() => {});
+    const started = workers.start().catch(() => {});
+    for (let i = 0; i < 50; i++) await flush();
+    await clock.advance(10_000);
+    // deadlines 500, 1000, 2000, 2000 …, each followed by the strategy's 100 ms
+    expect(attempts.slice(0, 5)).toEqual([0, 600, 1700, 3800, 5900]);
+    await workers.shutdown();
+    await started;
+  });
+});

@@ -4,7 +4,7 @@
  * server restart"). Fake connection and clock; the strategy's randomness injected.
  */
 import { describe, expect, it } from 'vitest';
-import { ExponentialBackoff, LockState } from '../../src/index.js';
+import { ExponentialBackoff, FixedInterval, LockState } from '../../src/index.js';
 import { FakeClock, FakeDb, flush } from './fakes.js';
 import { makeLock } from './helpers.js';
 
@@ -114,6 +114,41 @@ describe('reconnecting after a connection loss', () => {
     await h.clock.advance(1000);
     expect(h.attempts.at(-1)).toBeGreaterThanOrEqual(upAt);
     await until(() => h.db.waiters.length === 1);
+    await h.lock.shutdown();
+  });
+});
+
+describe('a connect that misses its deadline (a busy server after a restart)', () => {
+  /** Connects that hang (a server too busy to finish them) on a 100 ms fixed retry; queryTimeoutMs 500. */
+  function hanging(options: Parameters<typeof makeLock>[0] = {}) {
+    const h = timedLock({
+      acquireMode: 'wait',
+      retryStrategy: new FixedInterval({ intervalMs: 100 }),
+      ...options,
+    });
+    h.db.connectBehaviour = 'hang';
+    return h;
+  }
+
+  it('the next connect is given twice as long, up to 4 × queryTimeoutMs: a crowd that missed the deadline is not asked to start over in the same time', async () => {
+    const h = hanging();
+    await h.lock.start();
+    await h.clock.advance(10_000);
+    // deadlines 500, 1000, 2000, 2000 …, each followed by the strategy's 100 ms
+    expect(h.attempts.slice(0, 5)).toEqual([0, 600, 1700, 3800, 5900]);
+    await h.lock.shutdown();
+  });
+
+  it('an attempt that ends otherwise (refused at once) gives the next connect queryTimeoutMs again', async () => {
+    const h = hanging();
+    await h.lock.start();
+    await h.clock.advance(1800); // attempts at 0 and 600 missed their deadlines; the one at 1700 waits 2000
+    h.db.connectBehaviour = 'error';
+    await h.clock.advance(2000); // it missed it too (at 3700); the next, at 3800, is refused
+    h.db.connectBehaviour = 'hang';
+    await h.clock.advance(3000);
+    // refused at 3800: the next (at 3900) has 500 ms again, and then 1000
+    expect(h.attempts.slice(0, 6)).toEqual([0, 600, 1700, 3800, 3900, 4500]);
     await h.lock.shutdown();
   });
 });
