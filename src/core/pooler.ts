@@ -137,7 +137,7 @@ export class PoolerGuard {
     try {
       const client = await this.connectProbe();
       try {
-        await this.verify(client);
+        await this.verify(client, false);
       } finally {
         destroyClient(client);
       }
@@ -192,13 +192,17 @@ export class PoolerGuard {
     if (marked && !row.same) throw unsafe(`backend ${row.pid} no longer carries this session's marker`);
   }
 
-  private async verify(client: pg.Client): Promise<void> {
+  private async verify(client: pg.Client, marked = true): Promise<void> {
     const row = await this.bounded('probe', async () => {
       const { rows } = await client.query<ProbeRow>(PROBE, [this.o.key1, this.o.key2]);
       if (!rows[0]) throw new Error('the probe returned no row');
       return rows[0];
     });
     if (row.pid === this.backendPid || row.marker === this.o.token) {
+      // a session pooler frees a backend when its client is gone: the probe may get this
+      // session's backend because this session is dead (cut since its last statement, not yet
+      // noticed). Asked once more, a dead session fails as a lost connection, not a refusal
+      await this.verifyPinned(marked);
       throw unsafe(`a second connection was served by this session's backend, pid ${this.backendPid}`);
     }
     if (row.held) {

@@ -63,6 +63,11 @@ describe('deterministic simulation', () => {
       "a ring watch granted a crashed worker's member slot behind a session-mode pooler, its client blackholed, held the slot: the worker restarted with that id never joined",
       ':175731675 freed (idle-timeout)',
     ],
+    [
+      1500455904,
+      "a session-mode pooler freed a candidate's backend when its connection was reset; the pooler guard's probe then got that backend and called the pooler a transaction pooler (ERR_PGLEADERLOCK_UNSAFE) instead of a lost session",
+      '#900023 on pid 116: /* pgleaderlock:probe */',
+    ],
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
     const r = await runScenario(seed, { trace: true });
     expect(r.violations).toEqual([]);
