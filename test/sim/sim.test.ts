@@ -83,6 +83,12 @@ describe('deterministic simulation', () => {
     expect(r.trace?.some((l) => l.includes('before its lease does'))).toBe(true);
   });
 
+  it('seed 4176411909 (a wait-mode leader polling its queue for a higher-priority announcer as it shuts down, its timers early): no timer left after shutdown()', async () => {
+    const r = await runScenario(4176411909, { trace: true, earlyTimers: true });
+    expect(r.violations).toEqual([]);
+    expect(r.trace?.some((l) => l.includes('c0.0 releasing->stopped'))).toBe(true);
+  });
+
   it('a partition scenario with a standby promoted beside a running primary (seed 438689340): the workers move to the new primary, no violation', async () => {
     const r = await runScenario(438689340, { trace: true, earlyTimers: false });
     expect(r.violations).toEqual([]);
