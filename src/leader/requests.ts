@@ -187,7 +187,11 @@ export class Requests {
         // the announcer is worth waiting for only while it has not queued yet
         if (best !== null || announcer === null || queued.some((c) => c.id === announcer.id)) return best;
         if (clock.now() >= until) return null;
-        await sleep(clock, QUEUE_POLL_MS);
+        // ended with the session (a shutdown closes it): no timer left behind
+        const ended = new AbortController();
+        const off = session.onDeath(() => ended.abort());
+        await sleep(clock, QUEUE_POLL_MS, ended.signal);
+        off();
       }
     }
     return this.pickConnected(above);

@@ -2,6 +2,7 @@
  * The invariants, checked after every step against the simulated server's ground truth:
  *  - `isLeader` only while the server grants the key to that candidate, or, after the key
  *    was taken from it at once (terminate, restart, reset, crash), within its lease;
+ *  - no term open past its lease's end (the lapse ends it), but in a frozen process;
  *  - never two open terms, never two running `runWhileLeader` bodies (a body runs from its
  *    start until it returns), except for a process that cannot hear its loss: while it is
  *    frozen (its term must end as it thaws, its work within the drain after), or after its
@@ -184,6 +185,7 @@ export class Checker {
         }
         if (now > c.excusedUntil) terms.push(c);
         if (this.cluster && this.oldTerm(c, holders, now)) return;
+        if (this.lapsedTerm(c, now)) return;
       }
       if (!lock.isLeader) continue;
       leaders.push(c);
@@ -245,6 +247,20 @@ export class Checker {
     }
     this.ledSince ??= now;
     if (now - this.ledSince >= live.holdMs) this.stable = this.watchesOk;
+  }
+
+  /**
+   * A term ends when its lease runs out unrenewed (docs/safety.md: leader work is suspended;
+   * the lapse timer fires at the lease's end): none is open past `leaseExpiresAt`, except in
+   * a frozen process (its timers run as it thaws, first). True when it failed.
+   */
+  private lapsedTerm(c: Candidate, now: number): boolean {
+    const until = c.lock?.leaseExpiresAt ?? null;
+    if (until === null || now <= until || c.proc.frozen || now <= c.thawedAt) return false;
+    this.fail(
+      `${c.name}'s term ${c.termId} is still open ${(now - until).toFixed(3)} ms after its lease ran out (t=${until.toFixed(3)}): no lapse`,
+    );
+    return true;
   }
 
   /**

@@ -3,7 +3,8 @@
  * violation. SIM_SEED (base seed, default 1), SIM_SCENARIOS (default 10000), SIM_TRACE=<file>
  * (the full event trace, in scenario order: the same seed and count give the same bytes),
  * SIM_REPLAY=<scenario seed> (run that one scenario, trace to stdout or SIM_TRACE),
- * SIM_WORKERS (default: the cores, at most 2). The last line is
+ * SIM_WORKERS (default: the cores, at most 2), SIM_EARLY_TIMERS=off (every timer on time,
+ * early.ts). The last line is
  * `sim: <N> scenarios, <V> violations, base seed <S>`.
  */
 import { writeFileSync } from 'node:fs';
@@ -75,7 +76,7 @@ for (const [i, r] of failed.slice(0, 20).entries()) {
   if (i >= shrinkFirst) continue;
   const s = await shrink(r.seed, { verbatimIds });
   console.log(
-    `  shrunk plan (${s.kept.length} of ${s.total} steps; replay: SIM_REPLAY=${r.seed}${s.dropped.length ? ` SIM_DROP=${s.dropped.join(',')}` : ''}${verbatimIds ? ' SIM_IDS=verbatim' : ''} npm run test:sim):`,
+    `  shrunk plan (${s.kept.length} of ${s.total} steps; replay: SIM_REPLAY=${r.seed}${s.dropped.length ? ` SIM_DROP=${s.dropped.join(',')}` : ''}${verbatimIds ? ' SIM_IDS=verbatim' : ''}${process.env.SIM_EARLY_TIMERS === 'off' ? ' SIM_EARLY_TIMERS=off' : ''} npm run test:sim):`,
   );
   for (const line of s.kept) console.log(`    ${line}`);
 }

@@ -69,6 +69,8 @@ interface Body {
   partition: number;
   /** The step it started at. */
   step: number;
+  /** Its term's signal (aborted: the term ended, the body winds down). */
+  signal: AbortSignal;
 }
 
 export class PartitionChecker {
@@ -126,8 +128,8 @@ export class PartitionChecker {
     }
   }
 
-  bodyStart(w: Worker, partition: number): Body {
-    const b = { w, partition, step: this.world.steps };
+  bodyStart(w: Worker, partition: number, signal: AbortSignal): Body {
+    const b = { w, partition, step: this.world.steps, signal };
     this.bodies.add(b);
     return b;
   }
@@ -147,13 +149,34 @@ export class PartitionChecker {
 
   thawed(w: Worker): void {
     w.excusedUntil = this.world.now + (w.lostUnheard ? this.checkMs : this.drainMs + 1);
+    w.thawedAt = this.world.now;
     if (!this.cluster) return;
     // a promotion it could not see while frozen: seen within its peer watch's bound (its
     // terms end), its work stops within the drain after
-    w.thawedAt = this.world.now;
     const on = this.serverOf(w);
     if (on && this.cluster.superseded(on))
       w.excusedUntil = Math.max(w.excusedUntil, this.world.now + this.peerSeenMs + this.drainMs + 1);
+  }
+
+  /**
+   * Every term ends when the worker's lease runs out unrenewed (docs/partitions.md: past
+   * `leaseExpiresAt` every term ends; the lapse timer fires at the lease's end): no body's
+   * term is open past it, except in a frozen worker (its timers run as it thaws, first).
+   * True when it failed.
+   */
+  private lapsedTerm(now: number): boolean {
+    for (const b of this.bodies) {
+      const w = b.w;
+      if (b.signal.aborted || !isLive(w) || w.proc.frozen || now <= (w.thawedAt ?? Number.NEGATIVE_INFINITY))
+        continue;
+      const until = w.pl?.leaseExpiresAt ?? null;
+      if (until === null || now <= until) continue;
+      this.fail(
+        `${workerName(w)}'s term of partition ${b.partition} is still open ${(now - until).toFixed(3)} ms after its lease ran out (t=${until.toFixed(3)}): no lapse`,
+      );
+      return true;
+    }
+    return false;
   }
 
   /** The server that grants `w` a partition it owns (with one server: that one, if any). */
@@ -224,6 +247,7 @@ export class PartitionChecker {
       }
     }
     if (this.cluster && this.twoOwners(now)) return;
+    if (this.lapsedTerm(now)) return;
     const running = new Map<number, Set<Worker>>();
     // two bodies at least, or none can overlap
     for (const b of this.bodies.size > 1 ? this.bodies : []) {

@@ -4,6 +4,7 @@
  * crashing and restarting, freezing; a member session terminated, reset or blackholed; a
  * server restart), and the quiet phase's bounds.
  */
+import { type EarlyTimers, earlyTimersFor } from './early.js';
 import { type FailoverProfile, partitionFailoverBoundMs } from './failover.js';
 import type { NetProfile } from './net.js';
 import { type PoolerProfile, poolerFor } from './pooler.js';
@@ -26,6 +27,8 @@ export interface PartitionProfile {
   pooler?: PoolerProfile | null; // null: workers connect directly
   /** A standby and a promotion (failover.ts; only where drawn, so other seeds' profiles read as before). */
   failover?: FailoverProfile;
+  /** Timers that fire early (early.ts; only where drawn). */
+  earlyTimers?: EarlyTimers;
 }
 
 export type PartitionStep =
@@ -103,13 +106,14 @@ export function partitionPooler(seed: number, workers: number): PoolerProfile | 
   return poolerFor(seed, 2 * workers);
 }
 
-export function describePartitionProfile(seed: number): string {
+export function describePartitionProfile(seed: number, earlyTimers?: boolean): string {
   const p = drawPartitionProfile(new Random(seed).fork());
   const pool = partitionPooler(seed, p.workers);
+  const early = earlyTimersFor(seed, earlyTimers);
   const via = pool
     ? `through a ${pool.mode}-mode pooler (${pool.choice}, pool ${pool.size}, ${pool.warm} warm); `
     : '';
-  return `${via}partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms`;
+  return `${via}partitions: ${p.workers} worker(s), ${p.partitions} partition(s), health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, takeover delay ${p.takeoverDelayMs} ms, watch slice ${p.watchSliceMs} ms${early ? `; ${early.share * 100} % of timers up to ${early.maxMs} ms early` : ''}`;
 }
 
 export interface PartitionOutcome {

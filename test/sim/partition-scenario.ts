@@ -11,6 +11,7 @@
 import { PartitionedLeadership } from '../../src/partitions/partitioned.js';
 import { keysOf } from '../../src/partitions/sql.js';
 import type { PartitionTerm } from '../../src/partitions/terms.js';
+import { EarlyStreams, earlyTimersFor } from './early.js';
 import {
   Cluster,
   FAILOVER_SPIKE_MS,
@@ -38,27 +39,30 @@ import { Proc, World } from './world.js';
 const NAME = 'sim-partitions';
 export async function runPartitionScenario(
   seed: number,
-  o: { trace: boolean; drop?: ReadonlySet<number> },
+  o: { trace: boolean; drop?: ReadonlySet<number>; earlyTimers?: boolean },
 ): Promise<PartitionOutcome> {
   const root = new Random(seed);
   const drawn = drawPartitionProfile(root.fork());
   const pooled = { ...drawn, pooler: partitionPooler(seed, drawn.workers) };
   // a standby and a promotion in some scenarios (failover.ts), the key only where drawn
   const failover = partitionFailoverFor(seed, pooled.pooler !== null, drawn.workers);
-  const profile: PartitionProfile = failover
+  const failed: PartitionProfile = failover
     ? {
         ...pooled,
         failover,
         net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) },
       }
     : pooled;
+  // timers that fire early (early.ts), the key only where drawn
+  const early = earlyTimersFor(seed, o.earlyTimers);
+  const profile: PartitionProfile = early ? { ...failed, earlyTimers: early } : failed;
   const drawnPlan = drawPartitionPlan(root.fork(), profile);
   const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
   const serverRng = root.fork();
   const libRng = root.fork();
-  const world = new World(o.trace);
+  const world = new World(o.trace, early ? new EarlyStreams(seed, early) : null);
   const keys = keysOf(NAME);
   const p = profile;
   const workers: Worker[] = Array.from({ length: p.workers }, (_, index) => ({
@@ -153,7 +157,7 @@ export async function runPartitionScenario(
     });
     pl.onError((e) => world.log(() => `${owner} onError ${e.name}: ${e.message}`));
     pl.runForEach(async (partition: number, term: PartitionTerm) => {
-      const body = checker.bodyStart(w, partition);
+      const body = checker.bodyStart(w, partition, term.signal);
       world.log(() => `${owner} body start p${partition} term ${term.id}`);
       await new Promise<void>((resolve) => {
         if (term.signal.aborted) resolve();

@@ -113,9 +113,17 @@ export function partitionSteps(r: PartitionRun): { run: (s: PartitionStep) => vo
         checker.crashed(w);
         for (const x of w.clients) if (!x.ended) x.link.clientGone('crash');
         return;
-      case 'freeze':
-        freeze(w, s.ms ?? 0);
+      case 'freeze': {
+        // with early timers, half the freezes of an owner end just before its lease does (early.ts)
+        const edge = world.early?.leaseEdge() ?? null;
+        const until = w.pl && w.pl.owned.size > 0 ? w.pl.leaseExpiresAt : null;
+        const atEdge = edge !== null && until !== null;
+        const ms = atEdge ? Math.max(0, until - world.now - edge) : (s.ms ?? 0);
+        if (atEdge)
+          world.log(() => `${workerName(w)}: its freeze ends ${edge.toFixed(3)} ms before its lease does`);
+        freeze(w, ms);
         return;
+      }
       case 'blackhole':
         memberLink(w)?.link.blackhole();
         return;

@@ -4,6 +4,7 @@
  * the network, whether a pooler is in the path and of which kind).
  */
 import { DecorrelatedJitter, ExponentialBackoff, type RetryStrategy } from '../../src/core/retry.js';
+import { type EarlyTimers, earlyTimersFor } from './early.js';
 import { failoverBoundMs } from './failover.js';
 import type { NetProfile } from './net.js';
 import {
@@ -33,6 +34,8 @@ export interface Profile {
   chaosMs: number;
   /** The pooler in the path (null: candidates connect directly). */
   pooler: PoolerProfile | null;
+  /** Timers that fire early (early.ts; only where drawn, so other seeds' profiles read as before). */
+  earlyTimers?: EarlyTimers;
 }
 
 export type Step =
@@ -63,7 +66,7 @@ export function scenarioSeed(base: number, index: number): number {
 
 /** A scenario's profile in one line (its candidates: id, its bytes in application_name, priority). */
 export function describeProfile(seed: number, o: Options = {}): string {
-  if (isPartitionSeed(seed) && !o.lockOnly) return describePartitionProfile(seed);
+  if (isPartitionSeed(seed) && !o.lockOnly) return describePartitionProfile(seed, o.earlyTimers);
   const p = drawProfile(new Random(seed).fork(), o);
   const ids = p.candidates.map((c) => {
     const bytes = Buffer.byteLength(`pgleaderlock:${c.id}`);
@@ -74,7 +77,9 @@ export function describeProfile(seed: number, o: Options = {}): string {
   const via = pool
     ? `through a ${pool.mode}-mode pooler (${pool.choice}, pool ${pool.size}, ${pool.warm} warm); `
     : '';
-  return `${via}${p.mode} mode, health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, slice ${p.waitSliceMs} ms, takeover delay ${p.takeoverDelayMs} ms; ${ids.join(', ')}`;
+  const early = earlyTimersFor(seed, o.earlyTimers);
+  const soon = early ? `; ${early.share * 100} % of timers up to ${early.maxMs} ms early` : '';
+  return `${via}${p.mode} mode, health ${p.healthIntervalMs} ms, query ${p.queryTimeoutMs} ms, slice ${p.waitSliceMs} ms, takeover delay ${p.takeoverDelayMs} ms; ${ids.join(', ')}${soon}`;
 }
 
 export interface Outcome {
@@ -100,6 +105,8 @@ export interface Options {
   verbatimIds?: boolean;
   /** Only LeaderLock scenarios (no partition scenario for the seeds that would draw one). */
   lockOnly?: boolean;
+  /** False: every timer fires on time (default: early.ts draws it, unless SIM_EARLY_TIMERS=off). */
+  earlyTimers?: boolean;
 }
 
 export function drawProfile(rng: Random, o: Options = {}): Profile {

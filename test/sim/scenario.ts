@@ -11,6 +11,7 @@ import type { Term } from '../../src/core/term.js';
 import { LeaderLock } from '../../src/leader/leader-lock.js';
 import { Candidate } from './candidate.js';
 import { Checker } from './checker.js';
+import { EarlyStreams, earlyTimersFor } from './early.js';
 import { Cluster, FAILOVER_SPIKE_MS, failoverFor, failoverRandom, peerSeenMs } from './failover.js';
 import { lockSteps, swallow } from './lock-steps.js';
 import { connector, type Front } from './net.js';
@@ -75,13 +76,16 @@ async function runOne(
   // a standby and a promotion in some scenarios (failover.ts): the key only where drawn, so
   // that the other seeds' traces stay as they were
   const failover = failoverFor(seed, pooled.pooler !== null, drawn.candidates.length);
-  const profile = failover
+  const failed = failover
     ? {
         ...pooled,
         failover,
         net: { ...pooled.net, spikeMs: Math.min(pooled.net.spikeMs, FAILOVER_SPIKE_MS) },
       }
     : pooled;
+  // timers that fire early (early.ts), the key only where drawn
+  const early = earlyTimersFor(seed, o.earlyTimers);
+  const profile = early ? { ...failed, earlyTimers: early } : failed;
   const drawnPlan = drawPlan(root.fork(), profile);
   const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
@@ -89,7 +93,7 @@ async function runOne(
   const serverRng = root.fork();
   const libRng = root.fork();
   const pickRng = root.fork();
-  const world = new World(o.trace);
+  const world = new World(o.trace, early ? new EarlyStreams(seed, early) : null);
   const cands = profile.candidates.map((c, i) => new Candidate(i, c.id, c.priority, world));
   const checker = new Checker(world, profile, cands);
   const hooks = (n: number) => ({

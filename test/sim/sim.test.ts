@@ -6,6 +6,7 @@
  * and in one scenario in five PartitionedLeadership workers (partition-scenario.ts).
  */
 import { describe, expect, it } from 'vitest';
+import { earlyTimersFor } from './early.js';
 import { isPartitionSeed } from './partition-profile.js';
 import { poolerFor } from './pooler.js';
 import { describeProfile, runScenario, scenarioSeed } from './scenario.js';
@@ -26,7 +27,9 @@ describe('deterministic simulation', () => {
     expect(failures).toEqual([]);
   });
 
-  // each found a library defect (docs/testing.md): they must replay without a violation
+  // each found a library defect (docs/testing.md): they must replay without a violation.
+  // Found with every timer on time, they replay so (earlyTimers: false): early timers
+  // (early.ts) move the interleaving, and the scenario that failed without its fix with it
   it.each([
     [
       3812267758,
@@ -69,13 +72,30 @@ describe('deterministic simulation', () => {
       '#900023 on pid 116: /* pgleaderlock:probe */',
     ],
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
-    const r = await runScenario(seed, { trace: true });
+    const r = await runScenario(seed, { trace: true, earlyTimers: false });
     expect(r.violations).toEqual([]);
     expect(r.trace?.some((l) => l.includes(seen))).toBe(true); // the seed still reaches that path
   });
 
+  // the lease's lapse timer fires early (early.ts) as a process thaws just before its lease
+  // ends: it must be armed again for the rest (src/core/lease.ts), or the term outlives the lease
+  it.each([
+    [2011096432, 'a poll-mode leader frozen until 1.4 ms before its lease ends'],
+    [276564465, 'a partition worker frozen until just before its lease ends'],
+  ])('seed %i (%s, its lapse timer early): no term open past the lease', async (seed) => {
+    const r = await runScenario(seed, { trace: true, earlyTimers: true });
+    expect(r.violations).toEqual([]);
+    expect(r.trace?.some((l) => l.includes('before its lease does'))).toBe(true);
+  });
+
+  it('seed 4176411909 (a wait-mode leader polling its queue for a higher-priority announcer as it shuts down, its timers early): no timer left after shutdown()', async () => {
+    const r = await runScenario(4176411909, { trace: true, earlyTimers: true });
+    expect(r.violations).toEqual([]);
+    expect(r.trace?.some((l) => l.includes('c0.0 releasing->stopped'))).toBe(true);
+  });
+
   it('a partition scenario with a standby promoted beside a running primary (seed 438689340): the workers move to the new primary, no violation', async () => {
-    const r = await runScenario(438689340, { trace: true });
+    const r = await runScenario(438689340, { trace: true, earlyTimers: false });
     expect(r.violations).toEqual([]);
     expect(r.trace?.some((l) => l.includes('"oldPrimary":"running"'))).toBe(true);
     expect(r.trace?.some((l) => /granted to w\d\.\d pid \d+ on server 1$/.test(l))).toBe(true);
@@ -90,6 +110,8 @@ describe('deterministic simulation', () => {
       if (isPartitionSeed(seed)) partitions ||= seed;
       else if (poolerFor(seed, 1)?.mode === 'transaction') pooled ||= seed;
     }
+    // timers early (early.ts) in one of them at least: their stream replays too
+    expect([lock, partitions, pooled].some((seed) => earlyTimersFor(seed, true) !== null)).toBe(true);
     for (const seed of [lock, partitions, pooled]) {
       const a = await runScenario(seed, { trace: true });
       const b = await runScenario(seed, { trace: true });

@@ -4,9 +4,11 @@
  * one at a time in (time, sequence) order. After each event every microtask and immediate
  * it caused runs (one macrotask turn) before the next event: the library under test reacts
  * to it completely. A process can be frozen: its timers and the messages it would read are
- * held, in order, until it thaws (or dropped if it is killed).
+ * held, in order, until it thaws (or dropped if it is killed). Its timers may fire a little
+ * before their deadline, as Node's do (early.ts).
  */
 import type { Clock } from '../../src/core/clock.js';
+import type { EarlyStreams } from './early.js';
 
 export interface SimEvent {
   at: number;
@@ -32,10 +34,13 @@ export class Proc {
     readonly name: string,
   ) {
     const timers = this.timers;
+    // early.ts: how much before its deadline each timer fires (none: on time)
+    const early = world.early?.forProcess() ?? null;
     this.clock = {
       now: () => world.now,
       setTimeout: (fn, ms) => {
-        const ev = world.schedule(Math.max(0, ms), this, 'timer', () => {
+        const due = Math.max(0, ms);
+        const ev = world.schedule(early ? due - early(due) : due, this, 'timer', () => {
           timers.delete(ev);
           fn();
         });
@@ -63,7 +68,11 @@ export class World {
   readonly trace: string[] | null;
   steps = 0;
 
-  constructor(tracing: boolean) {
+  constructor(
+    tracing: boolean,
+    /** Its processes' timers fire early (early.ts); null: on time. */
+    readonly early: EarlyStreams | null = null,
+  ) {
     this.trace = tracing ? [] : null;
   }
 

@@ -225,7 +225,7 @@ describe('a higher-priority candidate heard before the term opened (wait mode)',
       reads++;
       return queue;
     };
-    const session = { channel: { queued }, onDeath: () => {} } as unknown as Session;
+    const session = { channel: { queued }, onDeath: () => () => {} } as unknown as Session;
     let leading: Session | null = null;
     let handedAt: number | null = null;
     const requests = new Requests(o, {
