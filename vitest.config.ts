@@ -27,6 +27,8 @@ export default defineConfig({
   test: {
     // A skipped test is a failed promise: fail the run if anything is left focused.
     allowOnly: false,
+    // the bounds audit: every numeric bound's figure recorded (test/harness/record-bounds.ts)
+    setupFiles: process.env.PGLEADERLOCK_RECORD_BOUNDS ? ['test/harness/record-bounds.ts'] : [],
     reporters: ['default'],
     // The tests mostly wait on PostgreSQL servers (processes of their own): three files at
     // a time on two cores halves the run (1 worker, vitest's default here: ~3 min; 3: ~1.5)

@@ -229,7 +229,14 @@ describe('primary failover claims', () => {
     const withVip = `postgres://postgres:${encodeURIComponent(TEST_PASSWORD)}@127.0.0.1:${vip.port},${hostOf(p)},${hostOf(s)}/postgres`;
     const cases = [
       { label: 'members only', url: members, host: hostOf(p), first: 250, clean: 0, others: [s] },
-      { label: 'VIP listed first', url: withVip, host: `127.0.0.1:${vip.port}`, first: 600, clean: 600, others: [p, s] },
+      {
+        label: 'VIP listed first',
+        url: withVip,
+        host: `127.0.0.1:${vip.port}`,
+        first: 600,
+        clean: 600,
+        others: [p, s],
+      },
     ];
     for (const { label, url, host, first, clean, others } of cases) {
       const keys = randomKeys();

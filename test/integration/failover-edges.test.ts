@@ -308,6 +308,14 @@ describe('primary failover edges', () => {
     await eventually(() => a.isLeader, { what: 'a leader' });
     expect(a.term?.epoch).toBe(1n);
     const b = candidate([], { connectionString: url, ...keys, fencing: true });
+    // queued server-side before the step-down (else the lock may go back to a, which
+    // queues again after its step-down: at load 8.6 b was still connecting then)
+    await eventually(
+      async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((h) => !h.granted),
+      {
+        what: 'b to queue',
+      },
+    );
     await a.stepDown();
     await eventually(() => b.isLeader, { what: 'the next leader' });
     expect(b.term?.epoch).toBe(2n);

@@ -107,6 +107,11 @@ export interface Options {
   lockOnly?: boolean;
   /** False: every timer fires on time (default: early.ts draws it, unless SIM_EARLY_TIMERS=off). */
   earlyTimers?: boolean;
+  /**
+   * A directed scenario (claims.test.ts): these profile fields and this plan replace what the
+   * seed draws (the draws still happen, so the seed's other choices are as without it).
+   */
+  fixed?: { profile?: Partial<Profile>; plan?: Step[] };
 }
 
 export function drawProfile(rng: Random, o: Options = {}): Profile {

@@ -26,6 +26,7 @@ import {
   livenessBounds,
   type Options,
   type Outcome,
+  type Profile,
   retryFor,
 } from './profile.js';
 import { Random } from './random.js';
@@ -85,8 +86,10 @@ async function runOne(
     : pooled;
   // timers that fire early (early.ts), the key only where drawn
   const early = earlyTimersFor(seed, o.earlyTimers);
-  const profile = early ? { ...failed, earlyTimers: early } : failed;
-  const drawnPlan = drawPlan(root.fork(), profile);
+  const timed = early ? { ...failed, earlyTimers: early } : failed;
+  const profile: Profile = o.fixed?.profile ? { ...timed, ...o.fixed.profile } : timed;
+  const planRng = root.fork();
+  const drawnPlan = o.fixed?.plan ? [...o.fixed.plan] : drawPlan(planRng, profile);
   const fullPlan = failover ? [...drawnPlan, ...failover.kicks].sort((x, y) => x.at - y.at) : drawnPlan;
   const plan = o.drop ? fullPlan.filter((_, i) => !o.drop?.has(i)) : fullPlan;
   const netRng = root.fork();
