@@ -38,6 +38,7 @@ export const AUDITED = [
   'integration/leader-lock.test.ts',
   'integration/no-cancel.test.ts',
   'integration/otel.test.ts',
+  'integration/takeover-delay.test.ts',
   'integration/terms.test.ts',
   'integration/wait-mode.test.ts',
 ];

@@ -124,6 +124,7 @@ describe('docs/deploy.md', () => {
     // a clean release: the next leader skips the takeover delay
     expect(b.lines.filter((l) => l.startsWith('holding the lock'))).toEqual([]);
     console.log(`[deploy] SIGTERM → exit ${(exitAt - t0).toFixed(0)} ms`);
+    // bound: integration/deploy-shutdown-timeout
     expect(exitAt - t0).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
 
     b.proc.kill('SIGINT');
@@ -192,6 +193,7 @@ describe('docs/deploy.md', () => {
     // stop, which would exit 0 after the 10 s timeout; how soon this test sees an exit depends
     // on the machine's load (a SIGKILL sent at the same instant: 85-125 ms, the SIGTERM 86-286)
     expect(signal).toBe('SIGTERM');
+    // bound: integration/deploy-under-1s
     expect(exitAt - t0).toBeLessThan(1_000);
   });
 });

@@ -143,8 +143,11 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
             `[faults] ${mode} stop -> the leader's connection heard it at +${((heardAt as number) - t0).toFixed(1)} ms, the leader left LEADER at +${(leftAt - t0).toFixed(1)} ms`,
           );
           // docs/safety.md: the old leader learns of a restart within milliseconds, from the
-          // event itself (its connection's error or end), not from its 5 s health interval
-          expect(leftAt - (heardAt as number)).toBeLessThan(50);
+          // event itself (its connection's error or end), not from its 5 s health interval.
+          // The exact rule (at once on the event) is checked in simulated time
+          // (sim/claims.test.ts); here, against a real server and kernel, a bound 20 × below
+          // the health interval. bound: integration/faults-stop-left-leader
+          expect(leftAt - (heardAt as number)).toBeLessThan(250);
           expect(all.filter((l) => l.isLeader)).toHaveLength(0);
           await server.start();
           await eventually(() => all.filter((l) => l.isLeader).length === 1, {

@@ -127,7 +127,9 @@ describe.each(['wait', 'poll'] as const)('the epoch row proves a clean release (
       if (fencing) {
         expect(afterRelease.fences).toEqual([]);
         expect(afterRestart.fences).toEqual([]);
+        // bound: integration/fence-claims-no-delay-a
         expect(afterRelease.grantMs).toBeLessThan(NO_DELAY_MS);
+        // bound: integration/fence-claims-no-delay-b
         expect(afterRestart.grantMs).toBeLessThan(NO_DELAY_MS);
         expect(afterRestart.epoch).toBeGreaterThan(afterRelease.epoch ?? 0n);
       } else {
@@ -223,6 +225,7 @@ describe('a release whose deadline expired sends no `released` event', () => {
       console.log(
         `[clean ${how}] events ${r.kinds.join(',')}; next led ${r.ledAfterMs.toFixed(0)} ms after the call`,
       );
+      // bound: integration/fence-claims-half-next-delay
       expect(r.ledAfterMs).toBeLessThan(NEXT_DELAY_MS / 2);
     },
   );

@@ -340,7 +340,9 @@ describe("the watch's own connection", () => {
       console.log(
         `[watch] close() while connecting took ${took.toFixed(1)} ms; the connection closed ${closedAfter.toFixed(1)} ms after the call`,
       );
+      // bound: integration/leader-watch-100-a
       expect(took).toBeLessThan(100);
+      // bound: integration/leader-watch-100-b
       expect(closedAfter).toBeLessThan(100);
       expect(errors).toEqual([]);
     } finally {

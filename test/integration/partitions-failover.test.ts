@@ -198,6 +198,7 @@ it(`the split-brain fence: while the old primary is up, a partition taken over o
   expect(afterGone.length).toBeGreaterThanOrEqual(2);
   for (const x of afterGone) {
     expect(x.logged, `${x.worker} partition ${x.p}`).toBe(0);
+    // bound: integration/partitions-failover-after-gone
     expect(x.ms, `${x.worker} partition ${x.p}`).toBeLessThan(50);
   }
 
@@ -223,6 +224,7 @@ it(`the split-brain fence: while the old primary is up, a partition taken over o
   // a timer may fire a little early on performance.now() (harness/timers.ts)
   for (const x of measured)
     expect(x.ms, `${x.worker} partition ${x.p}`).toBeGreaterThanOrEqual(x.logged - TIMER_EARLY_MS);
+  // bound: integration/partitions-failover-median-excess
   expect(med(excess)).toBeLessThanOrEqual(50);
   expect(med(takeovers.map((x) => x.ms))).toBeLessThanOrEqual(FENCE_MS + 50);
   expect(med(clean.map((x) => x.ms))).toBeLessThanOrEqual(CLEAN_FENCE_MS + 50);

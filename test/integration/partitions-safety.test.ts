@@ -160,6 +160,7 @@ describe('PartitionedLeadership callbacks', () => {
     expect((a.leaseExpiresAt as number) - performance.now()).toBeGreaterThan(0);
     const stopAt = performance.now();
     await a.shutdown({ timeoutMs: 2000 });
+    // bound: integration/partitions-safety-1000
     expect(performance.now() - stopAt).toBeLessThan(1000);
     await eventually(() => b.owned.size === 8, { what: 'b to take a’s share' });
   });

@@ -61,6 +61,7 @@ it(`a listed host that never answers adds no fence: the first takes open ${TAKEO
     }
     expect(handed.flatMap((t) => t.partitions)).toHaveLength(P / 2);
     for (const t of handed) expect(t.delayMs).toBe(0);
+    // bound: integration/partitions-unheard-50
     for (const ms of handedOpened) expect(ms).toBeLessThan(50);
   } finally {
     await silent.close();

@@ -100,7 +100,9 @@ describe('PartitionedLeadership', () => {
       console.log(
         `[partitions] shutdown while the ring watch connects took ${took.toFixed(1)} ms; its connection closed ${closedAfter.toFixed(1)} ms after the call`,
       );
+      // bound: integration/partitions-500-a
       expect(took).toBeLessThan(500);
+      // bound: integration/partitions-500-b
       expect(closedAfter).toBeLessThan(500);
     } finally {
       await silent.close();
@@ -286,6 +288,7 @@ describe('PartitionedLeadership', () => {
     expect(await w.waitForBalance({ timeoutMs: 5000 })).toBe(true);
     const t0 = performance.now();
     await w.shutdown({ timeoutMs: 300 });
+    // bound: integration/partitions-1000
     expect(performance.now() - t0).toBeLessThan(1000);
     await eventually(async () => (await holders(name)).size === 0, { what: 'the locks freed' });
   });

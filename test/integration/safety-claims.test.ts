@@ -141,6 +141,7 @@ describe('a backend crash (57P02)', { tags: ['pg-major'] }, () => {
     // to send it on that connection (PostgreSQL sends it best effort: seen once in a
     // PostgreSQL 16 run), the socket's end, which wakes the loop as fast (the bound below)
     expect(cause?.message).toMatch(/\(57P02\)|Connection terminated unexpectedly/);
+    // bound: integration/safety-claims-50
     expect(leftAt - own.at).toBeLessThan(50);
     expect(lock.isLeader).toBe(false);
   });
@@ -399,6 +400,7 @@ describe('a server that applies a smaller setting than the lock asks for', { tag
           ).length === 0,
         { what: `refused grant ${n}'s session closed`, timeoutMs: 100, intervalMs: 5 },
       );
+      // bound: integration/safety-claims-300
       expect(performance.now() - (refusals[n - 1]?.at ?? 0)).toBeLessThan(300);
     }
     expect(led).toBe(false);

@@ -434,6 +434,7 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
     const ledMs = performance.now() - t0;
     console.log(`[succession] resign NOTIFY → the follower led after ${ledMs.toFixed(1)} ms`);
+    // bound: integration/succession-1000-a
     expect(ledMs).toBeLessThan(1000);
   });
 
@@ -470,6 +471,7 @@ describe('poll mode: a follower named as successor attempts at once', () => {
     expect(await b.waitForLeadership({ timeoutMs: 1000 })).toBe(true);
     const ledMs = performance.now() - t0;
     console.log(`[succession] handoverTo a backed-off follower: it led after ${ledMs.toFixed(1)} ms`);
+    // bound: integration/succession-1000-b
     expect(ledMs).toBeLessThan(1000);
   });
 
@@ -596,6 +598,7 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
         `[succession poll] handoverTo rejected ${rejectedAfter.toFixed(1)} ms after the call; the old leader led again ${tookBack.toFixed(1)} ms after the rejection; ${yields.length} yields`,
       );
       expect(tookBack).toBeGreaterThan(0);
+      // bound: integration/succession-250
       expect(tookBack).toBeLessThan(250);
       expect(acquiredAt).toHaveLength(2); // its first term, then the take-back: none in between
       // the other waiter was granted the lock and gave it back, to the successor, then to the old leader
@@ -682,6 +685,7 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
       `[succession] handoverTo a successor that handed on at once: ${outcome} after ${took.toFixed(1)} ms`,
     );
     expect(outcome).toBe('resolved');
+    // bound: integration/succession-1000-c
     expect(took).toBeLessThan(1000);
     expect(await granted).toEqual([{ sent: 1, freed: true }]);
     expect(a.isLeader).toBe(false);
@@ -718,6 +722,7 @@ describe('handoverTo to a successor that hands the lock on at once', () => {
     console.log(
       `[succession poll] handed back while releasing: led again ${back_.toFixed(1)} ms after handoverTo resolved`,
     );
+    // bound: integration/succession-500
     expect(back_).toBeLessThan(500);
   });
 

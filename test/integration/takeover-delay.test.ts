@@ -42,7 +42,7 @@ describe.each(['wait', 'poll'] as const)(
       expect(c.reports.filter((r) => r.ev === 'delayed').length).toBeGreaterThanOrEqual(3);
     });
 
-    it('a clean handover (stepDown) is not delayed: the next leader leads after the old work stopped and within 150 ms of it (the delay is 1,500 ms)', async () => {
+    it('a clean handover (stepDown) is not delayed: the next leader leads after the old work stopped and within 500 ms of it, a third of the 1,500 ms delay', async () => {
       const c = candidates(mode, 1500);
       await eventually(() => c.reports.some((r) => r.ev === 'acquired'), { timeoutMs: 15_000 }); // first: delayed 1.5 s
       await eventually(() => c.reports.filter((r) => r.ev === 'ready').length === 2);
@@ -65,7 +65,10 @@ describe.each(['wait', 'poll'] as const)(
         `[takeover delay ${mode}] stepDown: next leader ${tookMs.toFixed(1)} ms after the old work stopped (delay 1.5 s)`,
       );
       expect(tookMs).toBeGreaterThan(0); // the old work had stopped before the next leader's term opened
-      expect(tookMs).toBeLessThan(150); // never the 1,500 ms delay: two processes and IPC on a loaded 2-core machine (52 ms seen once in wait mode)
+      // never the 1,500 ms delay (a third of it: two processes and IPC on a loaded machine);
+      // the exact rule, no delay after a clean release, is checked in simulated time
+      // (sim/claims.test.ts). bound: integration/takeover-delay-clean
+      expect(tookMs).toBeLessThan(500);
     });
   },
 );

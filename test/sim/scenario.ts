@@ -73,10 +73,11 @@ async function runOne(
   if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
   const root = new Random(seed);
   const drawn = drawProfile(root.fork(), o);
-  const pooled = { ...drawn, pooler: poolerFor(seed, drawn.candidates.length) };
+  // a directed scenario (o.fixed) has no pooler, failover or watches unless it says so
+  const pooled = { ...drawn, pooler: o.fixed ? null : poolerFor(seed, drawn.candidates.length) };
   // a standby and a promotion in some scenarios (failover.ts): the key only where drawn, so
   // that the other seeds' traces stay as they were
-  const failover = failoverFor(seed, pooled.pooler !== null, drawn.candidates.length);
+  const failover = o.fixed ? null : failoverFor(seed, pooled.pooler !== null, drawn.candidates.length);
   const failed = failover
     ? {
         ...pooled,
@@ -133,7 +134,7 @@ async function runOne(
   checker.cluster = cluster;
   const maxDelay = profile.net.baseMs + profile.net.spikeMs;
   checker.peerSeenMs = peerSeenMs(maxDelay);
-  const wp = watchesFor(seed, profile.pooler !== null);
+  const wp = o.fixed ? [] : watchesFor(seed, profile.pooler !== null);
   if (wp.length > 0) world.log(() => `watches ${JSON.stringify(wp)}`);
   checker.watches = startWatches(world, wp, servers, profile.net, failoverRandom(seed ^ 1), (w) =>
     checker.fail(w),

@@ -1,0 +1,111 @@
+/**
+ * Claims about the library's own timing rules, checked in simulated time (issue 36 item 7,
+ * docs/testing.md "Claims checked in the simulation"): a directed scenario (a fixed profile and
+ * plan on the simulated server and network, `Options.fixed`) and the times its trace records.
+ * In simulated time the only slack is the network's fixed delay, so each bound is exact to a few
+ * of its round trips, every run, where the real-time tests that made these claims needed
+ * hundreds of milliseconds of margin for a loaded machine.
+ */
+import { describe, expect, it } from 'vitest';
+import { type Profile, runScenario, type Step } from './scenario.js';
+
+/** One round trip's share of slack: the network's fixed delay is 1 ms each way, no spikes. */
+const NET = { baseMs: 1, spikeP: 0, spikeMs: 0 };
+const DELAY_MS = 700;
+
+/** The trace's moments: each candidate's grants and term starts, in simulated ms. */
+function moments(trace: readonly string[]) {
+  const grants: { at: number; who: string }[] = [];
+  const terms: { at: number; who: string }[] = [];
+  for (const line of trace) {
+    const at = Number(line.slice(0, line.indexOf(' ')));
+    const grant = / granted to (\S+) pid /.exec(line);
+    if (grant && !line.includes(' on server ')) grants.push({ at, who: grant[1] as string });
+    const term = /^\S+ (\S+) body start term /.exec(line);
+    if (term) terms.push({ at, who: term[1] as string });
+  }
+  return { grants, terms };
+}
+
+async function directed(mode: 'wait' | 'poll', plan: Step[], extra: Partial<Profile> = {}) {
+  const profile: Partial<Profile> = {
+    mode,
+    candidates: [
+      { id: 'a', priority: 0 },
+      { id: 'b', priority: 0 },
+    ],
+    healthIntervalMs: 200,
+    queryTimeoutMs: 300,
+    waitSliceMs: 1000,
+    closeTimeoutMs: 100,
+    takeoverDelayMs: DELAY_MS,
+    retry: { kind: 'exponential', baseMs: 20, maxMs: 500 },
+    net: NET,
+    drainMaxMs: 0,
+    chaosMs: 3000,
+    ...extra,
+  };
+  const r = await runScenario(7, {
+    trace: true,
+    lockOnly: true,
+    earlyTimers: false,
+    fixed: { profile, plan },
+  });
+  expect(r.violations).toEqual([]);
+  return { ...moments(r.trace ?? []), trace: r.trace ?? [] };
+}
+
+/** The term a grant opened: the first term start of its candidate at or after it. */
+function termAfter(terms: { at: number; who: string }[], grant: { at: number; who: string }) {
+  const t = terms.find((x) => x.who === grant.who && x.at >= grant.at);
+  if (!t) throw new Error(`no term after ${grant.who}'s grant at ${grant.at}`);
+  return t.at - grant.at;
+}
+
+describe.each(['wait', 'poll'] as const)('the takeover delay, in simulated time (%s mode)', (mode) => {
+  it(`a clean handover (the leader's shutdown) opens the next term within 10 ms of its grant (5 round trips at 1 ms each way), never the ${DELAY_MS} ms delay; an unclean one (the leader's process crashed) opens it ${DELAY_MS} ms after the grant, not sooner, and within 10 ms more`, async () => {
+    const { grants, terms, trace } = await directed(mode, [
+      { at: 0, op: 'start', who: 0 },
+      { at: 100, op: 'start', who: 1 },
+      { at: 2000, op: 'shutdown', who: 0, ms: 0 },
+      { at: 3000, op: 'start', who: 0 },
+      { at: 5000, op: 'crash', who: 1 },
+    ]);
+    const clean = grants.find((g) => g.at >= 2000 && g.at < 5000);
+    const unclean = grants.find((g) => g.at >= 5000);
+    if (!clean || !unclean) throw new Error(`grants: ${JSON.stringify(grants)}\n${trace.join('\n')}`);
+    expect([clean.who, unclean.who].map((w) => w.split('.')[0])).toEqual(['c1', 'c0']);
+    // the clean handover: b, granted as a shut down; no delay (docs/safety.md)
+    const cleanMs = termAfter(terms, clean);
+    expect(cleanMs, `clean handover: term ${cleanMs} ms after the grant`).toBeLessThan(10);
+    // the crash: a, started again, granted as the server frees b's lock
+    const uncleanMs = termAfter(terms, unclean);
+    console.log(
+      `[sim claims] ${mode}: clean handover ${cleanMs.toFixed(2)} ms, crash ${uncleanMs.toFixed(2)} ms after the grant`,
+    );
+    expect(uncleanMs).toBeGreaterThanOrEqual(DELAY_MS);
+    expect(uncleanMs, `crash: term ${uncleanMs} ms after the grant`).toBeLessThan(DELAY_MS + 10);
+  });
+});
+
+describe.each(['wait', 'poll'] as const)('a connection loss heard, in simulated time (%s mode)', (mode) => {
+  it('a server stop under the leader: it leaves LEADER within 5 ms of the stop (its connection hears the close after the 1 ms network delay), not at its next health check 5,000 ms later', async () => {
+    const { trace } = await directed(
+      mode,
+      [
+        { at: 0, op: 'start', who: 0 },
+        { at: 100, op: 'start', who: 1 },
+        { at: 2000, op: 'restart', ms: 300 },
+      ],
+      { healthIntervalMs: 5000 },
+    );
+    const stop = trace.find((l) => l.includes(' do {"at":2000,"op":"restart"'));
+    const stopAt = stop ? Number(stop.split(' ')[0]) : Number.NaN;
+    const left = trace.find((l) => / leader->/.test(l) && Number(l.split(' ')[0]) >= stopAt);
+    if (!stop || !left) throw new Error(`no stop or no step out of LEADER:\n${trace.join('\n')}`);
+    const ms = Number(left.split(' ')[0]) - Number(stop.split(' ')[0]);
+    console.log(`[sim claims] ${mode}: left LEADER ${ms.toFixed(2)} ms after the server stopped (${left})`);
+    expect(ms).toBeGreaterThanOrEqual(0);
+    expect(ms, left).toBeLessThan(5);
+  });
+});
