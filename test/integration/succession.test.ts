@@ -171,20 +171,22 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     expect(t.overlaps()).toEqual([]);
   });
 
-  it('handoverTo rejects at once (within 100 ms, not its timeoutMs of 500), naming the id, when no such candidate waits; the leader keeps its term', async () => {
+  it('handoverTo rejects at once (within 500 ms, not its timeoutMs of 2,000; within 5 ms in simulated time, sim/claims.test.ts), naming the id, when no such candidate waits; the leader keeps its term', async () => {
     const t = team(mode);
     const a = t.make();
     await a.start();
     expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     const term = a.term;
     const t0 = performance.now();
-    await expect(a.handoverTo('nobody-here', { timeoutMs: 500 })).rejects.toMatchObject({
+    await expect(a.handoverTo('nobody-here', { timeoutMs: 2000 })).rejects.toMatchObject({
       code: 'ERR_PGLEADERLOCK_HANDOVER',
       message: expect.stringContaining('"nobody-here"'),
     });
     const rejectedMs = performance.now() - t0;
     console.log(`[succession ${mode}] handoverTo('nobody-here') rejected after ${rejectedMs.toFixed(1)} ms`);
-    expect(rejectedMs).toBeLessThan(100);
+    // a look at the lock queue on a real server; the exact rule (at once) is checked in
+    // simulated time. bound: integration/succession-handover-nobody
+    expect(rejectedMs).toBeLessThan(500);
     expect(a.isLeader).toBe(true);
     expect(a.term).toBe(term);
     await expect(a.handoverTo('')).rejects.toThrow(TypeError);

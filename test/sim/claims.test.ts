@@ -109,3 +109,23 @@ describe.each(['wait', 'poll'] as const)('a connection loss heard, in simulated 
     expect(ms, left).toBeLessThan(5);
   });
 });
+
+describe.each(['wait', 'poll'] as const)('handoverTo to nobody, in simulated time (%s mode)', (mode) => {
+  it('handoverTo a candidate that does not wait rejects within 5 ms of the call (a look at the lock queue: a round trip at 1 ms each way), not at its timeoutMs of 1,000 ms; the leader keeps leading', async () => {
+    const { trace, terms } = await directed(mode, [
+      { at: 0, op: 'start', who: 0 },
+      { at: 2000, op: 'handoverTo', who: 0, to: 1 }, // b never started: nobody waits as "b"
+    ]);
+    const call = trace.find((l) => l.includes(' do {"at":2000,"op":"handoverTo"'));
+    const rejected = trace.find((l) => l.includes(' handoverTo rejected: '));
+    if (!call || !rejected) throw new Error(`no call or no rejection:\n${trace.join('\n')}`);
+    const ms = Number(rejected.split(' ')[0]) - Number(call.split(' ')[0]);
+    console.log(
+      `[sim claims] ${mode}: handoverTo nobody rejected ${ms.toFixed(2)} ms after the call (${rejected})`,
+    );
+    expect(rejected).toContain('"b"');
+    expect(ms).toBeLessThan(5);
+    expect(terms.map((t) => t.who)).toEqual(['c0.0']); // one term, kept
+    expect(trace.some((l) => / leader->/.test(l) && Number(l.split(' ')[0]) < 2500)).toBe(false);
+  });
+});
