@@ -17,7 +17,7 @@ const P = 4;
 const HEALTH_MS = 500;
 const TAKEOVER_MS = 200;
 
-it(`a listed host that never answers adds no fence: the first takes open ${TAKEOVER_MS} ms after the take (the takeover delay alone; the test fails at ${TAKEOVER_MS + 250} or more, where a fence would give ${TAKEOVER_MS + HEALTH_MS + 250}), a clean hand-over to a second worker listing it opens at once (under 50 ms)`, async () => {
+it(`a listed host that never answers adds no fence: the first takes open ${TAKEOVER_MS} ms after the take (the takeover delay alone; the test fails at ${TAKEOVER_MS + HEALTH_MS} or more, where a fence would give ${TAKEOVER_MS + HEALTH_MS + 250}), a clean hand-over to a second worker listing it opens at once (under 50 ms)`, async () => {
   const silent = await silentServer();
   try {
     const url = databaseUrl();
@@ -57,7 +57,9 @@ it(`a listed host that never answers adds no fence: the first takes open ${TAKEO
     for (const t of first) expect(t.delayMs).toBe(TAKEOVER_MS);
     for (const ms of firstOpened) {
       expect(ms).toBeGreaterThanOrEqual(TAKEOVER_MS - TIMER_EARLY_MS);
-      expect(ms).toBeLessThan(TAKEOVER_MS + 250);
+      // below the fence it must tell apart (TAKEOVER + HEALTH + 250 = 950), 3 × the worst
+      // figure recorded (216). bound: integration/partitions-unheard-no-fence
+      expect(ms).toBeLessThan(TAKEOVER_MS + HEALTH_MS);
     }
     expect(handed.flatMap((t) => t.partitions)).toHaveLength(P / 2);
     for (const t of handed) expect(t.delayMs).toBe(0);
