@@ -91,7 +91,10 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
       }
       latencies.sort((a, b) => a - b);
       console.log(`[faults] terminate -> left LEADER (ms): ${latencies.map((l) => l.toFixed(1)).join(', ')}`);
-      expect(latencies[2]).toBeLessThan(50);
+      // the exact rule (at once on the event) in simulated time (sim/claims.test.ts); here the
+      // real server's terminate and kernel, 3 × the worst p50 recorded (21.4).
+      // bound: integration/faults-terminate-left-leader
+      expect(latencies[2]).toBeLessThan(75);
     });
 
     it.each(['fast', 'immediate'] as const)(

@@ -89,6 +89,25 @@ describe.each(['wait', 'poll'] as const)('the takeover delay, in simulated time 
 });
 
 describe.each(['wait', 'poll'] as const)('a connection loss heard, in simulated time (%s mode)', (mode) => {
+  it('pg_terminate_backend of the leader: it leaves LEADER within 5 ms of the terminate (its connection hears the close after the 1 ms network delay), not at its next health check 5,000 ms later', async () => {
+    const { trace } = await directed(
+      mode,
+      [
+        { at: 0, op: 'start', who: 0 },
+        { at: 100, op: 'start', who: 1 },
+        { at: 2000, op: 'terminate', who: 0 },
+      ],
+      { healthIntervalMs: 5000 },
+    );
+    const kill = trace.find((l) => l.includes(' do {"at":2000,"op":"terminate"'));
+    const killAt = kill ? Number(kill.split(' ')[0]) : Number.NaN;
+    const left = trace.find((l) => / leader->/.test(l) && Number(l.split(' ')[0]) >= killAt);
+    if (!kill || !left) throw new Error(`no terminate or no step out of LEADER:\n${trace.join('\n')}`);
+    const ms = Number(left.split(' ')[0]) - killAt;
+    console.log(`[sim claims] ${mode}: left LEADER ${ms.toFixed(2)} ms after the terminate (${left})`);
+    expect(ms, left).toBeLessThan(5);
+  });
+
   it('a server stop under the leader: it leaves LEADER within 5 ms of the stop (its connection hears the close after the 1 ms network delay), not at its next health check 5,000 ms later', async () => {
     const { trace } = await directed(
       mode,
