@@ -71,7 +71,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     expect(t.overlaps()).toEqual([]);
   });
 
-  it('a higher-priority candidate that joined while the next leader held its takeover delay: that leader hands over as soon as its term opens (the candidate leads within 250 ms of it)', async () => {
+  it('a higher-priority candidate that joined while the next leader held its takeover delay: that leader hands over as soon as its term opens (the candidate leads within 600 ms of it, not after its own 1,500 ms takeover delay)', async () => {
     const t = team(mode);
     const x = t.make({ autoReacquire: false });
     await x.start();
@@ -87,7 +87,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
       what: 'the next holder’s takeover delay',
       intervalMs: 2,
     });
-    const high = t.make({ priority: 5 });
+    // its own delay long, so that a handover it could not prove clean (1,500 ms) stands apart
+    // from the bound below
+    const high = t.make({ priority: 5, takeoverDelayMs: 1500 });
     let openedAt = 0;
     next.onAcquired(() => {
       openedAt ||= performance.now();
@@ -109,7 +111,9 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     console.log(
       `[succession ${mode}] the higher candidate led ${(highAt - openedAt).toFixed(1)} ms after the next leader's term opened`,
     );
-    expect(highAt - openedAt).toBeLessThan(250);
+    // 3 × the worst figure recorded (196), far below the 1,500 ms delay a handover it could
+    // not prove clean would add. bound: integration/succession-priority-during-delay
+    expect(highAt - openedAt).toBeLessThan(600);
     expect(t.terms(next)).toBe(1); // its term opened, then it handed over
     expect(t.fences(high)).toBe(0);
     expect(t.overlaps()).toEqual([]);
