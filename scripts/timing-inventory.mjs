@@ -35,6 +35,7 @@ export const AUDITED = [
   'contract/contract.test.ts',
   'contract/hosts.test.ts',
   'integration/health.test.ts',
+  'integration/ids.test.ts',
   'integration/leader-lock.test.ts',
   'integration/no-cancel.test.ts',
   'integration/otel.test.ts',
