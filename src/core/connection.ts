@@ -164,6 +164,15 @@ export class Connection {
     }, extraMs);
   }
 
+  /** As {@link simple}, but the rows of every statement, in order (one round trip). */
+  async batch(text: string): Promise<pg.QueryResultRow[][]> {
+    const results = await this.run<{ rows: pg.QueryResultRow[] }>(async () => {
+      const r = (await this.client.query(text)) as unknown as pg.QueryResult | pg.QueryResult[];
+      return { rows: (Array.isArray(r) ? r : [r]).map((each) => ({ rows: each?.rows ?? [] })) };
+    }, 0);
+    return results.map((r) => r.rows);
+  }
+
   /**
    * One statement at a time: a statement asked for while another runs is sent once that one
    * has settled (pg would queue it too, but warns that this is deprecated). Its deadline

@@ -47,11 +47,14 @@ export class KeyChannel {
   }
 
   /**
-   * LISTEN, and say this candidate joined (one round trip). Recorded from here on: an event
-   * that arrives while the session is still being opened (a leader's release right after
-   * this candidate said it joined) is part of the proof.
+   * LISTEN, and say this candidate joined, then run `then` (one round trip; its rows
+   * returned). Recorded from here on: an event that arrives while the session is still
+   * being opened (a leader's release right after this candidate said it joined) is part of
+   * the proof. The LISTEN is committed before `then` runs (a transaction of its own: a
+   * LISTEN takes effect at commit, and a notification committed before that is not
+   * delivered), so whatever `then` reads is no older than the LISTEN: a change after it is heard.
    */
-  async listen(): Promise<void> {
+  async listen<R extends pg.QueryResultRow>(then: string): Promise<R[]> {
     this.conn.onNotification(this.name, (text) => {
       const event = parseEvent(text);
       if (!event) return;
@@ -59,8 +62,8 @@ export class KeyChannel {
       for (const fn of this.listeners) fn(event);
     });
     const joined = pg.escapeLiteral(waitingPayload(this.o.id, this.token, this.o.priority));
-    await this.conn.simple(
-      `/* pgleaderlock:listen */ LISTEN ${this.name}; SELECT pg_notify('${this.name}', ${joined})`,
+    return this.conn.simple<R>(
+      `/* pgleaderlock:listen */ BEGIN; LISTEN ${this.name}; SELECT pg_notify('${this.name}', ${joined}); COMMIT;\n${then}`,
     );
   }
 

@@ -132,8 +132,9 @@ export class Lifecycle implements RequestTarget {
         splitBrainDelayMs(o.takeoverDelayMs, PEER_INTERVAL_MS),
         o.closeTimeoutMs,
       ) +
-      // an acquisition is a chain of round trips (survey, configure, settings, LISTEN,
-      // holder, lock, epoch, peers), each bounded by queryTimeoutMs
+      // an acquisition is a chain of round trips (survey, set-up, LISTEN with the holder
+      // read, behind a pooler the probe and the settings, lock, epoch, peers), each
+      // bounded by queryTimeoutMs
       10 * o.queryTimeoutMs +
       1000
     );

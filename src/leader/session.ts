@@ -167,9 +167,11 @@ export class Session {
       extra: () => (slice === null ? [] : [['lock_timeout', String(Math.ceil(slice))]]),
     });
     this.settings = { ...prepared.settings, idleSessionTimeoutMs: null }; // armed once leader
-    // who leads now, and hear of each new leader (NOTIFY) whenever this session is idle
-    await this.channel.listen();
-    const holder = await this.holder();
+    // hear of each new leader (NOTIFY) whenever this session is idle, and who leads now (read
+    // after the LISTEN took effect, in the same round trip: key-channel.ts `listen`)
+    const [holder] = await this.channel.listen<HolderRow>(
+      this.tag.apply(inline(SQL.CURRENT_HOLDER, this.keys())),
+    );
     this.holderAtConnect = idOfSession(holder?.application_name ?? null, holder?.query ?? null);
     this.holderPidAtConnect = holder?.pid ?? null;
   }

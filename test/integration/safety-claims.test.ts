@@ -22,7 +22,7 @@ import {
   within,
 } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
-import { interceptingConnect, statementName } from '../harness/intercept.js';
+import { interceptingConnect, statementName, statementText } from '../harness/intercept.js';
 import { lockFactory, useLocks } from '../harness/locks.js';
 
 const locks = useLocks();
@@ -363,11 +363,16 @@ describe('a server that applies a smaller setting than the lock asks for', { tag
     url.password = 'pw';
     // No stock component pins a session setting, so the pinning is the one emulated part: a
     // managed service that ignores a client's SET is a client whose `configure` statement
-    // does nothing. The server, the role's value it applies, and the lock's read-back are real.
+    // does nothing (on its own, or in the set-up's round trip, src/core/prepare.ts
+    // `setupBatch`). The server, the role's value it applies, and the lock's read-back are real.
     let pinned = true;
-    const connect = interceptingConnect(url.toString(), (args, send) =>
-      pinned && statementName(args) === 'configure' ? send('SELECT 1') : send(...args),
-    );
+    const connect = interceptingConnect(url.toString(), (args, send) => {
+      if (!pinned) return send(...args);
+      if (statementName(args) === 'configure') return send('SELECT 1');
+      const text = statementText(args);
+      if (!text.includes('/* pgleaderlock:configure */')) return send(...args);
+      return send(text.replace(/THEN set_config\('[^']*', '[^']*', false\)/g, 'THEN NULL'));
+    });
     const keys = randomKeys();
     // 1 s of tcp_user_timeout: the server may drop the session 1 s after the last check,
     // a lease of 900 ms, which a 100 ms health interval plus a 2 s query deadline cannot renew
@@ -411,5 +416,97 @@ describe('a server that applies a smaller setting than the lock asks for', { tag
     pinned = false;
     expect(await lock.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
     expect(lock.safety?.settings.tcpUserTimeoutMs).toBe(lock.safety?.serverReleaseMs);
+  });
+});
+
+describe('the set-up’s round trips before the lock is asked', { tags: ['pg-major'] }, () => {
+  /** A `connect` whose statements are recorded per client (and the set-up batch's `applied`); `announce` rewrites the pid announced. */
+  function recording(url: string, announce?: (pid: number) => number) {
+    const sent: { client: number; name: string; applied?: unknown }[] = [];
+    let clients = 0;
+    const connect = async (): Promise<pg.Client> => {
+      const client = ++clients;
+      const c = await interceptingConnect(url, (args, send) => {
+        const entry: (typeof sent)[number] = { client, name: statementName(args) };
+        sent.push(entry);
+        const out = send(...args) as Promise<pg.QueryResult | pg.QueryResult[]>;
+        if (entry.name === 'prepare' && statementText(args).includes('pgleaderlock:configure')) {
+          void out.then(
+            (r) => {
+              entry.applied = Array.isArray(r) ? r[1]?.rows[0]?.applied : undefined;
+            },
+            () => {},
+          );
+        }
+        return out;
+      })();
+      const internals = c as unknown as { processID: number };
+      if (announce) internals.processID = announce(internals.processID);
+      return c;
+    };
+    /** The lock session's statements up to its first lock request (the client that sent it). */
+    const untilLock = (): { client: number; name: string; applied?: unknown }[] => {
+      const at = sent.findIndex((s) => s.name === 'wait-lock');
+      const client = sent[at]?.client;
+      return sent.slice(0, at + 1).filter((s) => s.client === client);
+    };
+    return { sent, connect, untilLock };
+  }
+
+  it('direct: three (survey; PREPARE, the settings and their read-back; LISTEN, its NOTIFY and the holder read) and the settings apply; through a proxy or with another pid announced, nothing is set before the pgpool check and the pooler probe: the settings follow them, as before', async () => {
+    const serverReleaseMs = 7000;
+    const direct = recording(databaseUrl());
+    const a = locks.make({ ...randomKeys(), acquireMode: 'wait', serverReleaseMs, connect: direct.connect });
+    await a.start();
+    expect(await a.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    expect(direct.untilLock()).toEqual([
+      { client: 1, name: 'survey' },
+      { client: 1, name: 'prepare', applied: true },
+      { client: 1, name: 'listen' },
+      { client: 1, name: 'wait-lock' },
+    ]);
+    expect(a.safety?.settings.tcpUserTimeoutMs).toBe(serverReleaseMs);
+    await a.shutdown();
+
+    const proxy = await proxyTo(databaseUrl());
+    onTestFinished(() => proxy.close());
+    const proxied = recording(proxy.url(databaseUrl()));
+    const b = locks.make({ ...randomKeys(), acquireMode: 'wait', serverReleaseMs, connect: proxied.connect });
+    await b.start();
+    expect(await b.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    expect(proxied.untilLock().map((s) => s.name)).toEqual([
+      'survey',
+      'prepare',
+      'other', // SHOW pool_version
+      'configure',
+      'settings',
+      'listen',
+      'wait-lock',
+    ]);
+    expect(proxied.untilLock()[1]?.applied).toBe(false);
+    expect(b.safety?.settings.tcpUserTimeoutMs).toBe(serverReleaseMs);
+    await b.shutdown();
+
+    const pooled = recording(databaseUrl(), (pid) => pid + 1_000_000);
+    const c = locks.make({ ...randomKeys(), acquireMode: 'wait', serverReleaseMs, connect: pooled.connect });
+    await c.start();
+    expect(await c.waitForLeadership({ timeoutMs: 5000 })).toBe(true);
+    expect(pooled.untilLock().map((s) => s.name)).toEqual([
+      'survey',
+      'prepare',
+      'other', // SHOW pool_version
+      'configure',
+      'settings',
+      'listen',
+      'wait-lock',
+    ]);
+    expect(pooled.untilLock()[1]?.applied).toBe(false);
+    // the pooler probe (its own connection) came before the settings
+    const probe = pooled.sent.findIndex((s) => s.name === 'probe');
+    const configure = pooled.sent.findIndex((s) => s.name === 'configure');
+    expect(probe).toBeGreaterThanOrEqual(0);
+    expect(probe).toBeLessThan(configure);
+    expect(c.safety?.settings.tcpUserTimeoutMs).toBe(serverReleaseMs);
+    await c.shutdown();
   });
 });

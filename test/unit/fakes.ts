@@ -5,6 +5,7 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import type { Clock } from '../../src/core/clock.js';
+import { PREPARE } from '../../src/core/statements.js';
 import { WAIT_LOCK } from '../../src/leader/sql.js';
 
 /**
@@ -30,6 +31,34 @@ function inlinedForm(template: string): { re: RegExp; order: number[] } {
   const form = { re: new RegExp(`^${pattern}$`), order };
   inlined.set(template, form);
   return form;
+}
+
+/** What a set-up batch (core/prepare.ts `setupBatch`) asks: the pid it expects, the settings by version, the names read back. */
+export function parseSetupBatch(text: string): {
+  token: string;
+  appName: string;
+  announced: number;
+  settings: { name: string; value: string; since: number }[];
+  names: string[];
+} {
+  const [prepare = '', configure = '', settings = ''] = text.split(/;\n(?=\/\* pgleaderlock:)/);
+  const [token, appName] = uninline(PREPARE, prepare) as [string, string];
+  const announced = Number(/pg_backend_pid\(\) = \((\d+)\)/.exec(configure)?.[1] ?? Number.NaN);
+  const calls = [
+    ...configure.matchAll(
+      /CASE WHEN c\.direct(?: AND c\.v >= (\d+))? THEN set_config\('([^']*)', '([^']*)', false\) END/g,
+    ),
+  ];
+  const names = [...(/IN \(([^)]*)\)/.exec(settings)?.[1] ?? '').matchAll(/'([^']*)'/g)].map(
+    (m) => m[1] as string,
+  );
+  return {
+    token,
+    appName,
+    announced,
+    settings: calls.map((m) => ({ name: m[2] as string, value: m[3] as string, since: Number(m[1] ?? 0) })),
+    names,
+  };
 }
 
 export function uninline(template: string, text: string): unknown[] {
@@ -173,12 +202,13 @@ export class FakeClient extends EventEmitter {
     }
     if (tag === 'listen') {
       this.listening = true;
-      return Promise.resolve({ rows: [] });
+      // the holder read after it, in the same round trip (key-channel.ts `listen`)
+      return Promise.resolve({ rows: text.includes('/* pgleaderlock:holder */') ? this.holderRows() : [] });
     }
-    if (tag === 'holder') {
-      const h = this.db.holder;
-      return Promise.resolve({ rows: h ? [{ pid: h.backendPid, application_name: null }] : [] });
-    }
+    if (tag === 'holder') return Promise.resolve({ rows: this.holderRows() });
+    // several statements: pg resolves with one result each
+    if (tag === 'prepare' && values.length === 0)
+      return Promise.resolve(this.setupBatch(text) as unknown as { rows: unknown[] });
     if (tag === 'bump') return this.bump();
     if (tag === 'watch') return this.watch(text);
     const kind =
@@ -323,6 +353,30 @@ export class FakeClient extends EventEmitter {
           reject(Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' }));
         }, sliceMs);
     });
+  }
+
+  private holderRows(): unknown[] {
+    const h = this.db.holder;
+    return h ? [{ pid: h.backendPid, application_name: null }] : [];
+  }
+
+  /**
+   * The set-up in one round trip (core/prepare.ts `setupBatch`): PREPARE, the settings where
+   * the backend is the one announced (and not in recovery), the read-back.
+   */
+  private setupBatch(text: string): { rows: unknown[] }[] {
+    const batch = parseSetupBatch(text);
+    const prepared = this.answerSetup('prepare', []);
+    const direct = batch.announced === this.backendPid && !this.db.inRecovery;
+    if (direct) {
+      const wanted = batch.settings.filter((x) => x.since <= this.db.serverVersion);
+      this.answerSetup(
+        'configure',
+        wanted.flatMap((x) => [x.name, x.value]),
+      );
+    }
+    const read = this.answerSetup('settings', [batch.names]);
+    return [{ rows: prepared }, { rows: [{ applied: direct }] }, { rows: read }];
   }
 
   /** Connection setup: version/recovery/pid, set_config of session settings, read-back. */

@@ -32,6 +32,22 @@ describe("acquireMode: 'wait'", () => {
     await h.lock.shutdown();
   });
 
+  it('a follower asks for the lock three round trips after connecting: the survey; PREPARE with the settings and their read-back; LISTEN with its NOTIFY and the holder read', async () => {
+    const h = waitLock();
+    h.db.takeByOther();
+    await h.lock.start();
+    for (let i = 0; i < 200 && h.db.waiters.length === 0; i++) await flush();
+    expect(h.db.waiters).toHaveLength(1);
+    const names = h.db.last.queries.map((q) => /^\/\* pgleaderlock:([a-z-]+) \*\//.exec(q)?.[1] ?? 'other');
+    expect(names).toEqual(['survey', 'prepare', 'listen', 'wait-lock']);
+    // the settings applied all the same (read back: the slice, ±10 %)
+    const slice = Number(h.db.last.settings.get('lock_timeout'));
+    expect(slice).toBeGreaterThanOrEqual(900);
+    expect(slice).toBeLessThanOrEqual(1100);
+    expect(h.lock.isLeader).toBe(false);
+    await h.lock.shutdown();
+  });
+
   it('the lease counts from the grant as the server timed it, not from the start of a long wait', async () => {
     const h = waitLock({ waitSliceMs: 60_000 });
     h.db.takeByOther();

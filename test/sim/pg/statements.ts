@@ -3,8 +3,8 @@
  * apart by their `/* pgleaderlock:<name> *\/` tag as the unit tests' fake server does
  * (test/unit/fakes.ts); an unknown one is a gap of the model (thrown: the run fails).
  */
-import { WAIT_LOCK } from '../../../src/leader/sql.js';
-import { uninline } from '../../unit/fakes.js';
+import { CURRENT_HOLDER, WAIT_LOCK } from '../../../src/leader/sql.js';
+import { parseSetupBatch, uninline } from '../../unit/fakes.js';
 import type { Backend, Reply, Result } from './backend.js';
 import { holderRows, queuedRows, successorRow } from './catalog.js';
 import { type Engine, queueFor } from './engine.js';
@@ -49,6 +49,7 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
     case 'leader-watch':
       return leaderWatch(s, b, text);
     case 'prepare':
+      if (values.length === 0) return setupBatch(s, b, text);
       b.marker = String(values[0]);
       b.appName = shownApplicationName(String(values[1]));
       return {
@@ -73,11 +74,16 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
       return { result: { rows } };
     }
     case 'listen': {
-      const m = new RegExp(`LISTEN (\\w+); SELECT pg_notify\\('(\\w+)', (${LIT})\\)$`).exec(text);
+      // BEGIN; LISTEN; NOTIFY; COMMIT; then the holder read (key-channel.ts `listen`)
+      const m = new RegExp(
+        `BEGIN; LISTEN (\\w+); SELECT pg_notify\\('(\\w+)', (${LIT})\\); COMMIT;\\n(/\\* pgleaderlock:holder \\*/[^]*)$`,
+      ).exec(text);
       if (!m) throw new Error(`sim: unparsed listen: ${text.slice(0, 120)}`);
       b.listening.add(m[1] as string); // takes effect at commit, with the notify: it hears its own
       s.notify([{ channel: m[2] as string, payload: unquote(m[3] as string) }]);
-      return { result: [{ rows: [] }, row({ pg_notify: '' }) as { rows: Record<string, unknown>[] }] };
+      const holder = holderRows(s.locks, uninline(CURRENT_HOLDER, m[4] as string).join(':'));
+      const empty = { rows: [] as Record<string, unknown>[] };
+      return { result: [empty, empty, row({ pg_notify: '' }) as typeof empty, empty, { rows: holder }] };
     }
     case 'probe':
       return { result: row({ pid: b.pid, marker: b.marker || null, held: b.held.has(key()) }) };
@@ -125,6 +131,26 @@ export function execute(s: Engine, b: Backend, text: string, values: unknown[]):
     default:
       throw new Error(`sim: statement not modelled: ${text.slice(0, 80)}`);
   }
+}
+
+/**
+ * The set-up in one round trip (src/core/prepare.ts `setupBatch`): PREPARE; the settings
+ * where the backend is the one announced and not in recovery; the read-back.
+ */
+function setupBatch(s: Engine, b: Backend, text: string): Reply {
+  const batch = parseSetupBatch(text);
+  const prepared = execute(s, b, '/* pgleaderlock:prepare */', [batch.token, batch.appName]);
+  if (prepared === 'wait' || !('result' in prepared)) return prepared as Reply;
+  const first = prepared.result as { rows: Record<string, unknown>[] };
+  const info = first.rows[0] as { version: number; recovery: boolean };
+  const direct = batch.announced === b.pid && !info.recovery;
+  if (direct) {
+    for (const x of batch.settings) if (x.since <= info.version) s.set(b, x.name, x.value);
+  }
+  const read = batch.names
+    .filter((n) => b.settings.has(n))
+    .map((name) => ({ name, setting: String(b.settings.get(name)) }));
+  return { result: [first, { rows: [{ applied: direct }] }, { rows: read }] };
 }
 
 /**
