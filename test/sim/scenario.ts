@@ -73,7 +73,7 @@ async function runOne(
   if (isPartitionSeed(seed) && !o.lockOnly) return runPartitionScenario(seed, o);
   const root = new Random(seed);
   const drawn = drawProfile(root.fork(), o);
-  // a directed scenario (o.fixed) has no pooler, failover or watches unless it says so
+  // a directed scenario (o.fixed) has no failover and no watches; a pooler only if its profile names one
   const pooled = { ...drawn, pooler: o.fixed ? null : poolerFor(seed, drawn.candidates.length) };
   // a standby and a promotion in some scenarios (failover.ts): the key only where drawn, so
   // that the other seeds' traces stay as they were
