@@ -1,6 +1,6 @@
 /** The partition assignment (src/partitions/assign.ts): balanced, deterministic, stable; and the hand-over bookkeeping (handovers.ts, epochs.ts). */
 import { describe, expect, it } from 'vitest';
-import { assign } from '../../src/partitions/assign.js';
+import { assign, bestFirst } from '../../src/partitions/assign.js';
 import { epochsOf } from '../../src/partitions/epochs.js';
 import { drainedNotices, Handovers, partitionNotices } from '../../src/partitions/handovers.js';
 
@@ -54,6 +54,16 @@ describe('assign', () => {
     const sorted = [...members].sort();
     const owner = owners(assign(members, P));
     expect(Array.from({ length: P }, (_, p) => sorted.indexOf(owner.get(p) as string)).join('')).toBe(want);
+  });
+
+  it('orders pairs best score first, ties by lower index, past 2²¹ pairs too (the index then takes 22 bits)', () => {
+    const count = 2 ** 21 + 1; // the last index, 2²¹, needs the 22nd bit
+    const scores = new Uint32Array(count);
+    scores[count - 1] = 7;
+    scores[5] = 3;
+    const order = bestFirst(scores);
+    expect(Array.from(order.subarray(0, 4))).toEqual([count - 1, 5, 0, 1]);
+    expect(order[count - 1]).toBe(count - 2);
   });
 
   it('is stable: a join or a leave moves little more than one share (1024 partitions, 8 workers)', () => {

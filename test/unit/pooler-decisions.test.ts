@@ -5,7 +5,7 @@
  * undecided refusal (retried). The real poolers behind these rows are in
  * compat/pgbouncer*.test.ts; here each rule is shown on its own.
  */
-import { EventEmitter } from 'node:events';
+import { EventEmitter, getEventListeners } from 'node:events';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { ConnectionError, isDefiniteRefusal } from '../../src/core/errors.js';
@@ -21,13 +21,27 @@ interface ProbeRow {
   held: boolean;
 }
 
+/** As the server does: a statement given another number of values than its parameters ($n) fails. */
+function bind(text: string, values: unknown[]): void {
+  const wanted = Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+  if (values.length !== wanted) {
+    throw Object.assign(
+      new Error(
+        `bind message supplies ${values.length} parameters, but prepared statement requires ${wanted}`,
+      ),
+      { code: '08P01' },
+    );
+  }
+}
+
 class ProbeClient extends EventEmitter {
   ended = false;
   readonly connection = { stream: { destroy: () => (this.ended = true) } };
   constructor(private readonly answer: () => Promise<ProbeRow[]>) {
     super();
   }
-  async query(): Promise<{ rows: ProbeRow[] }> {
+  async query(text: string, values: unknown[] = []): Promise<{ rows: ProbeRow[] }> {
+    bind(text, values);
     return { rows: await this.answer() };
   }
   end(): Promise<void> {
@@ -215,5 +229,164 @@ describe('refuseSharedBackends (a session that takes no lock: LeaderWatch, the C
     await expect(
       refuseSharedBackends({ ...common, connect: clean.connect, announcedPid: SESSION_PID + 1 }),
     ).resolves.toBeUndefined();
+  });
+});
+
+describe('the probe’s own connection and the caller’s shutdown signal', () => {
+  const common = { key1: 1, key2: 2, clock: new FakeClock(), timeoutMs: 1000 };
+  /** The session's own statement, bound as the server would. */
+  const query = (rows: PinnedRow[]) => (text: string, values: unknown[]) => {
+    bind(text, values);
+    return Promise.resolve(rows);
+  };
+  const onSession = [{ pid: SESSION_PID, same: false, held: false }];
+
+  it('a direct connection opens no second connection (refuseSharedBackends)', async () => {
+    let connects = 0;
+    const base = options({});
+    await refuseSharedBackends({
+      ...common,
+      query: query(onSession),
+      announcedPid: SESSION_PID,
+      connect: (name, signal) => {
+        connects += 1;
+        return base.connect(name, signal);
+      },
+    });
+    expect(connects).toBe(0);
+  });
+
+  it('refuseSharedBackends: a probe on the session’s backend is refused as that (not as a lost marker); a session that returns no row is an error', async () => {
+    const shared = options({ atOpen: { pid: SESSION_PID, marker: null, held: false } });
+    const err = await refuseSharedBackends({
+      ...common,
+      query: query(onSession),
+      connect: shared.connect,
+      announcedPid: SESSION_PID + 1,
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect((err as Error).message).toContain(
+      `a second connection was served by this session's backend, pid ${SESSION_PID}`,
+    );
+    await expect(
+      refuseSharedBackends({
+        ...common,
+        query: query([]),
+        connect: shared.connect,
+        announcedPid: SESSION_PID + 1,
+      }),
+    ).rejects.toThrow('the session returned no row for its backend pid');
+  });
+
+  it('a backend that carries another session’s state: the message names server_reset_query', async () => {
+    const err = await holding({
+      probe: () => Promise.resolve([{ pid: 99, marker: 'another', held: false }]),
+    });
+    expect((err as Error).message).toContain('does not reset them between clients (server_reset_query)');
+  });
+
+  it('no listener is left on the caller’s signal once the first probe is done, passed or refused', async () => {
+    const live = new AbortController();
+    const guard = await PoolerGuard.open(options({}), SESSION_PID, SESSION_PID + 1, live.signal);
+    expect(guard).not.toBeNull();
+    guard?.close();
+    const shared = options({ atOpen: { pid: 99, marker: null, held: true } });
+    await expect(
+      refuseSharedBackends({
+        ...common,
+        query: query(onSession),
+        connect: shared.connect,
+        announcedPid: SESSION_PID + 1,
+        signal: live.signal,
+      }),
+    ).rejects.toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect(getEventListeners(live.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('a signal aborted already (a shutdown): a ConnectionError, no probe connection opened', async () => {
+    let connects = 0;
+    const base = options({});
+    const connect = (name?: string, signal?: AbortSignal) => {
+      connects += 1;
+      return base.connect(name, signal);
+    };
+    const aborted = AbortSignal.abort();
+    for (const attempt of [
+      PoolerGuard.open({ ...base, connect }, SESSION_PID, SESSION_PID + 1, aborted),
+      refuseSharedBackends({
+        ...common,
+        query: query(onSession),
+        connect,
+        announcedPid: SESSION_PID + 1,
+        signal: aborted,
+      }),
+    ]) {
+      const err = await attempt.catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConnectionError);
+      expect(err).not.toHaveProperty('code', 'ERR_PGLEADERLOCK_UNSAFE');
+    }
+    expect(connects).toBe(0);
+  });
+
+  it('a probe connection that does not connect within timeoutMs, or throws at once: an undecided refusal, and the attempt is abandoned (its signal aborted)', async () => {
+    const clock = new FakeClock();
+    let given: AbortSignal | undefined;
+    const outcome = refuseSharedBackends({
+      ...common,
+      clock,
+      query: query(onSession),
+      announcedPid: SESSION_PID + 1,
+      connect: (_name, signal) => {
+        given = signal;
+        return new Promise<pg.Client>(() => {});
+      },
+    }).catch((e: unknown) => e);
+    await flush();
+    expect(given?.aborted).toBe(false);
+    await clock.advance(1000);
+    const err = await outcome;
+    expect(err).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect((err as Error).message).toMatch(
+      /^a connection pooler is in the path .*could not be checked: connecting the probe failed: no answer within 1000 ms/,
+    );
+    expect(isDefiniteRefusal(err)).toBe(false);
+    expect(given?.aborted).toBe(true);
+    const threw = await refuseSharedBackends({
+      ...common,
+      query: query(onSession),
+      announcedPid: SESSION_PID + 1,
+      connect: () => {
+        throw new Error('no route');
+      },
+    }).catch((e: unknown) => e);
+    expect(threw).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
+    expect((threw as Error).message).toContain('connecting the probe failed: no route');
+    expect(isDefiniteRefusal(threw)).toBe(false);
+  });
+
+  it('the probe connection kept while leading: a network error on it between checks is handled; checks leave no listener behind on the signal it was opened with', async () => {
+    const base = options({});
+    const clients: EventEmitter[] = [];
+    let given: AbortSignal | undefined;
+    const guard = await PoolerGuard.open(
+      {
+        ...base,
+        connect: async (name, signal) => {
+          given = signal;
+          const c = await base.connect(name, signal);
+          clients.push(c as unknown as EventEmitter);
+          return c;
+        },
+      },
+      SESSION_PID,
+      SESSION_PID + 1,
+    );
+    if (!guard) throw new Error('expected a guard');
+    for (let i = 0; i < 12; i++) await guard.verifyHolding();
+    expect(clients).toHaveLength(2); // the one at open, then one kept for every check
+    const kept = clients[1] as EventEmitter;
+    expect(() => kept.emit('error', new Error('read ECONNRESET'))).not.toThrow();
+    expect(getEventListeners(given as AbortSignal, 'abort')).toHaveLength(0);
+    guard.close();
   });
 });

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { RetryCycle } from '../../src/core/retry.js';
+import { isRetryStrategy, RetryCycle, resolveRetryStrategy } from '../../src/core/retry.js';
 import {
   ConnectionError,
   DecorrelatedJitter,
   ExponentialBackoff,
   FixedInterval,
+  LockError,
   type RetryContext,
 } from '../../src/index.js';
 
@@ -95,12 +96,133 @@ describe('ExponentialBackoff', () => {
   });
   it('rejects bad options naming the option and value', () => {
     expect(() => new ExponentialBackoff({ outageMaxMs: -5 })).toThrow(/ExponentialBackoff.outageMaxMs.*-5/);
+    expect(() => new ExponentialBackoff({ maxMs: -2 })).toThrow(/ExponentialBackoff.maxMs.*-2/);
+    expect(() => new ExponentialBackoff({ baseMs: 10, maxMs: 5 })).toThrow(
+      'ExponentialBackoff.maxMs (5) must not be less than baseMs (10)',
+    );
+    expect(() => new ExponentialBackoff({ jitter: -0.1 })).toThrow(/ExponentialBackoff.jitter.*-0.1/);
+    expect(() => new ExponentialBackoff({ jitter: '0.5' as never })).toThrow(
+      /ExponentialBackoff.jitter.*0.5/,
+    );
     expect(() => new ExponentialBackoff({ baseMs: -1 })).toThrow(/ExponentialBackoff.baseMs.*-1/);
     expect(() => new ExponentialBackoff({ multiplier: 0.5 })).toThrow(/multiplier.*0.5/);
     expect(() => new ExponentialBackoff({ baseMs: 10, maxMs: 5 })).toThrow(RangeError);
     expect(() => new ExponentialBackoff({ jitter: 1.5 })).toThrow(/ExponentialBackoff.jitter.*1.5/);
     expect(() => new ExponentialBackoff({ jitter: Number.NaN })).toThrow(RangeError);
     expect(() => new ExponentialBackoff({ random: 3 as never })).toThrow(/ExponentialBackoff.random.*number/);
+  });
+
+  it('the bounds are inclusive: multiplier 1 (a constant delay) and maxMs equal to baseMs are accepted', () => {
+    const flat = new ExponentialBackoff({ baseMs: 40, multiplier: 1, jitter: 0 });
+    expect([1, 2, 5].map((n) => flat.nextDelayMs(ctx(n)))).toEqual([40, 40, 40]);
+    const capped = new ExponentialBackoff({ baseMs: 40, maxMs: 40, jitter: 0 });
+    expect([1, 3].map((n) => capped.nextDelayMs(ctx(n)))).toEqual([40, 40]);
+  });
+  it('a random source that strays (below 0, not a number, 1 or more) is clamped into [0, 1): every delay stays in [0, d]', () => {
+    const at = (r: unknown) =>
+      new ExponentialBackoff({ baseMs: 100, jitter: 1, random: () => r as number }).nextDelayMs(ctx(1));
+    expect(at(-1)).toBe(100);
+    expect(at(Number.NaN)).toBe(100);
+    expect(at('0.5')).toBe(100);
+    for (const r of [1, 5, Number.POSITIVE_INFINITY]) {
+      expect(at(r)).toBeGreaterThanOrEqual(0);
+      expect(at(r)).toBeLessThan(1e-9);
+    }
+  });
+});
+
+describe('RetryCycle: what the strategy is told, and when it gives up', () => {
+  const failing = new Error('connection lost');
+  it('elapsedMs is the time since the cycle began, on the injected clock; lastDelayMs is the last delay (null after a reset)', () => {
+    let t = 5000;
+    const seen: number[] = [];
+    const cycle = new RetryCycle(
+      {
+        nextDelayMs: (c) => {
+          seen.push(c.elapsedMs);
+          return 25;
+        },
+      },
+      () => t,
+    );
+    expect(cycle.lastDelayMs).toBeNull();
+    cycle.next();
+    t += 300;
+    cycle.next();
+    expect(seen).toEqual([0, 300]);
+    expect(cycle.lastDelayMs).toBe(25);
+    t += 1000;
+    cycle.reset();
+    expect(cycle.lastDelayMs).toBeNull();
+    t += 40;
+    cycle.next();
+    expect(seen.at(-1)).toBe(40);
+  });
+  it('after reset() (the lock acquired) the next failure goes at once again', () => {
+    const cycle = new RetryCycle(new FixedInterval({ intervalMs: 50 }), () => 0, { atOnceAfterLoss: true });
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 0 });
+    expect(cycle.next()).toEqual({ delayMs: 50 });
+    cycle.reset();
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 0 });
+  });
+  it('null from the strategy: ERR_PGLEADERLOCK_RETRY_EXHAUSTED, counting the failed attempts, caused by the last error', () => {
+    const cycle = new RetryCycle({ nextDelayMs: (c) => (c.attempt < 3 ? 10 : null) }, () => 0);
+    cycle.lastError = failing;
+    expect(cycle.next()).toEqual({ delayMs: 10 });
+    expect(cycle.next()).toEqual({ delayMs: 10 });
+    const out = cycle.next();
+    expect(out).not.toHaveProperty('delayMs');
+    const err = (out as { giveUp: LockError }).giveUp;
+    expect(err).toBeInstanceOf(LockError);
+    expect(err.code).toBe('ERR_PGLEADERLOCK_RETRY_EXHAUSTED');
+    expect(err.message).toBe('retry strategy gave up after 2 failed attempts');
+    expect(err.cause).toBe(failing);
+  });
+  it('a strategy that throws, or returns a bad number: ERR_PGLEADERLOCK_RETRY_EXHAUSTED saying why', () => {
+    const boom = new Error('boom');
+    const threw = new RetryCycle(
+      {
+        nextDelayMs: () => {
+          throw boom;
+        },
+      },
+      () => 0,
+    ).next();
+    expect(threw).toEqual({ giveUp: expect.any(LockError) });
+    const err = (threw as { giveUp: LockError }).giveUp;
+    expect(err).toMatchObject({ code: 'ERR_PGLEADERLOCK_RETRY_EXHAUSTED', cause: boom });
+    expect(err.message).toBe('retryStrategy.nextDelayMs threw: boom');
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, '5', undefined]) {
+      const out = new RetryCycle({ nextDelayMs: () => bad as number }, () => 0).next();
+      expect(out).toEqual({ giveUp: expect.any(LockError) });
+      const e = (out as { giveUp: LockError }).giveUp;
+      expect(e.code).toBe('ERR_PGLEADERLOCK_RETRY_EXHAUSTED');
+      expect(e.message).toBe(
+        `retryStrategy.nextDelayMs must return a finite number >= 0 or null, returned ${String(bad)}`,
+      );
+    }
+    expect(new RetryCycle({ nextDelayMs: () => 0 }, () => 0).next()).toEqual({ delayMs: 0 });
+  });
+});
+
+describe('retryStrategy option', () => {
+  it('an object with a nextDelayMs method; null or anything else refused naming what was given', () => {
+    const s = { nextDelayMs: () => 1 };
+    expect(resolveRetryStrategy(s, () => new FixedInterval())).toBe(s);
+    expect(resolveRetryStrategy(undefined, () => s)).toBe(s);
+    for (const [bad, shown] of [
+      [null, 'null'],
+      [{}, '{}'],
+      [{ nextDelayMs: 5 }, 'nextDelayMs'],
+    ] as const) {
+      expect(isRetryStrategy(bad)).toBe(false);
+      expect(() => resolveRetryStrategy(bad, () => s)).toThrow(TypeError);
+      expect(() => resolveRetryStrategy(bad, () => s)).toThrow(
+        new RegExp(`retryStrategy must have a nextDelayMs\\(ctx\\) method, received .*${shown}`),
+      );
+    }
   });
 });
 
@@ -192,6 +314,18 @@ describe('DecorrelatedJitter', () => {
   });
   it('rejects a non-function random source', () => {
     expect(() => new DecorrelatedJitter({ random: 4 as unknown as () => number })).toThrow(TypeError);
+    expect(() => new DecorrelatedJitter({ random: 4 as unknown as () => number })).toThrow(
+      /DecorrelatedJitter.random must be a function, received number/,
+    );
+  });
+  it('rejects bad durations naming the option, and maxMs below baseMs (equal is accepted)', () => {
+    expect(() => new DecorrelatedJitter({ baseMs: -1 })).toThrow(/DecorrelatedJitter.baseMs.*-1/);
+    expect(() => new DecorrelatedJitter({ maxMs: -3 })).toThrow(/DecorrelatedJitter.maxMs.*-3/);
+    expect(() => new DecorrelatedJitter({ baseMs: 10, maxMs: 5 })).toThrow(RangeError);
+    expect(() => new DecorrelatedJitter({ baseMs: 10, maxMs: 5 })).toThrow(
+      'DecorrelatedJitter.maxMs (5) must not be less than baseMs (10)',
+    );
+    expect(new DecorrelatedJitter({ baseMs: 10, maxMs: 10, random: () => 0.5 }).nextDelayMs(ctx(1))).toBe(10);
   });
 });
 
@@ -199,6 +333,9 @@ describe('strategy options', () => {
   it('are an object with known keys: a bare number or a misspelt key is refused, naming the strategy and the value', () => {
     expect(() => new FixedInterval(250 as never)).toThrow(
       /FixedInterval options must be an object, received 250/,
+    );
+    expect(() => new FixedInterval(null as never)).toThrow(
+      /FixedInterval options must be an object, received null/,
     );
     expect(() => new ExponentialBackoff({ base: 100 } as never)).toThrow(
       /unknown ExponentialBackoff option "base"/,

@@ -68,6 +68,51 @@ describe('server release bound', () => {
     });
   });
 
+  it('a keepalive that is off in any of its three settings (0: a Unix socket) bounds nothing', () => {
+    const keepalive = { tcpKeepalivesIdleS: 1, tcpKeepalivesIntervalS: 1, tcpKeepalivesCount: 3 };
+    expect(serverReleaseBound({ ...base, ...keepalive })).toBe(4000);
+    for (const off of ['tcpKeepalivesIdleS', 'tcpKeepalivesIntervalS', 'tcpKeepalivesCount'] as const) {
+      expect(serverReleaseBound({ ...base, ...keepalive, [off]: 0 })).toBe(Number.POSITIVE_INFINITY);
+      expect(serverReleaseBound({ ...base, ...keepalive, [off]: 0, tcpUserTimeoutMs: 9000 })).toBe(9000);
+    }
+  });
+
+  it('each setting from the first server version that has it: tcp_user_timeout from 12, client_connection_check_interval (50 ms) from 14', () => {
+    const names = (version: number) => connectSettings(5000, version).map(([k]) => k);
+    expect(names(119_999)).not.toContain('tcp_user_timeout');
+    expect(connectSettings(5000, 120_000)).toContainEqual(['tcp_user_timeout', '5000']);
+    expect(names(139_999)).not.toContain('client_connection_check_interval');
+    expect(connectSettings(5000, 140_000)).toContainEqual(['client_connection_check_interval', '50']);
+  });
+
+  it('a lease exactly as long as healthIntervalMs + queryTimeoutMs is refused (it must exceed it), naming what the server applied', () => {
+    // keepalives 1 + 2 × 3 = 7 s, the least bound; margin 700 ms: a lease of 6300 ms
+    const applied = {
+      ...base,
+      idleSessionTimeoutMs: 8000,
+      tcpKeepalivesIdleS: 1,
+      tcpKeepalivesIntervalS: 2,
+      tcpKeepalivesCount: 3,
+      tcpUserTimeoutMs: null,
+    };
+    expect(safetyFor(applied, 3000, 3299).leaseMs).toBe(6300);
+    expect(() => safetyFor(applied, 3000, 3300)).toThrow(
+      'unsafe session: the server would release the lock 7000 ms after the last check ' +
+        '(idle_session_timeout=8000ms, tcp_keepalives=1/2/3s, tcp_user_timeout=n/ams), leaving a lease of 6300 ms',
+    );
+    expect(() =>
+      safetyFor({ ...applied, idleSessionTimeoutMs: null, tcpUserTimeoutMs: 0 }, 3000, 3300),
+    ).toThrow('(idle_session_timeout=n/ams, tcp_keepalives=1/2/3s, tcp_user_timeout=0ms)');
+  });
+
+  it('the options: serverReleaseMs whose lease equals healthIntervalMs + queryTimeoutMs is refused; 1 ms less is accepted', () => {
+    const lock = (queryTimeoutMs: number) => () =>
+      new LeaderLock({ key1: 1, key2: 2, healthIntervalMs: 4000, queryTimeoutMs, serverReleaseMs: 10_000 });
+    expect(lock(5000)).toThrow(RangeError);
+    expect(lock(5000)).toThrow(/leaves a lease of 9000 ms.*4000 \+ 5000 = 9000 ms/);
+    expect(lock(4999)).not.toThrow();
+  });
+
   it('parses formatted settings', () => {
     expect(parseSettingMs('4200ms')).toBe(4200);
     expect(parseSettingMs('5s')).toBe(5000);
