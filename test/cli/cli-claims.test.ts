@@ -187,6 +187,7 @@ describe('demo', () => {
     const ms = (clock(kill) - clock(leads) + 86_400_000) % 86_400_000;
     console.log(`[demo] leader killed ${ms} ms after it won`);
     expect(ms).toBeGreaterThanOrEqual(3000);
+    // bound: cli/demo-kill-after-win
     expect(ms).toBeLessThan(3500);
     r.proc.kill('SIGTERM');
     expect((await r.exited).code).toBe(143);
@@ -305,7 +306,8 @@ describe('acquire -- COMMAND', () => {
       expect(await within(exit, 2000, 'the CLI to exit on the second signal')).toBe(code);
       const ms = performance.now() - t0;
       console.log(`[second ${sig}] exit ${ms.toFixed(0)} ms after it`);
-      expect(ms).toBeLessThan(300);
+      // bound: cli/second-signal-acquire
+      expect(ms).toBeLessThan(500);
       expect(processStart(pid)).not.toBeNull(); // the command was not waited for
       await eventually(async () => (await granted(databaseUrl(), keys)).length === 0, {
         timeoutMs: 2000,
@@ -329,6 +331,7 @@ describe('acquire -- COMMAND', () => {
       delays.push(at - t0);
     }
     console.log(`[loss -> SIGTERM] ${delays.join(', ')} ms`);
+    // bound: cli/loss-sigterm-median
     expect(median(delays)).toBeLessThan(200);
   });
 });
@@ -381,7 +384,8 @@ describe('exit codes while waiting', () => {
     console.log(`[run, second SIGTERM] exit ${ms.toFixed(0)} ms after it`);
     expect(done.code).toBe(143);
     expect(done.stdout).not.toContain('"event":"released"');
-    expect(ms).toBeLessThan(300);
+    // bound: cli/second-signal-run
+    expect(ms).toBeLessThan(500);
     // the process is gone; once its connection closes (the proxy passes the close on) the
     // server frees the key
     await proxy.close();
@@ -393,7 +397,7 @@ describe('exit codes while waiting', () => {
 });
 
 describe('acquire --wait through an outage', () => {
-  it('retries every second: the failed attempts are 1 s apart, and it acquires within 1.5 s of the server being back', async () => {
+  it('retries every second: the failed attempts are 1 s apart, and it acquires within 2 s of the server being back (at most a second to its next attempt, then the 250 ms takeover delay, and a margin)', async () => {
     await using server = await ownServer();
     const keys = randomKeys();
     const holder = locks.make({ ...keys, connectionString: server.url, autoReacquire: false });
@@ -424,6 +428,7 @@ describe('acquire --wait through an outage', () => {
     console.log(`[outage] attempts ${gaps.join(', ')} ms apart`);
     for (const gap of gaps) {
       expect(gap).toBeGreaterThanOrEqual(950);
+      // bound: cli/outage-attempt-gap
       expect(gap).toBeLessThan(1500);
     }
     await server.start();
@@ -436,7 +441,8 @@ describe('acquire --wait through an outage', () => {
     const ms = Date.parse(acquired?.time ?? '') - back;
     console.log(`[outage] acquired ${ms} ms after the server was back`);
     // at most a second to the next attempt, then the takeover delay (the holder vanished)
-    expect(ms).toBeLessThan(1500);
+    // bound: cli/outage-acquired
+    expect(ms).toBeLessThan(2000);
   });
 });
 
@@ -532,6 +538,7 @@ describe('break', () => {
       expect(done.code).toBe(0);
       expect(done.stdout).toMatch(/^terminated frozen-holder .*; the key is now free$/m);
       expect(ms).toBeGreaterThanOrEqual(600);
+      // bound: cli/break-resumed
       expect(ms).toBeLessThan(5000);
     } finally {
       signal(holder.pid, 'SIGCONT');
@@ -558,6 +565,7 @@ describe('break', () => {
       );
       expect(done.code).toBe(1); // docs/cli.md: 1 when the holder had not exited after 5 s
       expect(ms).toBeGreaterThanOrEqual(5000);
+      // bound: cli/break-gave-up
       expect(ms).toBeLessThan(6000); // the 5 s, then a look at the holder and the exit
     } finally {
       signal(holder.pid, 'SIGCONT');
@@ -597,7 +605,8 @@ describe('defaults seen in behaviour', () => {
       const ms = Date.parse(acquired?.time ?? '') - t0;
       console.log(`[takeover delay] acquired ${ms} ms after the terminate`);
       expect(ms).toBeGreaterThanOrEqual(250);
-      expect(ms).toBeLessThan(500);
+      // bound: cli/default-takeover-delay
+      expect(ms).toBeLessThan(600);
     } finally {
       await holder.end().catch(() => {});
     }

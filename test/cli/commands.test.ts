@@ -334,6 +334,7 @@ describe('pgleaderlock acquire', () => {
     await terminate(databaseUrl(), await holderPid(databaseUrl(), keys.key1, keys.key2));
     const done = await r.exited;
     expect(done.code).toBe(75);
+    // bound: cli/loss-exit-75
     expect(performance.now() - t0).toBeLessThan(3000);
     expect(fs.readFileSync(gotTerm, 'utf8')).toBe('yes');
     expect(done.stderr).toContain('leadership lost: sending SIGTERM');

@@ -81,6 +81,7 @@ describe('pgleaderlock demo --partitions', () => {
       // a SIGKILL is an unclean hand-over: the survivors hold its partitions 250 ms (the fence) first
       const ms = Number(/owned again ([\d.]+) ms/.exec(lines[after] ?? '')?.[1]);
       expect(ms).toBeGreaterThanOrEqual(250);
+      // bound: cli/demo-partitions-owned-again
       expect(ms).toBeLessThan(2000);
       const moved = /; (\d+) moved \(the minimum: (\d+)\)$/.exec(lines[after] ?? '');
       expect(Number(moved?.[1])).toBeGreaterThanOrEqual(Number(moved?.[2]));

@@ -224,6 +224,7 @@ describe('pgleaderlock doctor', () => {
     expect(checks.at(-1)).toMatch(/^FAIL {2}\S+ +no answer within 1000 ms \(--timeout\)/);
     expect(done.stdout).toContain(`1 failed (${checks.length} checks)`);
     expect(took).toBeGreaterThanOrEqual(900);
+    // bound: cli/doctor-blackhole-step
     expect(took).toBeLessThan(1500);
     expect(done.stdout + done.stderr).not.toContain(TEST_PASSWORD);
   });
@@ -250,11 +251,13 @@ describe('pgleaderlock doctor', () => {
       /^FAIL +settings +a lock on a scratch key did not lead: not leader of a free scratch key after 1000 ms/,
     );
     expect(took).toBeGreaterThanOrEqual(900);
+    // bound: cli/doctor-scratch-settings
     expect(took).toBeLessThan(1500);
     expect(done.code).toBe(1);
     const checks = done.stdout.split('\n').filter((l) => /^(ok|warn|FAIL) /.test(l));
     expect(checks.at(-1)).toMatch(/^FAIL {2}exclusion +could not connect/);
     expect(done.stdout).toContain('the checks after this one were not run');
+    // bound: cli/doctor-exclusion
     expect(exclusion - took).toBeLessThan(3000 + 500); // the exclusion check's own deadline: 3 × --timeout
     expect(total - exclusion).toBeLessThan(500);
   });

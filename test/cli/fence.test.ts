@@ -67,6 +67,7 @@ describe('pgleaderlock run and the takeover fence', () => {
       `[run] after SIGKILL: fence logged, led ${bLed - killedAt} ms after the kill (delay ${DELAY_MS})`,
     );
     expect(bLed - killedAt).toBeGreaterThanOrEqual(DELAY_MS);
+    // bound: cli/fence-run-after-kill
     expect(bLed - killedAt).toBeLessThan(DELAY_MS + SLACK_MS);
 
     // the control: a clean release is proven, no fence
@@ -78,6 +79,7 @@ describe('pgleaderlock run and the takeover fence', () => {
     expect((await b.exited).code).toBe(0);
     console.log(`[run] after SIGTERM: led ${cLed - stoppedAt} ms after the signal`);
     expect(events(c).map((e) => e.event)).not.toContain('takeover_delay');
+    // bound: cli/fence-run-clean
     expect(cLed - stoppedAt).toBeLessThan(SLACK_MS);
     c.proc.kill('SIGTERM');
     expect((await c.exited).code).toBe(0);
@@ -126,6 +128,7 @@ describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
     );
     expect(done.code).toBe(0);
     expect(startedAfterMs).toBeGreaterThanOrEqual(DELAY_MS);
+    // bound: cli/fence-acquire-unclean
     expect(startedAfterMs).toBeLessThan(DELAY_MS + SLACK_MS);
   });
 
@@ -140,6 +143,7 @@ describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
     const startedAfterMs = (await commandStart(job)) - releasedAt;
     console.log(`[acquire] clean: the command started ${startedAfterMs} ms after shutdown() was called`);
     expect((await job.exited).code).toBe(0);
+    // bound: cli/fence-acquire-clean
     expect(startedAfterMs).toBeLessThan(SLACK_MS);
   });
 });

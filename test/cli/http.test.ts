@@ -79,6 +79,7 @@ describe('pgleaderlock run --http', () => {
     expect(sample(after.body, 'pgleaderlock_is_leader')).toBe(1);
     const failover = sample(after.body, 'pgleaderlock_last_failover_seconds');
     expect(failover).toBeGreaterThanOrEqual(0);
+    // bound: cli/http-failover-seconds
     expect(failover).toBeLessThan(0.2); // wait mode, a clean handover: from the grant, milliseconds
     // the leader's port is closed once it exited
     await expect(fetch(`${a.base}/healthz`)).rejects.toThrow();

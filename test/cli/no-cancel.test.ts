@@ -55,6 +55,7 @@ async function signalled(
   );
   expect(done.code).toBe(code);
   expect(q.proxy.cancelsDropped).toBeGreaterThanOrEqual(1);
+  // bound: cli/no-cancel-exit
   expect(took).toBeLessThan(2000);
   await eventually(async () => (await lockHolders(databaseUrl(), q.keys.key1, q.keys.key2)).length === 1, {
     timeoutMs: 3000,

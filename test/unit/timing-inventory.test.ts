@@ -81,15 +81,17 @@ describe('timing inventory --check', { timeout: 30_000 }, () => {
     expect(r.out).toMatch(/the code's bound is 100 ms, the row `contract\/x` says 400/);
   });
 
-  it('passes a rule’s floor plus a margin at ≥ 3 × the worst excess (floor 60 + 40, 73 recorded: 13 over)', () => {
-    const r = check(tree(BODY, row('100 (floor 60 + 40)', '73')));
+  it('passes a rule’s time plus a margin at ≥ 3 × the worst excess (rule 60 + 40, 73 recorded: 13 over)', () => {
+    const r = check(tree(BODY, row('100 (rule 60 + 40)', '73')));
     expect(r.status, r.out).toBe(0);
-    expect(r.out).toMatch(/1 linked .*\(1 of them a rule's floor/);
+    expect(r.out).toMatch(/1 linked .*\(1 of them a rule's time/);
   });
 
-  it('fails a floor plus a margin below 3 × the worst excess (floor 60 + 40, 75 recorded: 15 over)', () => {
-    const r = check(tree(BODY, row('100 (floor 60 + 40)', '75')));
+  it('fails a rule’s time plus a margin below 3 × the worst excess (rule 60 + 40, 75 recorded: 15 over)', () => {
+    const r = check(tree(BODY, row('100 (rule 60 + 40)', '75')));
     expect(r.status, r.out).toBe(1);
-    expect(r.out).toMatch(/FAIL .*a margin of 40 ms over the floor 60 ms is 2\.67 × the worst excess 15\.0 ms/);
+    expect(r.out).toMatch(
+      /FAIL .*a margin of 40 ms over the rule's 60 ms is 2\.67 × the worst excess 15\.0 ms/,
+    );
   });
 });
