@@ -2,8 +2,11 @@
  * The handover at a fire of docs/node-cron.md, shared by the integration test (what is
  * claimed, and how often the next leader asks) and the timing test (how soon after the
  * withdrawal it takes the fire): the old leader steps down right after its claim commits,
- * and its withdrawal reaches the database only `withdrawDelayMs` later (a loaded machine);
- * the next leader (`leaderWaitMs`) asks again until the withdrawal is in.
+ * and its withdrawal reaches the database only `withdrawDelayMs` after the next leader's
+ * first ask was answered (a loaded machine); the next leader (`leaderWaitMs`) asks again
+ * until the withdrawal is in. Held until that first answer, not for a fixed time after the
+ * step-down: the test reads the claims before the next leader asks, and under load (6) a
+ * fixed 300 ms had passed by then, the withdrawal already in (nothing left to read).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -73,9 +76,14 @@ async function scenario(locks: LockFactory, pool: pg.Pool, withdrawDelayMs: numb
   await next.start();
   const scope = `${locks.tag}-scope`;
   let withdrawnAt = 0;
+  let firstAnswer: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    firstAnswer = resolve;
+  });
   const oldPool: Queryable = {
     async query(text, values) {
       if (text.includes('pgleaderlock:cron-withdraw')) {
+        await answered;
         await sleep(withdrawDelayMs);
         const r = await pool.query(text, values);
         withdrawnAt = performance.now();
@@ -98,6 +106,7 @@ async function scenario(locks: LockFactory, pool: pg.Pool, withdrawDelayMs: numb
           answeredAt: performance.now(),
           outcome: r.rows[0]?.outcome as string | undefined,
         });
+        firstAnswer();
       }
       return r as never;
     },
