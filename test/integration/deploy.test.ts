@@ -161,6 +161,7 @@ describe('docs/deploy.md', () => {
     expect(a.lines.some((l) => l.includes('runWhileLeader'))).toBe(true); // the ShutdownError, logged
     expect(a.lines).toContain(`shutdown asked with timeoutMs ${SHUTDOWN_TIMEOUT_MS}`); // the worker's own
     expect(ms).toBeGreaterThanOrEqual(CUT_MS - 50);
+    // bound: integration/deploy-stubborn-exit
     expect(ms).toBeLessThan(CUT_MS + 1_000);
     await b.line(/^leading \(term 1\)$/, 5_000);
     expect(b.lines).toContain('holding the lock, leading in 250 ms');

@@ -200,6 +200,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           `[faults] blackhole: old leader lost at +${(lostAt - t0).toFixed(0)} ms, new leader at +${(acquiredAt - t0).toFixed(0)} ms`,
         );
         expect(lostAt).toBeLessThan(acquiredAt);
+        // bound: integration/faults-blackhole-new-leader
         expect(acquiredAt - t0).toBeLessThan(1400 + 1000); // the bound, plus poll interval and slack
       } finally {
         await proxy.close();
@@ -264,6 +265,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
         const t0 = performance.now();
         await client?.query(statement);
         const at = await lost.promise;
+        // bound: integration/faults-silent-loss
         expect(at - t0).toBeLessThan(300 + 500 + 200);
         expect(lock.state).toBe(LockState.STOPPED);
       }
@@ -294,6 +296,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (mode) => {
           const t0 = performance.now();
           await (call === 'shutdown' ? lock.shutdown({ timeoutMs: 500 }) : lock.stepDown({ timeoutMs: 500 }));
           const took = performance.now() - t0;
+          // bound: integration/faults-blackholed-stop
           expect(took).toBeLessThan(500 + 1200); // timeout + closeTimeoutMs (1000) + slack
           expect(lock.state).toBe(LockState.STOPPED);
           expect(errors.map((e) => e.name)).toContain('ShutdownError');

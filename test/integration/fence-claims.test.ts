@@ -62,11 +62,11 @@ function fencesOf(lock: LeaderLock): number[] {
 
 const DELAY_MS = 1500;
 /**
- * "No delay": the term opens within 300 ms of the grant (what follows the grant: the epoch
- * bump and the term's opening, a few ms on an idle machine, tens with other test files
- * loading both cores). The fences seen are the exact check.
+ * "No delay": the term opens within 500 ms of the grant, a third of the 1,500 ms delay (what
+ * follows the grant: the epoch bump and the term's opening, a few ms on an idle machine, tens
+ * with other test files loading both cores, 101 at load 6). The fences seen are the exact check.
  */
-const NO_DELAY_MS = 300;
+const NO_DELAY_MS = 500;
 
 describe.each(['wait', 'poll'] as const)('the epoch row proves a clean release (%s mode)', (mode) => {
   it.each([
@@ -211,6 +211,7 @@ describe('a release whose deadline expired sends no `released` event', () => {
       expect(r.fences).toEqual([NEXT_DELAY_MS]);
       // the grant can only follow the forced close (at the deadline), and the term the delay
       expect(r.ledAfterMs).toBeGreaterThanOrEqual(DEADLINE_MS + NEXT_DELAY_MS - TIMER_EARLY_MS);
+      // bound: integration/fence-claims-forced-close
       expect(r.ledAfterMs).toBeLessThan(DEADLINE_MS + NEXT_DELAY_MS + NEXT_DELAY_MS / 2);
     },
   );

@@ -254,6 +254,7 @@ describe('fencing', () => {
       console.log(
         `[fencing] ${mode}: the wait to add the column ended ${waitedMs.toFixed(0)} ms after it began (queryTimeoutMs ${queryTimeoutMs})`,
       );
+      // bound: integration/fencing-column-wait
       expect(waitedMs).toBeLessThan(queryTimeoutMs + 250);
       expect([lock.isLeader, led]).toEqual([false, 0]);
       await reader.query('ROLLBACK');

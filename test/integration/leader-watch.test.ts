@@ -187,6 +187,7 @@ describe.each(['wait', 'poll'] as const)('watching LeaderLocks in %s mode', (mod
     console.log(
       `[watch ${mode}] a SIGKILLed leader without successor reported gone after ${goneMs.toFixed(0)} ms (interval 500 ms)`,
     );
+    // bound: integration/leader-watch-gone
     expect(goneMs).toBeLessThanOrEqual(500 + 250);
     expect(seen).toEqual([id, null]);
   });
@@ -313,6 +314,7 @@ describe("the watch's own connection", () => {
       await watch.close();
       const ms = performance.now() - t0;
       console.log(`[watch] close() on a blackholed connection took ${ms.toFixed(0)} ms (closeTimeoutMs 300)`);
+      // bound: integration/leader-watch-close-blackholed
       expect(ms).toBeLessThanOrEqual(500);
       expect(watch.connected).toBe(false);
     } finally {

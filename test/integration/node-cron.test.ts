@@ -417,6 +417,7 @@ describe('pgleaderlock/node-cron, in process', () => {
       expect(ran).toEqual([]);
       expect(skip?.reason).toBe('coordinator-error');
       expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeGreaterThanOrEqual(timeoutMs - TIMER_EARLY_MS);
+      // bound: integration/node-cron-blackholed-skip
       expect((skip?.at ?? 0) - (skip?.fireAt ?? 0)).toBeLessThan(2 * timeoutMs);
     } finally {
       await proxy.close();
@@ -521,6 +522,7 @@ describe('pgleaderlock/node-cron, in process', () => {
       expect(skip.fireAt).toBe(fireAt);
       expect(skip.reason).toBe('coordinator-error');
       expect(skip.at - fireAt).toBeGreaterThanOrEqual(CLAIM_TIMEOUT_MS - TIMER_EARLY_MS);
+      // bound: integration/node-cron-claim-blocked
       expect(skip.at - fireAt).toBeLessThan(CLAIM_TIMEOUT_MS + 600);
       expect(logged).toEqual(['Run coordinator failed; skipping execution (fail-closed)']);
       expect(claims).toHaveLength(2); // the warm-up's, and the fire's, still waiting

@@ -620,6 +620,7 @@ describe('LockMetrics on a LeaderLock: every documented series, after real event
     expect(sample(mb.prometheus(), 'pgleaderlock_takeover_delays_total')).toBe(0);
     const cleanFailover = mb.snapshot().lastFailoverMs ?? Number.NaN;
     expect(cleanFailover).toBeGreaterThanOrEqual(0);
+    // bound: integration/observability-clean-failover
     expect(cleanFailover).toBeLessThan(DELAY_MS); // from the grant: a clean handover waits no delay
     await quietFor(300);
     // not leading: leader time does not grow

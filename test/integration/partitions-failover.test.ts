@@ -226,7 +226,9 @@ it(`the split-brain fence: while the old primary is up, a partition taken over o
     expect(x.ms, `${x.worker} partition ${x.p}`).toBeGreaterThanOrEqual(x.logged - TIMER_EARLY_MS);
   // bound: integration/partitions-failover-median-excess
   expect(med(excess)).toBeLessThanOrEqual(50);
+  // bound: integration/partitions-failover-takeover-median
   expect(med(takeovers.map((x) => x.ms))).toBeLessThanOrEqual(FENCE_MS + 50);
+  // bound: integration/partitions-failover-clean-median
   expect(med(clean.map((x) => x.ms))).toBeLessThanOrEqual(CLEAN_FENCE_MS + 50);
 });
 

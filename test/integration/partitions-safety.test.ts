@@ -149,12 +149,14 @@ describe('PartitionedLeadership callbacks', () => {
     });
     const reported = errors.find((e) => e.code === 'ERR_PGLEADERLOCK_CALLBACK_TIMEOUT')?.at ?? 0;
     expect(reported - startedAt).toBeGreaterThanOrEqual(300 - TIMER_EARLY_MS);
+    // bound: integration/partitions-safety-callback-timeout
     expect(reported - startedAt).toBeLessThan(300 + 1000);
     // a joiner gets its share while a's callbacks (8 × 300 ms) are still queued
     const b = worker(name, 8, { id: 'b' });
     const joinAt = performance.now();
     await b.start();
     await eventually(() => b.owned.size === 4 && a.owned.size === 4, { what: 'the 4/4 split' });
+    // bound: integration/partitions-safety-join
     expect(performance.now() - joinAt).toBeLessThan(1000);
     // the lease is renewed meanwhile
     expect((a.leaseExpiresAt as number) - performance.now()).toBeGreaterThan(0);

@@ -337,7 +337,8 @@ describe('PartitionedLeadership', () => {
     console.log(
       `[partitions] a leaver's share owned by the rest ${took.toFixed(0)} ms after its shutdown() was called`,
     );
-    expect(took).toBeLessThan(400); // 100–163 ms measured: the leaver's release, then the rest's takes
+    // bound: integration/partitions-leaver-share
+    expect(took).toBeLessThan(1000); // 100–163 ms measured quiet, 292 at load 6; the failure it tells apart: the 3 s delay: the leaver's release, then the rest's takes
   }, 30_000);
 
   it('start() is single-flight, and a start() during shutdown() joins again once the shutdown is over', async () => {

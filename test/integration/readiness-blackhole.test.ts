@@ -68,9 +68,11 @@ describe('readiness during a blackhole (health 500 ms, query timeout 500 ms, wai
     console.log(`[readiness blackhole] unready after: ${shown}`);
     // each: the deadline of the statement in flight, then a new connection's (a fresh attempt
     // counts as ready until it fails)
+    // bound: integration/readiness-blackhole-leader
     expect(unready.get('leader')).toBeLessThanOrEqual(HEALTH + 2 * QUERY + SLACK);
     // bound: integration/readiness-blackhole-follower
     expect(unready.get('poller')).toBeLessThanOrEqual(HEALTH + 2 * QUERY + SLACK);
+    // bound: integration/readiness-blackhole-waiter
     expect(unready.get('waiter')).toBeLessThanOrEqual(SLICE * 1.1 + 2 * QUERY + SLACK);
     // the proxy keeps the server side of a connection the client gave up on: close it
     // before the leak check

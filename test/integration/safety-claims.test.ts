@@ -254,6 +254,7 @@ describe('the pooler probe kept while leading', { tags: ['pg-major'] }, () => {
       `[safety] kept probe served by the leader's backend: left LEADER ${leftMs.toFixed(0)} ms later; ${refusal?.message}`,
     );
     expect(refusal?.message).toMatch(/a second connection was served by this session's backend/);
+    // bound: integration/safety-kept-probe-shared
     expect(leftMs).toBeLessThan(100 + 100);
     // later sessions: each one's probe at connect is served by its backend, and refuses
     await eventually(() => unsafe().length >= 3, { what: 'two later sessions refused' });

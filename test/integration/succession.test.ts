@@ -228,6 +228,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
       `[succession ${mode}] successor left: ${next.id} led ${pause.toFixed(1)} ms after its shutdown`,
     );
     // a's runs drain (150 ms), its release names c, who is gone: no waiter yields
+    // bound: integration/succession-successor-left
     expect(pause).toBeLessThan(150 + 250);
     if (mode === 'wait') expect(next).toBe(b);
     expect(t.fences(next) - (fencesBefore.get(next) ?? 0)).toBe(0);
@@ -330,6 +331,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads (%s mode)', (mode) 
     );
     expect(errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_SHUTDOWN' });
     expect(took).toBeGreaterThanOrEqual(300 - TIMER_EARLY_MS);
+    // bound: integration/succession-resign-forced
     expect(took).toBeLessThan(300 + 250);
     expect(t.logs).toContainEqual({ id: a.id, event: 'forced_close' });
     t.letGo();
@@ -594,6 +596,7 @@ describe('handoverTo to a successor that never takes the lock (poll mode, its pr
       console.log(
         `[succession] handoverTo rejected ${rejectedAfter.toFixed(1)} ms after the call (window ${WINDOW_MS} ms)`,
       );
+      // bound: integration/succession-handover-window
       expect(rejectedAfter).toBeLessThan(WINDOW_MS + 300);
 
       // the waiters yield to the old leader for timeoutMs after the successor's deadline: it
