@@ -65,6 +65,11 @@ export const AUDITED = [
   'integration/takeover-delay.test.ts',
   'integration/terms.test.ts',
   'integration/wait-mode.test.ts',
+  'timing/frozen-default.test.ts',
+  'timing/leader-watch.test.ts',
+  'timing/node-cron-handover.test.ts',
+  'timing/observability-claims.test.ts',
+  'timing/proof-of-drain.test.ts',
 ];
 /** The factor between an absolute bound and the worst figure recorded for it. */
 export const FACTOR = 3;

@@ -55,6 +55,7 @@ describe('pgleaderlock demo: failover figures', () => {
     const all = [...r.stdout.matchAll(/leads after ([\d.]+) ms/g)].map((m) => Number(m[1]));
     expect(all).toHaveLength(3);
     const median = [...all].sort((a, b) => a - b)[1] as number;
+    // bound: timing/demo-clean-median
     expect(median).toBeLessThan(100); // README: "tens of milliseconds"
     expect(r.stdout).not.toContain('takeover delay');
   });

@@ -76,7 +76,9 @@ describe('a frozen leader, every timing at its default (wait mode)', () => {
     expect(replacedAfter).toBeGreaterThanOrEqual(7000 - 1500 + 250);
     // + 1 s for the server's and the follower's own work under load (0.44 s at most in
     // bench/defaults-grid.ts with the server at full CPU)
+    // bound: timing/frozen-default-replaced
     expect(replacedAfter).toBeLessThan(7000 + 250 + 1000);
+    // bound: timing/frozen-default-10s
     expect(replacedAfter).toBeLessThanOrEqual(10_000);
   }, 60_000); // starting the child takes 20 s and more on a loaded machine
 });

@@ -154,6 +154,7 @@ describe.each(['wait', 'poll'] as const)(
           );
           // a clean handover in wait mode is a grant at the unlock: the upper bound holds too (p50)
           if (mode === 'wait' && how === 'stepDown')
+            // bound: timing/leader-watch-stepdown-median
             expect(median(afterCause)).toBeLessThanOrEqual(BUDGET_MS);
         } finally {
           await watch.close();

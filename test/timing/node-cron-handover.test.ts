@@ -17,12 +17,14 @@ describe('pgleaderlock/node-cron, a handover at a fire', () => {
     expect(h.nextRun).toBe(true);
     expect(h.withdrawnAt).toBeGreaterThan(h.askedAt);
     console.log(`claim taken ${Math.round(h.ranAt - h.withdrawnAt)} ms after the old claim was withdrawn`);
+    // bound: timing/node-cron-after-withdrawal
     expect(h.ranAt - h.withdrawnAt).toBeLessThan(100);
     // asked again every 20 ms: the median pause between an answer and the next ask
     const pauses = h.asks.slice(1).map((a, i) => a.sentAt - (h.asks[i] as { answeredAt: number }).answeredAt);
     const median = [...pauses].sort((a, b) => a - b)[Math.floor(pauses.length / 2)] as number;
     console.log(`${h.asks.length} asks, median pause ${median.toFixed(1)} ms`);
     expect(pauses.length).toBeGreaterThan(2);
+    // bound: timing/node-cron-ask-pause
     expect(median).toBeLessThan(30);
   });
 });

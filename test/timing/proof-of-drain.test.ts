@@ -101,6 +101,7 @@ describe('proof of drain: a live old leader ends the next leader’s takeover de
     );
     expect(next.at - killedAt).toBeGreaterThanOrEqual(250 - TIMER_EARLY_MS);
     // docs/safety.md: "about a quarter of a second" (279–281 ms measured)
+    // bound: timing/proof-of-drain-sigkill
     expect(next.at - killedAt).toBeLessThanOrEqual(350);
   });
 });

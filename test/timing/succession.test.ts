@@ -123,6 +123,7 @@ describe('choosing who leads, a named poll-mode follower', () => {
       console.log(
         `[succession poll] named ${beforeMs} ms before the unlock: leading ${took.toFixed(1)} ms after it`,
       );
+      // bound: timing/succession-named-poll
       expect(took).toBeLessThan(100); // 4–21 ms measured: it attempts every 5 ms
     },
   );
