@@ -224,7 +224,16 @@ export function transition(from: SpecState, input: InputType, f: Flags): Transit
         }
         return stop('emitReleased', 'closeConnection');
       }
-      if (input === 'ReleaseFailed' || input === 'DbError') return stop('emitError', 'closeConnection');
+      if (input === 'ReleaseFailed' || input === 'DbError') {
+        // footnote ² for a failed release too (the spec's step_down: on a timeout it "cycles the
+        // connection" and, with auto_reacquire, "resumes acquisition attempts"): a lock that was
+        // to follow (stepDown, a handover, a resign) stays a candidate when its session is lost
+        // or closed by force before the release completed; only a shutdown stops it
+        if (f.releaseThen === 'follow' && f.autoReacquire) {
+          return { to: FOLLOWER, effects: ['emitError', 'closeConnection', 'resetRetry', 'backOff'] };
+        }
+        return stop('emitError', 'closeConnection');
+      }
       return undefined;
   }
 }

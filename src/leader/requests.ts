@@ -125,13 +125,15 @@ export class Requests {
     this.announcedMeanwhile = null;
     const first = !this.opened.has(session);
     this.opened.add(session);
-    // sent from setImmediate: the callbacks queued as the term opened (onAcquired) start
-    // first, not behind the read's send, unless an earlier callback is still running (they
-    // run one at a time); the read waits for their synchronous part
+    // sent from a 0 ms timer of the clock: the callbacks queued as the term opened
+    // (onAcquired) start first, not behind the read's send, unless an earlier callback is
+    // still running (they run one at a time); the read waits for their synchronous part. The
+    // clock's timer, not setImmediate: on an injected clock (the simulation's) a timer of the
+    // runtime's own fired only at the clock's next event, up to 105 ms later there
     const read = (): void =>
-      void setImmediate(() => {
+      void this.o.clock.setTimeout(() => {
         if (this.target.leaderSession() === session) this.reconsider(announcer);
-      });
+      }, 0);
     if (!first) {
       if ([...this.candidates].some(([id, p]) => id !== this.o.id && p > this.o.priority)) read();
       return;

@@ -57,7 +57,11 @@ class Shutdown implements Cmd {
   async run(m: Model, g: SimGroup): Promise<void> {
     const i = pick(g, this.i);
     const opts = this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs };
-    const r = await g.call(i, (l) => l.shutdown(opts));
+    let leading = false;
+    const r = await g.call(i, (l) => {
+      leading = l.isLeader;
+      return l.shutdown(opts);
+    });
     // resolves (never rejects), within its timeout when given one
     resolved(r);
     // within its timeout, give or take a message: past the timeout it still waits for one
@@ -70,7 +74,12 @@ class Shutdown implements Cmd {
     // its session's lock is gone from the server by the time the close reaches it (a
     // clean release unlocked before; a forced close frees it when the FIN arrives)
     if (g.holder() === i) {
-      expect(this.timeoutMs, 'a shutdown without timeout unlocks before it resolves').toBeDefined();
+      // a leader's shutdown without timeout unlocks before it resolves; a lock not leading at
+      // the call whose session an earlier stepDown's timeout closed by force (seed 96381113:
+      // stepDown 0 ms, then shutdown) has nothing left to unlock: the server frees the key as
+      // the close reaches it, as after a timeout
+      if (leading)
+        expect(this.timeoutMs, 'a shutdown without timeout unlocks before it resolves').toBeDefined();
       await g.run(() => g.holder() !== i, g.profile.net.baseMs + g.profile.net.spikeMs + 5);
       expect(g.holder()).not.toBe(i);
     }
@@ -138,7 +147,16 @@ class HandoverTo implements Cmd {
       expect(wasLeader).toBe(true);
       expect(this.j).not.toBe(i);
       expect(m.started[this.j]).toBe(true);
-      expect(g.holder()).toBe(this.j);
+      // the successor holds the lock, unless a started candidate outranks it: then it hands
+      // the lock on as soon as its term opens (docs/choosing-the-leader.md), and may have
+      // unlocked by the time the call resolves (the holder is then nobody, or that candidate)
+      const pj = g.cands[this.j]?.priority ?? 0;
+      const above = g.cands
+        .filter((c, k) => m.started[k] && k !== this.j && c.priority > pj)
+        .map((c) => c.index);
+      const holder = g.holder();
+      if (above.length === 0) expect(holder).toBe(this.j);
+      else expect([this.j, null, ...above]).toContain(holder);
       expect(g.lock(i).isLeader).toBe(false);
     } else {
       expect(r.error).toBeInstanceOf(LockError);
@@ -176,7 +194,8 @@ class WaitForLeadership implements Cmd {
     } else {
       // false: only after the timeout (it cannot stop meanwhile: nothing else runs)
       expect(leading).toBe(false);
-      expect(r.tookMs).toBeGreaterThanOrEqual(this.timeoutMs);
+      // (less a float's rounding: simulated time is a sum of drawn delays, 499.99999999999955 seen)
+      expect(r.tookMs).toBeGreaterThanOrEqual(this.timeoutMs - 1e-6);
       expect(r.tookMs).toBeLessThanOrEqual(this.timeoutMs + 1);
     }
     ok(g);

@@ -155,3 +155,39 @@ describe.each(['wait', 'poll'] as const)('handoverTo to nobody, in simulated tim
     expect(firstLeft ? at(firstLeft) : Number.POSITIVE_INFINITY).toBeGreaterThan(3500);
   });
 });
+
+describe.each(['wait', 'poll'] as const)('priorities, in simulated time (%s mode)', (mode) => {
+  it(`a higher-priority candidate that joins during the next leader's ${DELAY_MS} ms takeover delay: that leader hands over as soon as its term opens (its body ends within 5 ms of starting), and the higher-priority one's term opens within 20 ms of that, with no delay of its own`, async () => {
+    const { terms, trace } = await directed(
+      mode,
+      [
+        { at: 0, op: 'start', who: 0 },
+        { at: 100, op: 'start', who: 1 },
+        { at: 2000, op: 'crash', who: 0 }, // b granted at once, holds the delay (a crash proves nothing)
+        { at: 2300, op: 'start', who: 2 }, // c, priority 5, joins during b's delay
+      ],
+      {
+        candidates: [
+          { id: 'a', priority: 0 },
+          { id: 'b', priority: 0 },
+          { id: 'c', priority: 5 },
+        ],
+      },
+    );
+    const at = (l: string): number => Number(l.split(' ')[0]);
+    const bStart = terms.find((t) => t.who.startsWith('c1.') && t.at >= 2000);
+    const cStart = terms.find((t) => t.who.startsWith('c2.'));
+    const bEnd = trace.find(
+      (l) => /^\S+ c1\.\d+ body end /.test(l) && bStart !== undefined && at(l) >= bStart.at,
+    );
+    if (!bStart || !cStart || !bEnd) throw new Error(`terms: ${JSON.stringify(terms)}\n${trace.join('\n')}`);
+    const held = at(bEnd) - bStart.at;
+    const next = cStart.at - bStart.at;
+    console.log(
+      `[sim claims] ${mode}: b's term opened ${(bStart.at - 2000).toFixed(1)} ms after the crash, its body ended ${held.toFixed(2)} ms later, c's term opened ${next.toFixed(2)} ms after b's`,
+    );
+    expect(bStart.at - 2000).toBeGreaterThanOrEqual(DELAY_MS); // b waited its delay
+    expect(held).toBeLessThan(5);
+    expect(next).toBeLessThan(20);
+  });
+});

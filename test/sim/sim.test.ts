@@ -66,11 +66,10 @@ describe('deterministic simulation', () => {
       "a ring watch granted a crashed worker's member slot behind a session-mode pooler, its client blackholed, held the slot: the worker restarted with that id never joined",
       ':175731675 freed (idle-timeout)',
     ],
-    [
-      1500455904,
-      "a session-mode pooler freed a candidate's backend when its connection was reset; the pooler guard's probe then got that backend and called the pooler a transaction pooler (ERR_PGLEADERLOCK_UNSAFE) instead of a lost session",
-      '#900023 on pid 116: /* pgleaderlock:probe */',
-    ],
+    // 1500455904 (a session-mode pooler gave the pooler guard's probe the backend of this
+    // candidate's reset connection, b5911a7) no longer reaches that path since a term's
+    // priority read runs on the clock (2026-12-03), and none of the first 10,000 seeds of base
+    // 1 fails without that fix: test/unit/pooler-decisions.test.ts covers it (fails without)
   ])('seed %i (%s): no violation', async (seed, _what, seen) => {
     const r = await runScenario(seed, { trace: true, earlyTimers: false });
     expect(r.violations).toEqual([]);

@@ -86,7 +86,9 @@ describe('the source tree', () => {
           .split('\n')
           .map((line, i) => [line, i + 1] as const)
           .filter(([line]) => !/^\s*(\*|\/\/|\/\*)/.test(line))
-          .filter(([line]) => /\b(setTimeout|setInterval|Date\.now|performance\.now)\s*\(/.test(line))
+          .filter(([line]) =>
+            /\b(setTimeout|setInterval|setImmediate|Date\.now|performance\.now)\s*\(/.test(line),
+          )
           .filter(([line]) => !/\bclock\.setTimeout\(/i.test(line))
           .map(([line, n]) => `${rel(f)}:${n}: ${line.trim()}`),
       );

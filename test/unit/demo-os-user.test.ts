@@ -38,8 +38,11 @@ function withShims(mode: 'existing' | 'create'): { ids: unknown; useradd: string
   }
 }
 
+// each test starts a Node process with tsx (about 0.6 s alone; 5.2 s, past the unit
+// project's 5 s, in a full unit run beside a mutation run at load 6): a timeout of its own
 describe.runIf(isRoot)(
   'the OS user of the demo server, as root, on a machine without a postgres user',
+  { timeout: 30_000 },
   () => {
     it("the demo's mode ('existing'): runs as nobody, never calls useradd", () => {
       const r = withShims('existing');

@@ -281,7 +281,13 @@ describe('timeouts', () => {
     await done;
     expect(h.db.holder).toBeNull();
     expect(h.errors.some((e) => e instanceof ShutdownError)).toBe(true);
-    expect(h.lock.state).toBe(LockState.STOPPED); // a failed release ends in STOPPED (table)
+    // a stepDown's release cut by its timeout: the lock stays a candidate (footnote ²), and
+    // leads again at its next attempt
+    expect(h.lock.state).toBe(LockState.FOLLOWER);
+    h.db.behaviour.unlock = 'normal';
+    await h.clock.advance(60_000);
+    expect(h.lock.state).toBe(LockState.LEADER);
+    await h.lock.shutdown();
   });
 
   it('without timeoutMs a hung unlock is still cut by queryTimeoutMs', async () => {

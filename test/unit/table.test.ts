@@ -93,6 +93,35 @@ const ROWS: Row[] = [
   ],
   [RELEASING, 'ReleaseFailed', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
   [RELEASING, 'DbError', {}, STOPPED, ['emitError', 'closeConnection', 'emitStopped']],
+  // footnote ² for a failed release too: a stepDown, handover or resign stays a candidate
+  [
+    RELEASING,
+    'ReleaseFailed',
+    { releaseThen: 'follow', autoReacquire: true },
+    FOLLOWER,
+    ['emitError', 'closeConnection', 'resetRetry', 'backOff'],
+  ],
+  [
+    RELEASING,
+    'ReleaseFailed',
+    { releaseThen: 'follow', autoReacquire: false },
+    STOPPED,
+    ['emitError', 'closeConnection', 'emitStopped'],
+  ],
+  [
+    RELEASING,
+    'DbError',
+    { releaseThen: 'follow', autoReacquire: true },
+    FOLLOWER,
+    ['emitError', 'closeConnection', 'resetRetry', 'backOff'],
+  ],
+  [
+    RELEASING,
+    'DbError',
+    { releaseThen: 'follow', autoReacquire: false },
+    STOPPED,
+    ['emitError', 'closeConnection', 'emitStopped'],
+  ],
   // an attempt's own data, its state kept (the step goes on: steps.ts, `advance`)
   [ACQUIRING, 'Connected', {}, ACQUIRING, []],
   [ACQUIRING, 'SessionClosed', {}, ACQUIRING, ['closeConnection']],

@@ -327,14 +327,36 @@ describe('transition table', () => {
     expect(h.db.open).toHaveLength(0);
   });
 
-  it('RELEASING --DbError--> STOPPED: unlock query fails, emits error, connection closed', async () => {
+  it('RELEASING --DbError--> STOPPED: the unlock of a shutdown fails, emits error, connection closed', async () => {
     const h = makeLock();
+    await startLeader(h);
+    h.db.behaviour.unlock = 'error';
+    await h.lock.shutdown();
+    expect(h.take()).toEqual(['leader->releasing', 'releasing->stopped', 'error:LockError', 'stopped']);
+    expect(h.db.open).toHaveLength(0);
+    expect(h.db.holder).toBeNull();
+  });
+
+  it('RELEASING --DbError--> FOLLOWER (footnote ²): the unlock of a stepDown fails: emits error, connection closed, and the lock stays a candidate (autoReacquire), leading again after one back-off delay', async () => {
+    const h = makeLock({ retryStrategy: new FixedInterval({ intervalMs: 200 }) });
+    await startLeader(h);
+    h.db.behaviour.unlock = 'error';
+    await h.lock.stepDown();
+    expect(h.take()).toEqual(['leader->releasing', 'releasing->follower', 'error:LockError']);
+    expect(h.db.open).toHaveLength(0);
+    expect(h.db.holder).toBeNull();
+    h.db.behaviour.unlock = 'normal';
+    await h.clock.advance(200);
+    expect(h.lock.state).toBe(LockState.LEADER);
+    await h.lock.shutdown();
+  });
+
+  it('RELEASING --DbError--> STOPPED without autoReacquire, after a stepDown too', async () => {
+    const h = makeLock({ autoReacquire: false });
     await startLeader(h);
     h.db.behaviour.unlock = 'error';
     await h.lock.stepDown();
     expect(h.take()).toEqual(['leader->releasing', 'releasing->stopped', 'error:LockError', 'stopped']);
-    expect(h.db.open).toHaveLength(0);
-    expect(h.db.holder).toBeNull();
   });
 });
 
