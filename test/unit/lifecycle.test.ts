@@ -290,6 +290,21 @@ describe('timeouts', () => {
     await h.lock.shutdown();
   });
 
+  it("a shutdown asked while a stepDown's release hangs: the release cut by force ends in STOPPED, not a candidate again", async () => {
+    const h = makeLock({ queryTimeoutMs: 10_000 });
+    await startLeader(h);
+    h.db.behaviour.unlock = 'hang';
+    const stepped = h.lock.stepDown({ timeoutMs: 300 });
+    const stopped = h.lock.shutdown();
+    await h.clock.advance(300);
+    await stepped;
+    await h.clock.advance(10_000);
+    await stopped;
+    expect(h.lock.state).toBe(LockState.STOPPED);
+    expect(h.db.holder).toBeNull();
+    expect(h.db.open).toHaveLength(0);
+  });
+
   it('without timeoutMs a hung unlock is still cut by queryTimeoutMs', async () => {
     const h = makeLock({ queryTimeoutMs: 400 });
     await startLeader(h);
