@@ -320,6 +320,51 @@ describe('while the delay runs', () => {
     await h.clock.advance(1); // the check at 2000
     expect(h.events).toContain('lost');
     expect(h.events).not.toContain('acquired');
+    expect(h.errors.map((e) => (e as { code?: string }).code)).toEqual(['ERR_PGLEADERLOCK_LOST']);
+  });
+
+  it('a check that fails while pending opens no term and is reported; the next attempt goes on', async () => {
+    const h = makeLock({ takeoverDelayMs: 3000, healthIntervalMs: 1000 });
+    await startAndWait(h, 0);
+    h.db.behaviour.check = 'error';
+    await h.clock.advance(1000);
+    expect(h.events).not.toContain('acquired');
+    expect(h.lock.state).toBe(LockState.FOLLOWER);
+    expect(h.errors.map((e) => e.message)).toEqual([expect.stringContaining('simulated query failure')]);
+    h.db.behaviour.check = 'normal';
+    await h.clock.advance(10_000);
+    expect(h.lock.isLeader).toBe(true);
+    await h.lock.shutdown();
+  });
+
+  it('a session that dies during the delay: its check says the lock is lost, and no term opens', async () => {
+    const h = makeLock({ takeoverDelayMs: 3000, healthIntervalMs: 1000 });
+    h.db.beforeQuery = (tag, client) => {
+      if (tag === 'pending' && h.clock.now() >= 1000) client.kill(); // as the check is sent
+    };
+    await startAndWait(h, 1000);
+    expect(h.events).not.toContain('acquired');
+    expect(h.lock.state).toBe(LockState.FOLLOWER);
+    expect(h.errors.map((e) => (e as { code?: string }).code)).toEqual(['ERR_PGLEADERLOCK_LOST']);
+    h.db.beforeQuery = null;
+    await h.lock.shutdown();
+  });
+
+  it('a session that dies as the delay ends opens no term, though the server has not freed the lock yet', async () => {
+    const h = makeLock({ takeoverDelayMs: DELAY, healthIntervalMs: 1000 });
+    h.db.releaseDelayMs = 5000; // the server notices the closed session late: the check still says held
+    h.db.beforeQuery = (tag, client) => {
+      if (tag === 'check' && h.clock.now() >= DELAY) client.kill(); // the last check, as it is sent
+    };
+    await startAndWait(h, DELAY);
+    expect(h.events).not.toContain('acquired');
+    expect(h.lock.state).toBe(LockState.FOLLOWER);
+    expect(h.errors.map((e) => [(e as { code?: string }).code, e.message])).toEqual([
+      ['ERR_PGLEADERLOCK_CONNECTION', 'the connection ended after the grant, before the term could open'],
+    ]);
+    expect(h.errors[0]?.cause).toBeInstanceOf(Error);
+    h.db.beforeQuery = null;
+    await h.lock.shutdown();
   });
 
   it('with fencing, a failed epoch bump opens no term on that session and is reported; the next attempt leads', async () => {
