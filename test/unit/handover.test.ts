@@ -8,6 +8,7 @@ import {
   MAX_HANDOVER_TIMEOUT_MS,
   parseEvent,
   payload,
+  requestPayload,
   waitingPayload,
 } from '../../src/core/handover.js';
 
@@ -283,5 +284,21 @@ describe('handoverTo arguments (handoverTimeoutOf)', () => {
     );
     expect(() => handoverTimeoutOf('b', { timeoutMs: 60_001 })).toThrow(RangeError);
     expect(() => handoverTimeoutOf('b', 5)).toThrow(/^handoverTo options must be an object/);
+  });
+});
+
+describe('requests and the proof read once', () => {
+  it('the CLI’s requests (resign, handover) read back as sent', () => {
+    expect(parseEvent(requestPayload(null))).toEqual({ kind: 'resign' });
+    expect(parseEvent(requestPayload({ to: 'b' }))).toEqual({ kind: 'handover', to: 'b' });
+  });
+
+  it('a grant’s proof is read once: nothing heard is no proof, and a second read is none', () => {
+    expect(log().takeProof()).toEqual({ clean: false, directive: null });
+    const l = log();
+    l.see(released('a', 'sa'));
+    l.see(acquired('b', 'me'));
+    expect(l.takeProof()).toEqual({ clean: true, directive: null });
+    expect(l.takeProof()).toEqual({ clean: false, directive: null });
   });
 });
