@@ -194,11 +194,17 @@ export class FakeClient extends EventEmitter {
       const row = { pid: this.backendPid, same: true, held_before: false, ok, twice: ok || null, idle: null };
       return Promise.resolve({ rows: [row] });
     }
-    if (tag === 'survey') {
+    // the survey at connect (primary.ts) and a peer probe (peers.ts): the same answer
+    if (tag === 'survey' || tag === 'peer') {
       const recovery = this.db.inRecovery;
       return Promise.resolve({
         rows: [{ recovery, system_id: 'fake', timeline: recovery ? null : this.db.timeline }],
       });
+    }
+    if (tag === 'drained' && this.db.deliverDrained) {
+      const [channel, payload] = values;
+      if (typeof channel === 'string' && typeof payload === 'string') this.db.broadcast(channel, payload);
+      return Promise.resolve({ rows: [{}] });
     }
     if (tag === 'listen') {
       this.listening = true;
@@ -464,6 +470,11 @@ export class FakeDb {
   /** Fencing: the last epoch handed out, whether its holder released it, how long a bump takes (fake clock). */
   epoch = 0;
   epochReleased = false;
+  /**
+   * Deliver the `drained` events (proof of drain, key-channel.ts `announceDrained`) to the
+   * listening sessions; off: sent and lost, as the fake always did.
+   */
+  deliverDrained = false;
   /** Every event sent on a key channel, in order (payloads). */
   readonly events: string[] = [];
   bumpDelayMs = 0;
@@ -526,7 +537,7 @@ export class FakeDb {
     if (sql.includes('SET released = true')) this.epochReleased = true;
   }
 
-  private broadcast(channel: string, payload: string): void {
+  broadcast(channel: string, payload: string): void {
     this.events.push(payload);
     for (const c of this.clients) if (c.listening && !c.ended) c.emit('notification', { channel, payload });
   }
