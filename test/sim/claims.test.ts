@@ -27,7 +27,12 @@ function moments(trace: readonly string[]) {
   return { grants, terms };
 }
 
-async function directed(mode: 'wait' | 'poll', plan: Step[], extra: Partial<Profile> = {}) {
+async function directed(
+  mode: 'wait' | 'poll',
+  plan: Step[],
+  extra: Partial<Profile> = {},
+  sampleReadyMs?: number,
+) {
   const profile: Partial<Profile> = {
     mode,
     candidates: [
@@ -49,7 +54,7 @@ async function directed(mode: 'wait' | 'poll', plan: Step[], extra: Partial<Prof
     trace: true,
     lockOnly: true,
     earlyTimers: false,
-    fixed: { profile, plan },
+    fixed: sampleReadyMs === undefined ? { profile, plan } : { profile, plan, sampleReadyMs },
   });
   expect(r.violations).toEqual([]);
   return { ...moments(r.trace ?? []), trace: r.trace ?? [] };
@@ -191,3 +196,52 @@ describe.each(['wait', 'poll'] as const)('priorities, in simulated time (%s mode
     expect(next).toBeLessThan(20);
   });
 });
+
+describe.each(['wait', 'poll'] as const)(
+  'readiness when the network goes silent, in simulated time (%s mode)',
+  (mode) => {
+    const HEALTH = 500;
+    const QUERY = 500;
+    const SLICE = 2000;
+    it(`every connection of the leader and of a follower silently dropped (new ones hang): the leader turns unready within healthIntervalMs + 2 × queryTimeoutMs (${HEALTH + 2 * QUERY} ms), a ${mode === 'wait' ? 'waiting follower within waitSliceMs × 1.1 + 2 × queryTimeoutMs (' + (SLICE * 1.1 + 2 * QUERY) + ' ms)' : 'polling follower within the same as the leader'}; ready before that, and ready again once the network is back`, async () => {
+      const CUT = 3000;
+      const { trace } = await directed(
+        mode,
+        [
+          { at: 0, op: 'start', who: 0 },
+          { at: 100, op: 'start', who: 1 },
+          { at: CUT, op: 'partition', who: 0, ms: 8000 },
+          { at: CUT, op: 'partition', who: 1, ms: 8000 },
+        ],
+        { healthIntervalMs: HEALTH, queryTimeoutMs: QUERY, waitSliceMs: SLICE, takeoverDelayMs: 0 },
+        1,
+      );
+      const at = (l: string): number => Number(l.split(' ')[0]);
+      const readiness = (who: string) =>
+        trace
+          .filter((l) => new RegExp(`^\\S+ ${who} ready (true|false)$`).test(l))
+          .map((l) => ({ at: at(l), ready: l.endsWith('true') }));
+      const a = readiness('c0.0');
+      const b = readiness('c1.0');
+      const unready = (xs: { at: number; ready: boolean }[]) => xs.find((x) => x.at >= CUT && !x.ready);
+      const back = (xs: { at: number; ready: boolean }[]) => xs.find((x) => x.at >= CUT + 8000 && x.ready);
+      const ua = unready(a);
+      const ub = unready(b);
+      if (!ua || !ub) throw new Error(`no unready: ${JSON.stringify({ a, b })}\n${trace.join('\n')}`);
+      const leaderMs = ua.at - CUT;
+      const followerMs = ub.at - CUT;
+      console.log(
+        `[sim claims] ${mode}: unready after the cut: leader ${leaderMs.toFixed(1)} ms, follower ${followerMs.toFixed(1)} ms; ready again ${((back(a)?.at ?? Number.NaN) - CUT - 8000).toFixed(1)} / ${((back(b)?.at ?? Number.NaN) - CUT - 8000).toFixed(1)} ms after the network came back`,
+      );
+      // ready from its start until the cut (a follower's first attempt counts as ready)
+      expect(a.filter((x) => x.at > 200 && x.at < CUT && !x.ready)).toEqual([]);
+      expect(b.filter((x) => x.at > 200 && x.at < CUT && !x.ready)).toEqual([]);
+      // each: the deadline of the statement in flight, then a new connection's (sampled every 1 ms)
+      expect(leaderMs).toBeLessThanOrEqual(HEALTH + 2 * QUERY + 5);
+      expect(leaderMs).toBeGreaterThanOrEqual(2 * QUERY); // not before its check and a connect missed their deadlines
+      expect(followerMs).toBeLessThanOrEqual((mode === 'wait' ? SLICE * 1.1 : HEALTH) + 2 * QUERY + 5);
+      expect(back(a)).toBeDefined();
+      expect(back(b)).toBeDefined();
+    });
+  },
+);

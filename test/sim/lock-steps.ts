@@ -144,6 +144,14 @@ export function lockSteps(r: LockRun): {
       case 'blackhole':
         lockLink(c)?.link.blackhole();
         return;
+      case 'partition': {
+        // healed after `ms`: its blackholed connections stay dead, new ones connect again
+        c.proc.cutOff = true;
+        for (const x of c.clients) if (!x.ended) x.link.blackhole();
+        const proc = c.proc;
+        if (s.ms !== undefined) world.schedule(s.ms, null, 'server', () => void (proc.cutOff = false));
+        return;
+      }
       case 'reset':
         lockLink(c)?.link.reset();
         return;

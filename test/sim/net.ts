@@ -281,7 +281,8 @@ export function connector(
       const link = new Link(world, server, rng, net, client);
       client.link = link;
       world.schedule(link.delay(), null, 'server', () => {
-        if (server.unreachable) return; // the connect hangs until the library's deadline
+        // the connect hangs until the library's deadline (the server, or this process, unreachable)
+        if (server.unreachable || proc.cutOff) return;
         if (!server.up) {
           world.schedule(link.delay(), proc, 'io', () =>
             reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })),

@@ -50,7 +50,9 @@ export type Step =
         | 'freezeOnGrant'
         | 'blackhole'
         | 'reset'
-        | 'terminate';
+        | 'terminate'
+        /** Directed scenarios only: every connection of the process blackholed, new ones hang. */
+        | 'partition';
       who: number;
       ms?: number;
       /** freezeOnGrant: its lock connection is blackholed as it thaws. */
@@ -111,7 +113,12 @@ export interface Options {
    * A directed scenario (claims.test.ts): these profile fields and this plan replace what the
    * seed draws (the draws still happen, so the seed's other choices are as without it).
    */
-  fixed?: { profile?: Partial<Profile>; plan?: Step[] };
+  fixed?: {
+    profile?: Partial<Profile>;
+    plan?: Step[];
+    /** Log each candidate's `health().ready` as it changes, sampled every this many ms. */
+    sampleReadyMs?: number;
+  };
 }
 
 export function drawProfile(rng: Random, o: Options = {}): Profile {

@@ -221,13 +221,28 @@ async function runOne(
   let quietAt = 0;
   for (const s of plan) {
     world.schedule(s.at, null, 'server', () => run(s));
-    const end = s.op === 'restart' || s.op === 'freeze' ? s.at + (s.ms ?? 0) : s.at;
+    const end = s.op === 'restart' || s.op === 'freeze' || s.op === 'partition' ? s.at + (s.ms ?? 0) : s.at;
     // an armed freezeOnGrant fires at the next grant (the quiet phase waits for it to end, below)
     quietAt = Math.max(quietAt, end);
   }
   if (failover) {
     cluster?.schedule(failover, (t) => checker.faultUntil(t));
     quietAt = Math.max(quietAt, failover.at);
+  }
+  // a directed scenario's readiness, logged as it changes (claims.test.ts)
+  const sampleMs = o.fixed?.sampleReadyMs;
+  if (sampleMs !== undefined) {
+    const last = new Map<Candidate, boolean>();
+    const sample = (): void => {
+      for (const c of cands) {
+        if (!c.lock || c.crashed) continue;
+        const ready = c.lock.health().ready;
+        if (last.get(c) !== ready) world.log(() => `${c.name} ready ${ready}`);
+        last.set(c, ready);
+      }
+      if (world.now < quietAt + 10_000) world.schedule(sampleMs, null, 'server', sample);
+    };
+    world.schedule(0, null, 'server', sample);
   }
   // quiet: no more faults or operations; a leader must come within the bound and stay
   const { bound, hold } = livenessBounds(profile, failover !== null);

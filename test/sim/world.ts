@@ -24,6 +24,8 @@ export interface SimEvent {
 export class Proc {
   frozen = false;
   dead = false;
+  /** Cut off from the network (a `partition` step): its new connections hang, as its open ones do. */
+  cutOff = false;
   /** Events due while frozen, run in order when it thaws. */
   held: SimEvent[] = [];
   readonly clock: Clock & { readonly pending: number };
