@@ -203,7 +203,7 @@ describe.each(['wait', 'poll'] as const)(
     const HEALTH = 500;
     const QUERY = 500;
     const SLICE = 2000;
-    it(`every connection of the leader and of a follower silently dropped (new ones hang): the leader turns unready within healthIntervalMs + 2 × queryTimeoutMs (${HEALTH + 2 * QUERY} ms), a ${mode === 'wait' ? 'waiting follower within waitSliceMs × 1.1 + 2 × queryTimeoutMs (' + (SLICE * 1.1 + 2 * QUERY) + ' ms)' : 'polling follower within the same as the leader'}; ready before that, and ready again once the network is back`, async () => {
+    it(`every connection of the leader and of a follower silently dropped (new ones hang): the leader turns unready within healthIntervalMs + 2 × queryTimeoutMs (${HEALTH + 2 * QUERY} ms), a ${mode === 'wait' ? `waiting follower within waitSliceMs × 1.1 + 2 × queryTimeoutMs (${SLICE * 1.1 + 2 * QUERY} ms)` : 'polling follower within the same as the leader'}; ready before that, and ready again once the network is back`, async () => {
       const CUT = 3000;
       const { trace } = await directed(
         mode,

@@ -149,7 +149,11 @@ export function lockSteps(r: LockRun): {
         c.proc.cutOff = true;
         for (const x of c.clients) if (!x.ended) x.link.blackhole();
         const proc = c.proc;
-        if (s.ms !== undefined) world.schedule(s.ms, null, 'server', () => void (proc.cutOff = false));
+        if (s.ms !== undefined) {
+          world.schedule(s.ms, null, 'server', () => {
+            proc.cutOff = false;
+          });
+        }
         return;
       }
       case 'reset':
