@@ -68,10 +68,13 @@ export async function serverNowMs(client: AdminClient): Promise<number> {
 }
 
 /** Backends whose application_name starts with `prefix`. */
-export async function sessionsLike(url: string, prefix: string): Promise<{ pid: number; state: string }[]> {
+export async function sessionsLike(
+  url: string,
+  prefix: string,
+): Promise<{ pid: number; state: string; query: string }[]> {
   return adminQuery(
     url,
-    'SELECT pid, state, application_name FROM pg_stat_activity WHERE application_name LIKE $1',
+    'SELECT pid, state, application_name, query FROM pg_stat_activity WHERE application_name LIKE $1',
     [`${prefix.replace(/[%_\\]/g, '\\$&')}%`],
   );
 }
