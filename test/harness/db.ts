@@ -68,6 +68,20 @@ export async function serverNowMs(client: AdminClient): Promise<number> {
 }
 
 /** Backends whose application_name starts with `prefix`. */
+/** The statements a lock session runs before its LISTEN (src/core/prepare.ts). */
+const SET_UP = ['/* pgleaderlock:prepare */', '/* pgleaderlock:configure */', '/* pgleaderlock:settings */'];
+
+/**
+ * A poll-mode candidate's session as `sessionsLike` reads it: set up and idle, so it
+ * LISTENs (a session is named by its first statement, before its LISTEN: a handover that
+ * names it before then reaches it unheard, and it leads only after the takeover delay).
+ */
+export function listening(s: { state: string; query: string }): boolean {
+  return (
+    s.state === 'idle' && s.query.startsWith('/* pgleaderlock:') && !SET_UP.some((t) => s.query.startsWith(t))
+  );
+}
+
 export async function sessionsLike(
   url: string,
   prefix: string,

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { afterEach } from 'vitest';
 import { applicationName } from '../../src/core/identity.js';
 import type { LeaderLock, LeaderLockOptions } from '../../src/index.js';
-import { databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from './db.js';
+import { databaseUrl, eventually, listening, lockHolders, randomKeys, sessionsLike } from './db.js';
 import type { LockFactory } from './locks.js';
 import { overlapsOf, type Span } from './overlaps.js';
 
@@ -75,6 +75,11 @@ export function useTeam(locks: LockFactory): (mode: Mode) => Team {
       const waits = (await lockHolders(databaseUrl(), keys.key1, keys.key2)).filter((h) => !h.granted);
       return session !== undefined && waits.some((h) => h.pid === session.pid);
     };
+    // poll mode: set up, so it LISTENs (db.ts `listening`)
+    const attempted = async (lock: LeaderLock): Promise<boolean> => {
+      const sessions = await sessionsLike(databaseUrl(), applicationName(lock.id));
+      return sessions.length === 1 && sessions.some(listening) && !lock.isLeader;
+    };
     return {
       mode,
       keys,
@@ -119,13 +124,9 @@ export function useTeam(locks: LockFactory): (mode: Mode) => Team {
       terms: (lock) => terms.get(lock.id) ?? 0,
       fences: (lock) => fences.get(lock.id) ?? 0,
       waiting: (lock) =>
-        eventually(
-          async () =>
-            mode === 'poll'
-              ? (await sessionsLike(databaseUrl(), applicationName(lock.id))).length === 1 && !lock.isLeader
-              : await queued(lock.id),
-          { what: `${lock.id} to wait` },
-        ),
+        eventually(async () => (mode === 'poll' ? await attempted(lock) : await queued(lock.id)), {
+          what: `${lock.id} to wait`,
+        }),
       async leading(lock) {
         await lock.start();
         if (!(await lock.waitForLeadership({ timeoutMs: 5000 }))) throw new Error(`${lock.id} did not lead`);

@@ -10,7 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import type { LeaderLock } from '../../src/index.js';
-import { databaseUrl, eventually, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
+import { databaseUrl, eventually, listening, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { namedBeforeUnlock } from '../harness/named-release.js';
 import { median } from '../harness/stats.js';
@@ -91,11 +91,7 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
           async () => {
             const [s] = await sessionsLike(databaseUrl(), `pgleaderlock:${l.id}`);
             if (!s) return false;
-            // poll mode: its first attempt ran, so it LISTENs (a session is named before it
-            // is set up: a handover named before its LISTEN would reach it unheard, and it
-            // would then lead only after the takeover delay, with no proof of a clean handover)
-            if (mode === 'poll')
-              return s.state === 'idle' && s.query.startsWith('/* pgleaderlock:try-lock */');
+            if (mode === 'poll') return listening(s); // set up: it LISTENs (db.ts)
             return (await lockHolders(databaseUrl(), keys.key1, keys.key2)).some(
               (h) => !h.granted && h.pid === s.pid,
             );
