@@ -6,7 +6,19 @@ import pg from 'pg';
 export type ConnectFn = () => Promise<pg.Client>;
 
 interface PgInternals {
-  connection?: { stream?: { destroy(): void; unref?(): void } };
+  connection?: { stream?: { destroy(): void; unref?(): void; readyState?: string } };
+}
+
+/** Attempts of the default `connect` abandoned after the server had accepted their TCP connection. */
+const acceptedWhenAbandoned = new WeakSet<AbortSignal>();
+
+/**
+ * Whether the default `connect` attempt that `signal` abandoned had its TCP connection
+ * accepted (a busy server, or a proxy in front of it), rather than not yet answered (a
+ * silent path). False for a `connect` hook's attempt: it cannot be known.
+ */
+export function abandonedAfterAccept(signal: AbortSignal): boolean {
+  return acceptedWhenAbandoned.has(signal);
 }
 
 /** Parse a formatted time setting (`'4200ms'`, `'5s'`, `'1min'`, `'0'`) into milliseconds. */
@@ -59,7 +71,11 @@ export function defaultConnect(
     client.on('error', () => {}); // replaced by the session's handler; never unhandled
     // the socket alone: connect() then rejects ("Connection terminated unexpectedly"), where
     // destroyClient's end() would leave it pending for ever
-    const abandon = (): void => (client as unknown as PgInternals).connection?.stream?.destroy();
+    const abandon = (): void => {
+      const stream = (client as unknown as PgInternals).connection?.stream;
+      if (signal && stream?.readyState === 'open') acceptedWhenAbandoned.add(signal);
+      stream?.destroy();
+    };
     signal?.addEventListener('abort', abandon, { once: true });
     try {
       await client.connect();

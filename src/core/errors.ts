@@ -46,6 +46,13 @@ export class PgLeaderLockError extends Error {
 /** Failed to establish or keep a database connection (also: a query that missed its deadline). */
 export class ConnectionError extends PgLeaderLockError {
   override name = 'ConnectionError';
+  /**
+   * A connect that missed its deadline (`ERR_PGLEADERLOCK_CONNECT_TIMEOUT`): true if the
+   * server (or a proxy in front of it) had accepted the TCP connection, so the start-up or
+   * the first statement was what did not finish: a busy server. False otherwise, and when
+   * it cannot be known (a `connect` hook's client).
+   */
+  readonly accepted: boolean;
   constructor(
     message: string,
     options?: {
@@ -54,9 +61,11 @@ export class ConnectionError extends PgLeaderLockError {
         | 'ERR_PGLEADERLOCK_CONNECTION'
         | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT'
         | 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT';
+      accepted?: boolean;
     },
   ) {
     super(message, { cause: options?.cause, code: options?.code ?? 'ERR_PGLEADERLOCK_CONNECTION' });
+    this.accepted = options?.accepted ?? false;
   }
 }
 
@@ -183,13 +192,13 @@ const UNEXPLAINED = new Set([
   'ERR_PGLEADERLOCK_CONNECT_TIMEOUT',
 ]);
 
-/** Whether a cause chain holds a connect (with its first statement) that missed its deadline (core/primary.ts). */
-export function isConnectTimeout(err: unknown): boolean {
+/** The connect that missed its deadline in a cause chain (core/primary.ts), or null. */
+export function connectTimeoutIn(err: unknown): ConnectionError | null {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 10; depth++) {
-    if ((e as { code?: unknown }).code === 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT') return true;
+    if (e instanceof ConnectionError && e.code === 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT') return e;
     e = (e as { cause?: unknown }).cause;
   }
-  return false;
+  return null;
 }
 
 /**

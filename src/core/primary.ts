@@ -12,7 +12,7 @@
  */
 import type pg from 'pg';
 import type { Clock } from './clock.js';
-import { destroyClient } from './connect.js';
+import { abandonedAfterAccept, destroyClient } from './connect.js';
 import { isClient } from './connection.js';
 import type { Endpoint } from './endpoints.js';
 import { ConnectionError, describe, isRefused, LockError, sqlStateOf } from './errors.js';
@@ -239,9 +239,15 @@ async function surveyOne(
     const fail = (why: string, timedOut = false): void => {
       late = true;
       if (!client) attempt.abort(); // still connecting (a connected client is destroyed below)
-      const what = client ? 'the survey got no answer' : 'connecting did not complete';
+      // the server had accepted the TCP connection: busy, not silent (core/retry.ts)
+      const accepted = client !== null || abandonedAfterAccept(attempt.signal);
+      const what = client
+        ? 'the survey got no answer'
+        : accepted
+          ? 'the server accepted the connection but did not complete it'
+          : 'connecting did not complete';
       const code = timedOut ? 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT' : 'ERR_PGLEADERLOCK_CONNECTION';
-      reject(new ConnectionError(`${what} ${why}`, { code }));
+      reject(new ConnectionError(`${what} ${why}`, { code, accepted: timedOut && accepted }));
     };
     timer = o.clock.setTimeout(() => fail(`within ${limitMs} ms`, true), limitMs);
     void cut.then(() => fail(`within ${SURVEY_GRACE_MS} ms of another host answering as the primary`));

@@ -6,7 +6,7 @@
  * and cannot be passed as `retryStrategy`. Every random choice comes from an injectable
  * `random` source (default `Math.random`), so a seeded source replays a run.
  */
-import { isConnectTimeout, isServerAway, LockError, toError } from './errors.js';
+import { connectTimeoutIn, isServerAway, LockError, toError } from './errors.js';
 import { checkDuration, show } from './validate.js';
 
 /** What a strategy knows when asked for the next delay. */
@@ -204,6 +204,18 @@ export function isRetryStrategy(value: unknown): value is RetryStrategy {
 }
 
 /**
+ * How far a connect's deadline stretches after missed deadlines (`RetryCycle.connectTimeoutMs`),
+ * as a multiple of `queryTimeoutMs`: up to 16 × (32 s at the defaults) while the server had
+ * accepted the TCP connection (busy: the start-up did not finish), 4 × (8 s) while nothing
+ * answered (a silent path, or a `connect` hook's attempt). 4 × was not enough for a crowd: 500
+ * candidates started at once on one key with `queryTimeoutMs` 1000 on the 2-core machine had
+ * none connected after 90 s (docs/benchmarks.md, "A crowd of candidates"); on a silent path a
+ * longer attempt only delays seeing it heal (within an attempt, only TCP's retransmitted SYN
+ * reaches the server).
+ */
+export const MAX_CONNECT_STRETCH = { accepted: 16, silent: 4 } as const;
+
+/**
  * One retry cycle's bookkeeping: attempts, elapsed time, last error and previous delay,
  * reset when the lock is acquired. `next()` asks the strategy and checks its answer.
  *
@@ -224,6 +236,8 @@ export class RetryCycle {
   private calm = true;
   /** Attempts in a row that ended on the connect deadline (`connectTimeoutMs`). */
   private connectTimeouts = 0;
+  /** The last of them had its TCP connection accepted (a busy server, not a silent path). */
+  private connectAccepted = false;
   private readonly atOnceAfterLoss: boolean;
 
   constructor(
@@ -248,18 +262,22 @@ export class RetryCycle {
     this.cycleStart = this.now();
     this.calm = true;
     this.connectTimeouts = 0;
+    this.connectAccepted = false;
   }
 
   /**
    * The deadline of the next connect (with the survey on it, core/primary.ts), from the
    * session's `baseMs` (`queryTimeoutMs`): doubled after each attempt in a row that missed it,
-   * up to 4 × `baseMs`. A connect that misses its deadline on a server that is up but busy
-   * (many clients connecting at once after a restart: a fork, an authentication and a
-   * backend's start each, on the same cores) is abandoned with that work done, and its retry
-   * asks for all of it again: given the same deadline, a crowd can miss it for ever.
+   * up to {@link MAX_CONNECT_STRETCH} × `baseMs` (16 × if the last one was accepted, else 4 ×). A connect that misses its deadline on a
+   * server that is up but busy (many clients connecting at once after a restart: a fork, an
+   * authentication and a backend's start each, on the same cores) is abandoned with that work
+   * done, and its retry asks for all of it again: given the same deadline, a crowd can miss it
+   * for ever. The server shares its cores among the connects in flight, so they all finish
+   * late together: the deadline has to outgrow the whole crowd's work, not one connect's.
    */
   connectTimeoutMs(baseMs: number): number {
-    return baseMs * 2 ** Math.min(this.connectTimeouts, 2);
+    const cap = this.connectAccepted ? MAX_CONNECT_STRETCH.accepted : MAX_CONNECT_STRETCH.silent;
+    return baseMs * Math.min(2 ** this.connectTimeouts, cap);
   }
 
   /**
@@ -274,7 +292,9 @@ export class RetryCycle {
   next(): { delayMs: number } | { giveUp: LockError } {
     this.attempt += 1;
     const failed = this.lastError !== null;
-    this.connectTimeouts = isConnectTimeout(this.lastError) ? this.connectTimeouts + 1 : 0;
+    const timeout = connectTimeoutIn(this.lastError);
+    this.connectTimeouts = timeout ? this.connectTimeouts + 1 : 0;
+    this.connectAccepted = timeout?.accepted === true;
     if (this.atOnceAfterLoss && failed && this.calm) {
       // the first failure after a good outcome: again at once, then a fresh cycle
       this.calm = false;

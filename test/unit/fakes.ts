@@ -196,6 +196,9 @@ export class FakeClient extends EventEmitter {
     }
     // the survey at connect (primary.ts) and a peer probe (peers.ts): the same answer
     if (tag === 'survey' || tag === 'peer') {
+      if (tag === 'survey' && this.db.surveyBehaviour === 'hang') return new Promise(() => {});
+      if (tag === 'survey' && this.db.surveyBehaviour === 'error')
+        return Promise.reject(new Error('survey failed'));
       const recovery = this.db.inRecovery;
       return Promise.resolve({
         rows: [{ recovery, system_id: 'fake', timeline: recovery ? null : this.db.timeline }],
@@ -456,6 +459,8 @@ export class FakeDb {
   beforeQuery: ((tag: string, client: FakeClient) => void) | null = null;
   readonly clients: FakeClient[] = [];
   connectBehaviour: Behaviour = 'normal';
+  /** The survey at connect (primary.ts): `hang`, a server that accepted the connection but does not finish it. */
+  surveyBehaviour: Behaviour = 'normal';
   behaviour: Record<'tryLock' | 'unlock' | 'check', Behaviour> = {
     tryLock: 'normal',
     unlock: 'normal',

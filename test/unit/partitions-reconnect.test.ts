@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FixedInterval, PartitionedLeadership, type RetryStrategy } from '../../src/index.js';
-import { FakeClock, flush } from './fakes.js';
+import { FakeClock, FakeDb, flush } from './fakes.js';
 
 function refusing(random?: () => number, retryStrategy?: RetryStrategy, code = 'ECONNREFUSED') {
   const clock = new FakeClock();
@@ -108,7 +108,33 @@ describe('PartitionedLeadership reconnect back-off', () => {
 });
 
 describe('PartitionedLeadership: a connect that misses its deadline', () => {
-  it('the next connect is given twice as long, up to 4 × queryTimeoutMs (the policy LeaderLock has)', async () => {
+  it('a server that accepted the connection but did not finish it (busy): the next connect is given twice as long, up to 16 × queryTimeoutMs (the policy LeaderLock has)', async () => {
+    const clock = new FakeClock();
+    const db = new FakeDb(clock);
+    db.surveyBehaviour = 'hang';
+    const attempts: number[] = [];
+    const workers = new PartitionedLeadership({
+      name: 'connect-deadline-busy',
+      partitions: 2,
+      clock,
+      queryTimeoutMs: 500,
+      retryStrategy: new FixedInterval({ intervalMs: 100 }),
+      connect: () => {
+        attempts.push(clock.now());
+        return db.connect();
+      },
+    });
+    workers.onError(() => {});
+    const started = workers.start().catch(() => {});
+    for (let i = 0; i < 50; i++) await flush();
+    await clock.advance(30_000);
+    // deadlines 500, 1000, 2000, 4000, 8000, 8000 …, each followed by the strategy's 100 ms
+    expect(attempts.slice(0, 7)).toEqual([0, 600, 1700, 3800, 7900, 16_000, 24_100]);
+    await workers.shutdown();
+    await started;
+  });
+
+  it('a silent path (nothing answered the connect): the next connect is given twice as long, up to 4 × queryTimeoutMs (the policy LeaderLock has)', async () => {
     const clock = new FakeClock();
     const attempts: number[] = [];
     const workers = new PartitionedLeadership({

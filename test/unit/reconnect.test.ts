@@ -130,7 +130,18 @@ describe('a connect that misses its deadline (a busy server after a restart)', (
     return h;
   }
 
-  it('the next connect is given twice as long, up to 4 × queryTimeoutMs: a crowd that missed the deadline is not asked to start over in the same time', async () => {
+  it('a server that accepted the connection but did not finish it (busy): the next connect is given twice as long, up to 16 × queryTimeoutMs', async () => {
+    const h = hanging();
+    h.db.connectBehaviour = 'normal';
+    h.db.surveyBehaviour = 'hang';
+    await h.lock.start();
+    await h.clock.advance(30_000);
+    // deadlines 500, 1000, 2000, 4000, 8000, 8000 …, each followed by the strategy's 100 ms
+    expect(h.attempts.slice(0, 7)).toEqual([0, 600, 1700, 3800, 7900, 16_000, 24_100]);
+    await h.lock.shutdown();
+  });
+
+  it('a silent path (nothing answered the connect): the next connect is given twice as long, up to 4 × queryTimeoutMs: a crowd that missed the deadline is not asked to start over in the same time', async () => {
     const h = hanging();
     await h.lock.start();
     await h.clock.advance(10_000);
