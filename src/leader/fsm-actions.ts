@@ -288,7 +288,9 @@ export class Actions {
 
 /**
  * An attempt's own data changed (fsm.ts, the rows that keep ACQUIRING or RECONNECTING): the
- * session it opened (or none once closed), the takeover delay it holds the lock for.
+ * session it opened (or none once closed), the takeover delay it holds the lock for. The
+ * delay lasts only while its session holds the lock: a session closed (RECONNECTING goes on
+ * within its grace period) or a new one holds nothing, and the state is no longer `pending`.
  */
 function attemptData<P extends PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>>(
   from: P,
@@ -298,7 +300,7 @@ function attemptData<P extends PhaseOf<'acquiring'> | PhaseOf<'reconnecting'>>(
   return {
     ...from,
     session: input.type === 'Connected' ? input.session : session,
-    delayed: input.type === 'TakeoverDelayed' ? input.delay : from.delayed,
+    delayed: input.type === 'TakeoverDelayed' ? input.delay : null,
   };
 }
 
