@@ -47,10 +47,12 @@ export class PgLeaderLockError extends Error {
 export class ConnectionError extends PgLeaderLockError {
   override name = 'ConnectionError';
   /**
-   * A connect that missed its deadline (`ERR_PGLEADERLOCK_CONNECT_TIMEOUT`): true if the
-   * server (or a proxy in front of it) had accepted the TCP connection, so the start-up or
-   * the first statement was what did not finish: a busy server. False otherwise, and when
-   * it cannot be known (a `connect` hook's client).
+   * A connect that missed its deadline (`ERR_PGLEADERLOCK_CONNECT_TIMEOUT`, found in the cause
+   * chain of the "could not connect" error that `onError` receives): true if the server (or a
+   * proxy in front of it) had accepted the TCP connection, so the start-up or the first
+   * statement was what did not finish: a busy server. False for every other error, and when
+   * it cannot be known (a `connect` hook's connect that itself missed the deadline; a hook's
+   * client whose first statement missed it counts as accepted).
    */
   readonly accepted: boolean;
   constructor(
@@ -61,6 +63,7 @@ export class ConnectionError extends PgLeaderLockError {
         | 'ERR_PGLEADERLOCK_CONNECTION'
         | 'ERR_PGLEADERLOCK_QUERY_TIMEOUT'
         | 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT';
+      /** See {@link ConnectionError.accepted}. */
       accepted?: boolean;
     },
   ) {

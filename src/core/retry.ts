@@ -205,9 +205,9 @@ export function isRetryStrategy(value: unknown): value is RetryStrategy {
 
 /**
  * How far a connect's deadline stretches after missed deadlines (`RetryCycle.connectTimeoutMs`),
- * as a multiple of `queryTimeoutMs`: up to 16 × (32 s at the defaults) while the server had
- * accepted the TCP connection (busy: the start-up did not finish), 4 × (8 s) while nothing
- * answered (a silent path, or a `connect` hook's attempt). 4 × was not enough for a crowd: 500
+ * as a multiple of `queryTimeoutMs`: up to 16 × (32 s at the defaults) once a server had
+ * accepted the TCP connection (busy: the start-up or the first statement did not finish), 4 ×
+ * (8 s) while nothing answered (a silent path; a `connect` hook whose connect itself missed). 4 × was not enough for a crowd: 500
  * candidates started at once on one key with `queryTimeoutMs` 1000 on the 2-core machine had
  * none connected after 90 s (docs/benchmarks.md, "A crowd of candidates"); on a silent path a
  * longer attempt only delays seeing it heal (within an attempt, only TCP's retransmitted SYN
@@ -236,7 +236,7 @@ export class RetryCycle {
   private calm = true;
   /** Attempts in a row that ended on the connect deadline (`connectTimeoutMs`). */
   private connectTimeouts = 0;
-  /** The last of them had its TCP connection accepted (a busy server, not a silent path). */
+  /** One of them had its TCP connection accepted (a busy server, not a silent path). */
   private connectAccepted = false;
   private readonly atOnceAfterLoss: boolean;
 
@@ -268,7 +268,8 @@ export class RetryCycle {
   /**
    * The deadline of the next connect (with the survey on it, core/primary.ts), from the
    * session's `baseMs` (`queryTimeoutMs`): doubled after each attempt in a row that missed it,
-   * up to {@link MAX_CONNECT_STRETCH} × `baseMs` (16 × if the last one was accepted, else 4 ×). A connect that misses its deadline on a
+   * up to {@link MAX_CONNECT_STRETCH} × `baseMs` (16 × once one of them was accepted, else
+   * 4 ×). A connect that misses its deadline on a
    * server that is up but busy (many clients connecting at once after a restart: a fork, an
    * authentication and a backend's start each, on the same cores) is abandoned with that work
    * done, and its retry asks for all of it again: given the same deadline, a crowd can miss it
@@ -294,7 +295,9 @@ export class RetryCycle {
     const failed = this.lastError !== null;
     const timeout = connectTimeoutIn(this.lastError);
     this.connectTimeouts = timeout ? this.connectTimeouts + 1 : 0;
-    this.connectAccepted = timeout?.accepted === true;
+    // over the whole streak: one attempt read as silent (its client's event loop had not yet
+    // seen the accept when the deadline fired) does not shrink a busy server's deadline
+    this.connectAccepted = timeout !== null && (this.connectAccepted || timeout.accepted);
     if (this.atOnceAfterLoss && failed && this.calm) {
       // the first failure after a good outcome: again at once, then a fresh cycle
       this.calm = false;

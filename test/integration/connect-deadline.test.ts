@@ -4,7 +4,7 @@
  * not finish the start-up (busy) gets up to 16 × `queryTimeoutMs`, a path where nothing
  * answered up to 4 ×. Against real sockets, with the default `connect` (pg.Client): a TCP
  * server that accepts and never speaks stands in for a server too busy to finish a start-up.
- * The bounds are lower bounds (a deadline cannot fire early), so load cannot break them.
+ * The bounds are lower bounds, 3/4 of each deadline: load makes the attempts longer, not shorter.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -73,9 +73,10 @@ describe('the connect deadline after misses, by what answered', () => {
     while (accepts.length < 6) await new Promise((r) => setTimeout(r, 20));
     const gaps = accepts.slice(1).map((t, i) => t - (accepts[i] as number));
     console.log(`[connect deadline] gaps between accepts: ${gaps.map((g) => g.toFixed(0)).join(', ')} ms`);
-    // each gap is at least its attempt's deadline (plus the 20 ms of the strategy); with the
-    // 4 × cap of a silent path the fifth attempt would have been given 400 ms, not 1,600
-    expect(gaps[3]).toBeGreaterThanOrEqual(800);
-    expect(gaps[4]).toBeGreaterThanOrEqual(1600);
+    // each gap is about its attempt's deadline plus the strategy's 20 ms (give or take the
+    // lag between arming a deadline and the server's accept: 3/4 of the deadline asserted);
+    // with the 4 × cap of a silent path the fourth and fifth attempts would get 400 ms each
+    expect(gaps[3]).toBeGreaterThanOrEqual(600);
+    expect(gaps[4]).toBeGreaterThanOrEqual(1200);
   });
 });

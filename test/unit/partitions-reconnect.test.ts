@@ -145,7 +145,7 @@ describe('PartitionedLeadership: a connect that misses its deadline', () => {
       retryStrategy: new FixedInterval({ intervalMs: 100 }),
       connect: () => {
         attempts.push(clock.now());
-        return new Promise<never>(() => {}); // a server too busy to finish the connect
+        return new Promise<never>(() => {}); // nothing answers the connect (a silent path)
       },
     });
     workers.onError(() => {});

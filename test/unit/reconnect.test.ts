@@ -119,7 +119,7 @@ describe('reconnecting after a connection loss', () => {
 });
 
 describe('a connect that misses its deadline (a busy server after a restart)', () => {
-  /** Connects that hang (a server too busy to finish them) on a 100 ms fixed retry; queryTimeoutMs 500. */
+  /** Connects that hang (nothing answers: a silent path) on a 100 ms fixed retry; queryTimeoutMs 500. */
   function hanging(options: Parameters<typeof makeLock>[0] = {}) {
     const h = timedLock({
       acquireMode: 'wait',

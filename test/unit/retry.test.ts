@@ -345,3 +345,52 @@ describe('strategy options', () => {
     );
   });
 });
+
+describe('RetryCycle: the connect deadline after missed deadlines (core/retry.ts MAX_CONNECT_STRETCH)', () => {
+  /** A "could not connect" error caused by a missed deadline, accepted or not (core/primary.ts). */
+  const missed = (accepted: boolean): Error =>
+    new ConnectionError('could not connect to h:5432: …', {
+      cause: new ConnectionError('connecting did not complete within 100 ms', {
+        code: 'ERR_PGLEADERLOCK_CONNECT_TIMEOUT',
+        accepted,
+      }),
+    });
+  const deadlines = (errors: Error[]): number[] => {
+    const cycle = new RetryCycle(new FixedInterval({ intervalMs: 10 }), () => 0);
+    return errors.map((e) => {
+      cycle.lastError = e;
+      cycle.next();
+      return cycle.connectTimeoutMs(100);
+    });
+  };
+
+  it('nothing answered: doubles up to 4 ×', () => {
+    expect(deadlines([missed(false), missed(false), missed(false), missed(false)])).toEqual([
+      200, 400, 400, 400,
+    ]);
+  });
+
+  it('accepted: doubles up to 16 ×', () => {
+    const six = Array.from({ length: 6 }, () => missed(true));
+    expect(deadlines(six)).toEqual([200, 400, 800, 1600, 1600, 1600]);
+  });
+
+  it('one accepted attempt in the streak is enough: a later one read as silent does not shrink the deadline', () => {
+    expect(deadlines([missed(false), missed(false), missed(true), missed(false)])).toEqual([
+      200, 400, 800, 1600,
+    ]);
+  });
+
+  it('any other outcome ends the streak: the deadline and the stretch start over', () => {
+    expect(
+      deadlines([
+        missed(true),
+        missed(true),
+        new Error('refused'),
+        missed(false),
+        missed(false),
+        missed(false),
+      ]),
+    ).toEqual([200, 400, 100, 200, 400, 400]);
+  });
+});
