@@ -107,7 +107,12 @@ export function lockSteps(r: LockRun): {
         inProc(() => {
           if (c.lock)
             c.stopping.push(
-              c.lock.shutdown(s.ms ? { timeoutMs: s.ms } : {}).catch(swallow(world, `${c.name} shutdown`)),
+              c.lock
+                .shutdown(s.ms ? { timeoutMs: s.ms } : {})
+                .then(
+                  () => world.log(() => `${c.name} shutdown resolved`),
+                  swallow(world, `${c.name} shutdown`),
+                ),
             );
         });
         return;
@@ -115,7 +120,12 @@ export function lockSteps(r: LockRun): {
         const to = cands[s.to];
         inProc(() => {
           if (to)
-            c.lock?.handoverTo(to.id, { timeoutMs: 1000 }).catch(swallow(world, `${c.name} handoverTo`));
+            c.lock
+              ?.handoverTo(to.id, { timeoutMs: 1000 })
+              .then(
+                () => world.log(() => `${c.name} handoverTo resolved`),
+                swallow(world, `${c.name} handoverTo`),
+              );
         });
         return;
       }

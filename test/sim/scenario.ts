@@ -233,12 +233,17 @@ async function runOne(
   const sampleMs = o.fixed?.sampleReadyMs;
   if (sampleMs !== undefined) {
     const last = new Map<Candidate, boolean>();
+    const leading = new Map<Candidate, boolean>();
     const sample = (): void => {
       for (const c of cands) {
         if (!c.lock || c.crashed) continue;
         const ready = c.lock.health().ready;
         if (last.get(c) !== ready) world.log(() => `${c.name} ready ${ready}`);
         last.set(c, ready);
+        // isLeader as a caller reads it (a getter on the process's clock: read in a freeze too)
+        const isLeader = c.lock.isLeader;
+        if ((leading.get(c) ?? false) !== isLeader) world.log(() => `${c.name} isLeader ${isLeader}`);
+        leading.set(c, isLeader);
       }
       if (world.now < quietAt + 10_000) world.schedule(sampleMs, null, 'server', sample);
     };
