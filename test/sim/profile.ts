@@ -16,6 +16,7 @@ import {
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
 import { drawTimings } from './timings.js';
+import type { WatchProfile } from './watches.js';
 
 export const KEY = { key1: 7, key2: -9 };
 export const KEY_ID = `${KEY.key1}:${KEY.key2}`;
@@ -118,6 +119,8 @@ export interface Options {
     plan?: Step[];
     /** Log each candidate's `health().ready` as it changes, sampled every this many ms. */
     sampleReadyMs?: number;
+    /** `LeaderWatch` observers (watches.ts), instead of none. */
+    watches?: WatchProfile[];
   };
 }
 

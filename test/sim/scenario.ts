@@ -134,7 +134,7 @@ async function runOne(
   checker.cluster = cluster;
   const maxDelay = profile.net.baseMs + profile.net.spikeMs;
   checker.peerSeenMs = peerSeenMs(maxDelay);
-  const wp = o.fixed ? [] : watchesFor(seed, profile.pooler !== null);
+  const wp = o.fixed ? (o.fixed.watches ?? []) : watchesFor(seed, profile.pooler !== null);
   if (wp.length > 0) world.log(() => `watches ${JSON.stringify(wp)}`);
   checker.watches = startWatches(world, wp, servers, profile.net, failoverRandom(seed ^ 1), (w) =>
     checker.fail(w),

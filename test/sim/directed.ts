@@ -1,0 +1,74 @@
+/**
+ * Directed scenarios for the claims tests (claims*.test.ts): a fixed profile and plan on the
+ * simulated server and network (`Options.fixed`), and the moments its trace records.
+ */
+import { expect } from 'vitest';
+import { type Profile, runScenario, type Step } from './scenario.js';
+import type { WatchProfile } from './watches.js';
+
+/** The network: each message's delay drawn up to 1 ms (net.ts), no spikes. */
+export const NET = { baseMs: 1, spikeP: 0, spikeMs: 0 };
+export const DELAY_MS = 700;
+
+/** The trace's moments: each candidate's grants and term starts, in simulated ms. */
+export function moments(trace: readonly string[]) {
+  const grants: { at: number; who: string }[] = [];
+  const terms: { at: number; who: string }[] = [];
+  for (const line of trace) {
+    const at = Number(line.slice(0, line.indexOf(' ')));
+    const grant = / granted to (\S+) pid /.exec(line);
+    if (grant && !line.includes(' on server ')) grants.push({ at, who: grant[1] as string });
+    const term = /^\S+ (\S+) body start term /.exec(line);
+    if (term) terms.push({ at, who: term[1] as string });
+  }
+  return { grants, terms };
+}
+
+export async function directed(
+  mode: 'wait' | 'poll',
+  plan: Step[],
+  extra: Partial<Profile> = {},
+  sampleReadyMs?: number,
+  watches?: WatchProfile[],
+) {
+  const profile: Partial<Profile> = {
+    mode,
+    candidates: [
+      { id: 'a', priority: 0 },
+      { id: 'b', priority: 0 },
+    ],
+    healthIntervalMs: 200,
+    queryTimeoutMs: 300,
+    waitSliceMs: 1000,
+    closeTimeoutMs: 100,
+    takeoverDelayMs: DELAY_MS,
+    retry: { kind: 'exponential', baseMs: 20, maxMs: 500 },
+    net: NET,
+    drainMaxMs: 0,
+    chaosMs: 3000,
+    ...extra,
+  };
+  const r = await runScenario(7, {
+    trace: true,
+    lockOnly: true,
+    earlyTimers: false,
+    fixed: {
+      profile,
+      plan,
+      ...(sampleReadyMs === undefined ? {} : { sampleReadyMs }),
+      ...(watches === undefined ? {} : { watches }),
+    },
+  });
+  expect(r.violations).toEqual([]);
+  return { ...moments(r.trace ?? []), trace: r.trace ?? [] };
+}
+
+/** The term a grant opened: the first term start of its candidate at or after it. */
+export function termAfter(terms: { at: number; who: string }[], grant: { at: number; who: string }) {
+  const t = terms.find((x) => x.who === grant.who && x.at >= grant.at);
+  if (!t) throw new Error(`no term after ${grant.who}'s grant at ${grant.at}`);
+  return t.at - grant.at;
+}
+
+/** A trace line's simulated time. */
+export const at = (l: string): number => Number(l.split(' ')[0]);
