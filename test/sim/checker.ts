@@ -93,6 +93,12 @@ export class Checker {
     prev.lastLoss = { at: this.world.now, cause };
     // taken at once while its connection is blackholed: it hears of it at its next check's
     // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
+    // taken silently (pg_advisory_unlock_all behind its back): outside the lease's model; it
+    // hears of it at its next check (docs/safety.md), its work stops within the drain
+    if (cause === 'unlock-all') {
+      prev.lostUnheard = true;
+      prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
+    }
     if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
       prev.lostUnheard = true;
       prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
@@ -192,6 +198,7 @@ export class Checker {
       if (holders.includes(c) || this.shared) continue;
       const lease = lock.safety?.leaseMs ?? 0;
       const loss = c.lastLoss;
+      if (loss?.cause === 'unlock-all' && now < loss.at + this.checkMs()) continue;
       if (!loss || !INSTANT.has(loss.cause) || now >= loss.at + lease) {
         this.fail(
           `${c.name} isLeader while the server grants the key to ${h ? h.owner : 'nobody'} (lost ${loss ? `${(now - loss.at).toFixed(1)} ms ago by ${loss.cause}` : 'never held'}, lease ${lease} ms)`,

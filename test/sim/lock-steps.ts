@@ -169,6 +169,11 @@ export function lockSteps(r: LockRun): {
       case 'reset':
         lockLink(c)?.link.reset();
         return;
+      case 'unlockAll': {
+        const link = lockLink(c)?.link;
+        if (link?.backend) (link.server as SimServer).locks.unlockAll(link.backend, 'unlock-all');
+        return;
+      }
       case 'terminate': {
         const link = lockLink(c)?.link;
         const b = pooler ? pooler.backendFor(link?.backend ?? null, KEY_ID, pickRng) : link?.backend;

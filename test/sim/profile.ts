@@ -53,7 +53,9 @@ export type Step =
         | 'reset'
         | 'terminate'
         /** Directed scenarios only: every connection of the process blackholed, new ones hang. */
-        | 'partition';
+        | 'partition'
+        /** Directed scenarios only: pg_advisory_unlock_all on its lock backend, unseen by the lock. */
+        | 'unlockAll';
       who: number;
       ms?: number;
       /** freezeOnGrant: its lock connection is blackholed as it thaws. */

@@ -33,7 +33,9 @@ export type ReleaseCause =
   | 'reset'
   | 'idle-timeout'
   | 'keepalive'
-  | 'user-timeout';
+  | 'user-timeout'
+  /** pg_advisory_unlock_all run on the holder's backend behind its client's back (a directed fault). */
+  | 'unlock-all';
 
 /** The lock is gone at once, before the holder can know (docs/safety.md, "the lock gone at once"). */
 export const INSTANT: ReadonlySet<ReleaseCause> = new Set(['crash', 'terminate', 'restart', 'reset']);
