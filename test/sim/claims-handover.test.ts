@@ -174,3 +174,36 @@ describe.each(['wait', 'poll'] as const)(
     );
   },
 );
+
+describe('a LeaderWatch closed on a blackhole, in simulated time', () => {
+  it('close() of a watch whose connection is blackholed resolves within its closeTimeoutMs (300 ms) and leaves no connection or timer (the run’s leak check)', async () => {
+    const { trace } = await directed(
+      'wait',
+      [
+        { at: 0, op: 'start', who: 0 },
+        { at: 100, op: 'start', who: 1 },
+        { at: 4000, op: 'stepDown', who: 1 }, // nothing (a follower): the run goes on past the close
+      ],
+      {},
+      undefined,
+      [
+        {
+          at: 500,
+          healthIntervalMs: 500,
+          queryTimeoutMs: 300,
+          retryMaxMs: 1000,
+          blackholeAt: 2050,
+          closeAt: 2060,
+        },
+      ],
+    );
+    const close = trace.find((l) => /^\S+ w0 close$/.test(l));
+    const closed = trace.find((l) => /^\S+ w0 closed$/.test(l));
+    if (!close || !closed) throw new Error(`no close or it never resolved:\n${trace.join('\n')}`);
+    const ms = at(closed) - at(close);
+    console.log(`[sim claims] a blackholed watch's close() resolved ${ms.toFixed(1)} ms after the call`);
+    expect(trace.some((l) => /^\S+ w0 blackholed$/.test(l))).toBe(true);
+    expect(ms).toBeGreaterThanOrEqual(300); // nothing answers: the close gives up at its timeout
+    expect(ms).toBeLessThanOrEqual(300 + 5);
+  });
+});

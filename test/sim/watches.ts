@@ -27,6 +27,10 @@ export interface WatchProfile {
   healthIntervalMs: number;
   queryTimeoutMs: number;
   retryMaxMs: number;
+  /** Directed scenarios: blackhole its live connections at this time (claims tests). */
+  blackholeAt?: number;
+  /** Directed scenarios: close() it at this time; `w<i> closed` is logged as that resolves. */
+  closeAt?: number;
 }
 
 /** One LeaderLock scenario in four without a pooler gets one or two watches. */
@@ -126,6 +130,19 @@ export function startWatches(
       };
       start();
     });
+    if (p.blackholeAt !== undefined) {
+      world.schedule(p.blackholeAt, null, 'server', () => {
+        for (const c of w.clients) if (!c.ended) c.link.blackhole();
+        world.log(`w${i} blackholed`);
+      });
+    }
+    if (p.closeAt !== undefined) {
+      world.schedule(p.closeAt, w.proc, 'io', () => {
+        w.closed = true;
+        world.log(`w${i} close`);
+        w.watch?.close().then(() => world.log(`w${i} closed`));
+      });
+    }
     return w;
   });
 }
