@@ -1,14 +1,16 @@
 /**
  * The invariants, checked after every step against the simulated server's ground truth:
  *  - `isLeader` only while the server grants the key to that candidate, or, after the key
- *    was taken from it at once (terminate, restart, reset, crash), within its lease;
+ *    was taken from it at once (terminate, restart, reset, crash), within its lease, or,
+ *    after a silent loss (a directed `unlockAll`: pg_advisory_unlock_all behind its back,
+ *    outside the lease's model), until its next check's deadline;
  *  - no term open past its lease's end (the lapse ends it), but in a frozen process;
  *  - never two open terms, never two running `runWhileLeader` bodies (a body runs from its
  *    start until it returns), except for a process that cannot hear its loss: while it is
  *    frozen (its term must end as it thaws, its work within the drain after), or after its
  *    lock was taken at once while its connection was blackholed (until its next check's
  *    deadline and the drain): the lease covers those, the takeover delay does not
- *    (docs/safety.md);
+ *    (docs/safety.md); after a silent loss the terms are checked (the delay covers it);
  *  - after the last fault, a leader within the bound, and no leaderless stretch after it;
  *  - after shutdown(), no open connection and no timer left.
  * With a standby and a promotion (failover.ts) all of these hold across both servers (a
@@ -93,12 +95,6 @@ export class Checker {
     prev.lastLoss = { at: this.world.now, cause };
     // taken at once while its connection is blackholed: it hears of it at its next check's
     // deadline (after it thaws, if frozen), its work stops within the drain; the lease covers it
-    // taken silently (pg_advisory_unlock_all behind its back): outside the lease's model; it
-    // hears of it at its next check (docs/safety.md), its work stops within the drain
-    if (cause === 'unlock-all') {
-      prev.lostUnheard = true;
-      prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
-    }
     if (INSTANT.has(cause) && prevBackend.link.state === 'blackhole') {
       prev.lostUnheard = true;
       prev.excusedUntil = Math.max(prev.excusedUntil, this.world.now + this.checkMs());
@@ -198,6 +194,9 @@ export class Checker {
       if (holders.includes(c) || this.shared) continue;
       const lease = lock.safety?.leaseMs ?? 0;
       const loss = c.lastLoss;
+      // taken silently (pg_advisory_unlock_all behind its back): outside the lease's model, it
+      // reads true until its next check finds the key gone (docs/safety.md); its term and work
+      // are still checked: the next holder's takeover delay must outlast them
       if (loss?.cause === 'unlock-all' && now < loss.at + this.checkMs()) continue;
       if (!loss || !INSTANT.has(loss.cause) || now >= loss.at + lease) {
         this.fail(

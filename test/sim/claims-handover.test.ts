@@ -40,6 +40,7 @@ describe.each(['wait', 'poll'] as const)(
         console.log(
           `[sim claims] ${mode}: b granted on the way at ${passed.map((g) => g.at).join(', ')}, no term`,
         );
+      if (mode === 'wait') expect(passed.length).toBeGreaterThan(0); // queued first: granted, passed on
     });
   },
 );
@@ -78,6 +79,10 @@ describe.each(['wait', 'poll'] as const)(
           if (!taken || !freed) throw new Error(`no grant or no idle end:\n${trace.join('\n')}`);
           expect(taken.who).toBe('c1.0');
           expect(at(outcome)).toBeLessThan(at(freed));
+          console.log(
+            `[sim claims] wait: b's idle session ended ${(at(freed) - taken.at).toFixed(1)} ms after its grant; the old leader's term ${(back.at - at(freed)).toFixed(1)} ms after that`,
+          );
+          expect(at(freed) - taken.at).toBeGreaterThanOrEqual(1000);
           expect(at(freed) - taken.at).toBeLessThanOrEqual(1000 + 5);
           expect(back.at - at(freed)).toBeGreaterThanOrEqual(DELAY_MS);
           expect(back.at - at(freed)).toBeLessThan(DELAY_MS + 10);
@@ -123,7 +128,7 @@ describe.each(['wait', 'poll'] as const)(
   (mode) => {
     it.each([0, 1, 2])(
       mode === 'wait'
-        ? 'handoverTo(b), b crashes %i ms after the call: b’s queued backend is granted the key and ends with its client; the next waiter is granted it at once (within 1 ms of the end) and opens its term after the takeover delay (b left no proof); the call resolves if it saw b holding, else rejects saying b’s session ended'
+        ? 'handoverTo(b), b crashes %i ms after the call: b’s queued backend is granted the key and ends with its client; the next waiter is granted it at once (within 1 ms of the end) and opens its term after the takeover delay (b left no proof); the call resolves if it saw b holding (crashed 0 or 1 ms after the call), else rejects saying b’s session ended (2 ms)'
         : 'handoverTo(b), b crashes %i ms after the call: the call rejects (b left before it took the lock); the next leader is granted the key at its next attempt (the old leader, invited back, at its retry strategy’s first delay, 20 ms here) and opens its term with no delay (the last holder released cleanly)',
       async (after) => {
         const { trace, grants, terms } = await directed(
@@ -154,19 +159,28 @@ describe.each(['wait', 'poll'] as const)(
           `[sim claims] ${mode}: successor crashed ${after} ms after the call: ${outcome.slice(outcome.indexOf('handoverTo'))}; ${ended.slice(ended.indexOf('server'))}; ${next.who} granted ${(next.at - at(ended)).toFixed(2)} ms after, its term ${(term.at - next.at).toFixed(1)} ms after its grant`,
         );
         expect(term.who).toBe(next.who);
-        expect(terms.filter((t) => t.who.startsWith('c1.') && t.at >= 2000 + after)).toEqual([]);
+        expect(terms.filter((t) => t.who.startsWith('c1.'))).toEqual([]);
         if (mode === 'wait') {
           expect(ended).toMatch(/freed \((client|crash)\)/);
           expect(next.who).toBe('c2.0');
           expect(next.at - at(ended)).toBeLessThan(1);
           expect(term.at - next.at).toBeGreaterThanOrEqual(DELAY_MS);
           expect(term.at - next.at).toBeLessThan(DELAY_MS + 10);
+          // the successor check looks at pg_locks: b seen holding (its dead backend not yet
+          // ended by the server) when it crashed 0 or 1 ms after the call, gone by then at 2 ms
           expect(outcome).toMatch(
-            /resolved$|was granted the lock, but its session had ended by the first look/,
+            after < 2
+              ? /handoverTo resolved$/
+              : /was granted the lock, but its session had ended by the first look/,
           );
         } else {
           expect(outcome).toContain('candidate "b" left before it took the lock');
           expect(ended).toContain('freed (unlock)');
+          expect(next.who).toBe('c0.0'); // the old leader, invited back
+          console.log(
+            `[sim claims] poll: the old leader granted ${(next.at - at(outcome)).toFixed(2)} ms after the rejection`,
+          );
+          expect(next.at - at(outcome)).toBeGreaterThanOrEqual(20);
           expect(next.at - at(outcome)).toBeLessThanOrEqual(20 + 5);
           expect(term.at - next.at).toBeLessThan(10);
         }
