@@ -20,13 +20,13 @@ export interface LatencyFigures {
 }
 
 export const BOUNDS = {
-  /** docs/benchmarks.md: a step-down 1.9 ms against 56 ms for 100 ms polling (about 30×). */
+  /** docs/benchmarks.md: a step-down 2.9 ms against 77 ms for 100 ms polling (about 26×; 1.9 against 56 ms on 2026-11-29). */
   waitVersusPoll: 10,
-  /** Graceful handoffs measured 5.5–6.5× the bare unlock → grant (p50). */
+  /** Graceful handoffs measured 3.5–6.5× the bare unlock → grant (p50). */
   gracefulOverLimit: 12,
   /** A terminate failover with the delay off measured 1.09–1.72× the bare terminate. */
   terminateOverLimit: 4,
-  /** A SIGKILL failover waits the takeover delay on top of the bare one: 252 ms measured on 250. */
+  /** A SIGKILL failover waits the takeover delay on top of the bare one: 261–274 ms measured on 250. */
   killAboveDelayMs: 150,
 } as const;
 
