@@ -3,8 +3,8 @@
  * simulated server and network (`Options.fixed`), and the moments its trace records.
  */
 import { expect } from 'vitest';
+import type { WatchProfile } from './profile.js';
 import { type Profile, runScenario, type Step } from './scenario.js';
-import type { WatchProfile } from './watches.js';
 
 /** The network: each message's delay drawn up to 1 ms (net.ts), no spikes. */
 export const NET = { baseMs: 1, spikeP: 0, spikeMs: 0 };

@@ -16,7 +16,6 @@ import {
 import { type PoolerProfile, poolerFor } from './pooler.js';
 import { Random } from './random.js';
 import { drawTimings } from './timings.js';
-import type { WatchProfile } from './watches.js';
 
 export const KEY = { key1: 7, key2: -9 };
 export const KEY_ID = `${KEY.key1}:${KEY.key2}`;
@@ -63,6 +62,18 @@ export type Step =
     }
   | { at: number; op: 'handoverTo'; who: number; to: number }
   | { at: number; op: 'restart'; ms: number };
+
+/** A `LeaderWatch` observer's timings (watches.ts), and in directed scenarios its faults. */
+export interface WatchProfile {
+  at: number;
+  healthIntervalMs: number;
+  queryTimeoutMs: number;
+  retryMaxMs: number;
+  /** Directed scenarios: blackhole its live connections at this time (claims tests). */
+  blackholeAt?: number;
+  /** Directed scenarios: close() it at this time; `w<i> closed` is logged as that resolves. */
+  closeAt?: number;
+}
 
 /** The seed of scenario `index` of a run with base seed `base` (each scenario replays alone from it). */
 export function scenarioSeed(base: number, index: number): number {

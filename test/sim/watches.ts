@@ -17,21 +17,10 @@
 import { ExponentialBackoff } from '../../src/core/retry.js';
 import { LeaderWatch } from '../../src/watch/leader-watch.js';
 import { connector, type Front, type SimClient } from './net.js';
-import { KEY } from './profile.js';
+import { KEY, type WatchProfile } from './profile.js';
 import { Random } from './random.js';
 import type { Backend, SimServer } from './server.js';
 import { Proc, type World } from './world.js';
-
-export interface WatchProfile {
-  at: number;
-  healthIntervalMs: number;
-  queryTimeoutMs: number;
-  retryMaxMs: number;
-  /** Directed scenarios: blackhole its live connections at this time (claims tests). */
-  blackholeAt?: number;
-  /** Directed scenarios: close() it at this time; `w<i> closed` is logged as that resolves. */
-  closeAt?: number;
-}
 
 /** One LeaderLock scenario in four without a pooler gets one or two watches. */
 export function watchesFor(seed: number, pooled: boolean): WatchProfile[] {
