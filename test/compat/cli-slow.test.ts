@@ -28,7 +28,9 @@ describe('pgleaderlock demo --partitions', () => {
       expect(r.code).toBe(1);
       expect(r.stdout).toMatch(/not balanced after 30\.0 s \(1 ownerless\); stopping/);
       expect(took).toBeGreaterThanOrEqual(30_000);
-      expect(took).toBeLessThan(40_000);
+      // the rule, the demo's 30 s limit, plus a margin for load (3 × the most a figure went past it)
+      // bound: compat/cli-slow-unbalanced
+      expect(took).toBeLessThan(30_000 + 10_000);
     } finally {
       await blocker.end();
     }

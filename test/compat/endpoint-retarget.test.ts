@@ -38,11 +38,12 @@ const QUERY_TIMEOUT_MS = 2000;
 /** The lock's default takeover delay. */
 const DEFAULT_TAKEOVER_MS = 250;
 /**
- * The latest a candidate may lead after the move, given its takeover delay: 3x the delay plus
- * 700 ms. Seen in seven runs on the shared 2-core machine (2026-12-02): 416–840 ms with the
- * default delay (at most 590 ms beyond it), 2496–2689 ms with 2300 ms.
+ * The most a candidate may lead after the move beyond its takeover delay (the rule): 3 × the
+ * most a figure went past the delay. Seen in seven runs on the shared 2-core machine
+ * (2026-12-02): 416–840 ms with the default delay (at most 590 ms beyond it), 2496–2689 ms with
+ * 2300 ms (at most 389 beyond); docs/testing.md, `compat/endpoint-retarget-*`.
  */
-const leadBudgetMs = (takeoverDelayMs: number): number => 3 * (takeoverDelayMs + 700);
+const LEAD_MARGIN_MS = 1800;
 
 /** One term's leader work (performance.now()). */
 interface Run {
@@ -147,7 +148,8 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     s.candidate('c'); // a new replica, a restarted process: connects after the move
     const cRun = await s.runOf('c');
     const cIn = cRun.start - movedAt;
-    expect(cIn).toBeLessThanOrEqual(leadBudgetMs(DEFAULT_TAKEOVER_MS));
+    // bound: compat/endpoint-retarget-kept-lead
+    expect(cIn - DEFAULT_TAKEOVER_MS).toBeLessThanOrEqual(LEAD_MARGIN_MS);
     // "for a while": the old primary and the connections to it stay up 2 s more
     await sleep(2000);
     expect(a.state).toBe(LockState.LEADER); // still leading on the old primary
@@ -195,7 +197,8 @@ describe('an endpoint whose address moves while the old primary keeps running (A
     });
     const next = s.runs.find((r) => r.start > movedAt) as Run;
     const inMs = next.start - movedAt;
-    expect(inMs).toBeLessThanOrEqual(leadBudgetMs(DEFAULT_TAKEOVER_MS));
+    // bound: compat/endpoint-retarget-reset-lead
+    expect(inMs - DEFAULT_TAKEOVER_MS).toBeLessThanOrEqual(LEAD_MARGIN_MS);
     await sleep(1000); // the old primary still up meanwhile
     expect(aRun.end).not.toBeNull();
     const aOut = (aRun.end as number) - movedAt;
@@ -229,9 +232,12 @@ describe('an endpoint whose address moves while the old primary keeps running (A
       console.log(
         `[endpoint-retarget] fenced, takeoverDelayMs ${takeoverDelayMs}: a out ${aOut.toFixed(0)} ms after the fence; c led ${cIn.toFixed(0)} ms after it; overlap ${overlaps[0]?.ms.toFixed(0) ?? 0} ms`,
       );
+      // the rule: out at its next check's deadline (healthIntervalMs + queryTimeoutMs)
+      // bound: compat/endpoint-retarget-fenced-out
       expect(aOut).toBeLessThanOrEqual(HEALTH_MS + QUERY_TIMEOUT_MS + 600);
       expect(cIn).toBeGreaterThanOrEqual(takeoverDelayMs - TIMER_EARLY_MS);
-      expect(cIn).toBeLessThanOrEqual(leadBudgetMs(takeoverDelayMs));
+      // bound: compat/endpoint-retarget-fenced-lead
+      expect(cIn - takeoverDelayMs).toBeLessThanOrEqual(LEAD_MARGIN_MS);
       if (overlapExpected) {
         expect(overlaps.map((o) => [o.a.id, o.b.id])).toEqual([['a', 'c']]);
       } else {

@@ -369,6 +369,7 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
       // the slice is waitSliceMs ± 10 % (session.ts); 5 ms for the two clocks' readings,
       // 100 ms for a late timer on a loaded machine
       expect(waited).toBeGreaterThanOrEqual(0.9 * SLICE_MS + QUERY_TIMEOUT_MS - 5);
+      // bound: compat/failover-claims-vanished-wait
       expect(waited).toBeLessThanOrEqual(1.1 * SLICE_MS + QUERY_TIMEOUT_MS + 100);
     } else {
       const waited = noticedAt - cutAt;
@@ -377,6 +378,7 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
       );
       // an attempt sent just before the cut may have lost its answer: 20 ms
       expect(waited).toBeGreaterThanOrEqual(QUERY_TIMEOUT_MS - 20);
+      // bound: compat/failover-claims-vanished-poll
       expect(waited).toBeLessThanOrEqual(POLL_MS + QUERY_TIMEOUT_MS + 100);
     }
     expectNearBaseline(

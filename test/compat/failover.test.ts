@@ -69,6 +69,7 @@ describe(`wait mode, ${TRIALS} trials each`, { tags: ['pg-major'] }, () => {
     }
     figures.graceful = spread(samples);
     report('graceful shutdown → follower leads', figures.graceful);
+    // bound: compat/failover-shutdown-p50
     expect(figures.graceful.p50).toBeLessThan(100);
   });
 
@@ -87,6 +88,7 @@ describe(`wait mode, ${TRIALS} trials each`, { tags: ['pg-major'] }, () => {
     }
     figures.terminate = spread(samples);
     report('pg_terminate_backend → follower leads', figures.terminate);
+    // bound: compat/failover-terminate-p50
     expect(figures.terminate.p50).toBeLessThan(100);
   });
 });

@@ -228,6 +228,7 @@ describe('PgBouncer in session mode', () => {
       console.log(
         `[pgbouncer partitions] shutdown during the pooler probe: its connection closed ${closed.toFixed(1)} ms after the call`,
       );
+      // bound: compat/pgbouncer-partitions-probe-closed
       expect(closed).toBeLessThan(100);
       expect(errors).toEqual([]);
       expect(w.owned.size).toBe(0);

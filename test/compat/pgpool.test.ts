@@ -122,6 +122,7 @@ describe('pgpool-II (streaming replication, load balancing on)', () => {
     console.log(
       `[pgpool] first election after pgpool starts: ${firsts.map((t) => t.toFixed(0)).join(', ')} ms`,
     );
+    // bound: compat/pgpool-first-election
     for (const t of firsts) expect(t).toBeLessThan(5000);
     // pgpool announces another backend's pid at connect, so the pooler guard runs: each of its
     // statements must reach the primary, never a standby chosen for load balancing

@@ -164,8 +164,11 @@ describe('primary failover edges', () => {
     // the next survey comes at most one 500 ms retry delay after the restart; a restart
     // proves no clean release, so the new holder then waits the 250 ms takeover delay; the
     // rest is the survey of both hosts, the session's set-up and the grant's peer check
-    // (915–948 ms in all here)
-    expect(ledAfter).toBeLessThan(500 + 250 + 750); // a back-off grown to 2 s by then fails it
+    // (915–948 ms in all on a quiet machine, up to 463 ms past the 750 under load): a
+    // back-off grown to 2 s by then fails it when its next attempt comes 1.4 s or more after
+    // the restart
+    // bound: integration/failover-edges-restart
+    expect(ledAfter).toBeLessThan(500 + 250 + 1_400);
   });
 
   it('a host that hangs (packets dropped), listed first, costs an attempt the 250 ms survey grace and the grant’s 250 ms peer probe, not queryTimeoutMs (5 s): median of 3 attempts within 250 + 250 + 150 ms of the same list answering; the lock leads and inspect finds the primary', async () => {

@@ -36,6 +36,8 @@ const CLAIMS = 'pgleaderlock_cron_claims';
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 /** The blocked claim's timeoutMs (the default, 5 s, is the unit test's: test/unit/node-cron.test.ts). */
 const CLAIM_TIMEOUT_MS = 1500;
+/** The most the blocked-claim test's set-up (a row inserted, the task scheduled) may take before its fire. */
+const SETUP_MS = 400;
 
 interface Report {
   ev: string;
@@ -482,7 +484,10 @@ describe('pgleaderlock/node-cron, in process', () => {
     });
     blocker.on('error', () => {});
     await blocker.connect(); // before the fire's second is chosen: connecting can be slow under load
-    const fireAt = Math.ceil((Date.now() + 500) / 1000) * 1000;
+    // the fire's second: at least SETUP_MS + 100 ms ahead, so that a set-up that takes less
+    // than SETUP_MS leaves it 100 ms before the fire
+    const chosenAt = Date.now();
+    const fireAt = Math.ceil((chosenAt + SETUP_MS + 100) / 1000) * 1000;
     try {
       await blocker.query('BEGIN');
       await blocker.query(
@@ -501,7 +506,9 @@ describe('pgleaderlock/node-cron, in process', () => {
           logger: { ...quiet, error: (message) => void logged.push(String(message)) },
         },
       );
-      expect(Date.now()).toBeLessThan(fireAt - 100); // set up before the fire (else it comes a minute later)
+      // set up before the fire (else it comes a minute later): the blocking row and the schedule
+      // bound: integration/node-cron-setup
+      expect(Date.now() - chosenAt).toBeLessThan(SETUP_MS);
       let skip: { fireAt: number; at: number; reason: string } | undefined;
       try {
         skip = await within(

@@ -27,7 +27,9 @@ describe('pgleaderlock demo: failover figures', () => {
     ).toBeGreaterThanOrEqual(2);
     for (const ms of failovers) {
       expect(ms).toBeGreaterThanOrEqual(250);
-      expect(ms).toBeLessThan(400); // README: 273 ms
+      // README: 273 ms; the rule, the 250 ms delay, plus 3 × the most a figure went past it
+      // bound: timing/demo-sigkill
+      expect(ms).toBeLessThan(250 + 600);
     }
     expect(r.stdout).toMatch(
       /2 failovers, kill -> new leader: min [\d.]+ ms, median [\d.]+ ms, max [\d.]+ ms \(wait mode\)/,

@@ -8,8 +8,10 @@
  * 5 ms while the key is held).
  */
 import { performance } from 'node:perf_hooks';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { LeaderLock } from '../../src/index.js';
+import { bareUnlock, expectNearBaseline } from '../harness/baseline.js';
 import { databaseUrl, eventually, listening, lockHolders, randomKeys, sessionsLike } from '../harness/db.js';
 import { useLocks } from '../harness/locks.js';
 import { namedBeforeUnlock } from '../harness/named-release.js';
@@ -32,6 +34,39 @@ function nextTerm(lock: LeaderLock): Promise<number> {
   });
 }
 
+/**
+ * The bare path of a newcomer that takes a key from a holder that hands it over when told, on
+ * a key of its own: a bare holder LISTENs on a channel; a bare newcomer connects, NOTIFYs it
+ * and queues in pg_advisory_lock; the holder unlocks when it hears it. Ms from the newcomer's
+ * connect() to its grant: what a higher-priority candidate's start() → term costs without the
+ * library (its connection, its announcement, the leader's release, the grant).
+ */
+async function bareNewcomer(url: string): Promise<number> {
+  const k = randomKeys();
+  const channel = `pgleaderlock_test_bare_${k.key1}_${k.key2}`.replaceAll('-', 'm');
+  const client = (): pg.Client => {
+    const c = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+    c.on('error', () => {});
+    return c;
+  };
+  const [holder, newcomer] = [client(), client()];
+  try {
+    await holder.connect();
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]);
+    await holder.query(`LISTEN ${channel}`);
+    holder.on('notification', () => {
+      holder.query('SELECT pg_advisory_unlock($1, $2)', [k.key1, k.key2]).catch(() => {});
+    });
+    const t0 = performance.now();
+    await newcomer.connect();
+    await newcomer.query(`NOTIFY ${channel}`);
+    await newcomer.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]);
+    return performance.now() - t0;
+  } finally {
+    await Promise.all([holder, newcomer].map((c) => c.end().catch(() => {})));
+  }
+}
+
 describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)', (mode) => {
   const common = (keys: { key1: number; key2: number }) => ({
     ...keys,
@@ -45,10 +80,12 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
     ['a 57-byte id', '-billing-scheduler-deployment-7f9c8d6b5-x2k9p-1'],
     ['a non-ASCII id', '-höher-priorität'],
   ])(
-    'a candidate with %s and a higher priority leads within 150 ms of its start() (p50), with no takeover delay',
+    'a candidate with %s and a higher priority leads within 2 × a bare newcomer’s connect → grant + 50 ms of its start() (p50, interleaved), with no takeover delay',
     async (_what, suffix) => {
       const took: number[] = [];
+      const bare: number[] = [];
       for (let i = 0; i < TRIALS; i++) {
+        if (i % 2 === 0) bare.push(await bareNewcomer(databaseUrl()));
         const keys = randomKeys();
         const low = locks.make({ ...common(keys), priority: 0 });
         await low.start();
@@ -68,17 +105,25 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
         took.push((await leads) - t0);
         expect(fenced).toBe(false);
         await Promise.all([low.shutdown(), high.shutdown()]);
+        if (i % 2 === 1) bare.push(await bareNewcomer(databaseUrl()));
       }
       console.log(
-        `[succession ${mode}] priority (${_what}): start() → leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}`,
+        `[succession ${mode}] priority (${_what}): start() → leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}; bare newcomer ${bare.map((t) => t.toFixed(1)).join(', ')} ms, p50 ${median(bare).toFixed(1)}`,
       );
-      expect(median(took)).toBeLessThanOrEqual(150); // 40–65 ms measured: mostly its own connection
+      // 40–65 ms measured on a quiet machine: mostly its own connection and session set-up
+      expectNearBaseline(
+        `${mode} mode, priority (${_what}): start() → leading, against a bare newcomer's connect → NOTIFY → grant`,
+        { subject: took, baseline: bare },
+        { ratio: 2, overMs: 50 },
+      );
     },
   );
 
-  it('handoverTo(id): the named successor leads within 50 ms of the call (p50), past a waiter ahead of it in the queue', async () => {
+  it('handoverTo(id): the named successor leads within 2 × a bare unlock → grant + 40 ms of the call (p50, interleaved), past a waiter ahead of it in the queue', async () => {
     const took: number[] = [];
+    const bare: number[] = [];
     for (let i = 0; i < TRIALS; i++) {
+      if (i % 2 === 0) bare.push(await bareUnlock(databaseUrl()));
       const keys = randomKeys();
       const a = locks.make(common(keys));
       await a.start();
@@ -105,11 +150,17 @@ describe.each(['wait', 'poll'] as const)('choosing who leads, figures (%s mode)'
       took.push((await leads) - t0);
       expect(b.isLeader).toBe(false);
       await Promise.all([a.shutdown(), b.shutdown(), c.shutdown()]);
+      if (i % 2 === 1) bare.push(await bareUnlock(databaseUrl()));
     }
     console.log(
-      `[succession ${mode}] handoverTo: call → successor leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}`,
+      `[succession ${mode}] handoverTo: call → successor leading: ${took.map((t) => t.toFixed(1)).join(', ')} ms; p50 ${median(took).toFixed(1)}; bare unlock → grant ${bare.map((t) => t.toFixed(1)).join(', ')} ms, p50 ${median(bare).toFixed(1)}`,
     );
-    expect(median(took)).toBeLessThanOrEqual(50); // 9–21 ms measured
+    // 9–21 ms measured on a quiet machine (19.1 and 31.4 at load 5–6)
+    expectNearBaseline(
+      `${mode} mode: handoverTo(id) → the named successor leading, against a bare unlock → a bare waiter granted`,
+      { subject: took, baseline: bare },
+      { ratio: 2, overMs: 40 },
+    );
   });
 });
 
