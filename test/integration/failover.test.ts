@@ -59,9 +59,10 @@ describe.each(MODES)('primary failover (%s mode, default timings)', (mode) => {
       ends.push((old.end as number) - promotedAt);
       starts.push(next.start - promotedAt);
       expect(overlaps(c.runs, guarded)).toEqual([]);
-      // README: within 350 ms (PEER_BOUND_MS: one 100 ms interval and a 250 ms probe deadline)
+      // docs/safety.md: within 350 ms plus a round trip (PEER_BOUND_MS: one 100 ms interval and
+      // a 250 ms probe deadline); the margin for the round trip and the machine's load
       // bound: integration/failover-promotion-seen
-      expect((old.end as number) - promotedAt).toBeLessThanOrEqual(350);
+      expect((old.end as number) - promotedAt).toBeLessThanOrEqual(350 + 150);
       // the old leader's next session is on the promoted server: the drain of its session on
       // the old primary is not announced there (it would prove nothing about that server)
       await eventually(() => c.drains.some((d) => d.lock === old.lock), {
