@@ -5,7 +5,7 @@
  * leader gone and a new one. Directed scenarios (directed.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { at, DELAY_MS, directed } from './directed.js';
+import { at, DELAY_MS, directed, THREE, THREE_STARTED } from './directed.js';
 
 describe.each(['wait', 'poll'] as const)(
   'handoverTo a waiting candidate, in simulated time (%s mode)',
@@ -13,19 +13,8 @@ describe.each(['wait', 'poll'] as const)(
     it(`handoverTo(c) with b and c waiting: c's term opens within 20 ms of the call (a few round trips; in poll mode c, named, attempts every 5 ms), with no ${DELAY_MS} ms takeover delay, and b, queued before c, never opens a term`, async () => {
       const { terms, grants, trace } = await directed(
         mode,
-        [
-          { at: 0, op: 'start', who: 0 },
-          { at: 100, op: 'start', who: 1 },
-          { at: 150, op: 'start', who: 2 },
-          { at: 2000, op: 'handoverTo', who: 0, to: 2 },
-        ],
-        {
-          candidates: [
-            { id: 'a', priority: 0 },
-            { id: 'b', priority: 0 },
-            { id: 'c', priority: 0 },
-          ],
-        },
+        [...THREE_STARTED, { at: 2000, op: 'handoverTo', who: 0, to: 2 }],
+        { candidates: THREE },
       );
       const next = terms.find((t) => t.at >= 2000);
       if (!next) throw new Error(`no term after the call:\n${trace.join('\n')}`);
@@ -134,19 +123,11 @@ describe.each(['wait', 'poll'] as const)(
         const { trace, grants, terms } = await directed(
           mode,
           [
-            { at: 0, op: 'start', who: 0 },
-            { at: 100, op: 'start', who: 1 },
-            { at: 150, op: 'start', who: 2 },
+            ...THREE_STARTED,
             { at: 2000, op: 'handoverTo', who: 0, to: 1 },
             { at: 2000 + after, op: 'crash', who: 1 },
           ],
-          {
-            candidates: [
-              { id: 'a', priority: 0 },
-              { id: 'b', priority: 0 },
-              { id: 'c', priority: 0 },
-            ],
-          },
+          { candidates: THREE },
         );
         const outcome = trace.find((l) => / handoverTo (rejected: |resolved$)/.test(l));
         const next = grants.find((g) => g.at >= 2000 && !g.who.startsWith('c1.'));

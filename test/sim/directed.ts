@@ -72,5 +72,17 @@ export function termAfter(terms: { at: number; who: string }[], grant: { at: num
   return t.at - grant.at;
 }
 
+/** Three candidates of equal priority, `a`, `b` and `c`, and a plan's first steps starting them in turn. */
+export const THREE = [
+  { id: 'a', priority: 0 },
+  { id: 'b', priority: 0 },
+  { id: 'c', priority: 0 },
+];
+export const THREE_STARTED: Step[] = [
+  { at: 0, op: 'start', who: 0 },
+  { at: 100, op: 'start', who: 1 },
+  { at: 150, op: 'start', who: 2 },
+];
+
 /** A trace line's simulated time. */
 export const at = (l: string): number => Number(l.split(' ')[0]);
