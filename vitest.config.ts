@@ -96,7 +96,8 @@ export default defineConfig({
           // against each class (test/contract/subjects.ts), against a real PostgreSQL
           name: 'contract',
           include: ['test/contract/**/*.test.ts'],
-          globalSetup: ['test/harness/global-setup.ts'],
+          // its pooler-refusal test runs a real PgBouncer: installed once if missing
+          globalSetup: ['test/harness/global-setup.ts', 'test/harness/pgbouncer-setup.ts'],
           testTimeout: 30_000,
           hookTimeout: 30_000,
         },

@@ -1,8 +1,9 @@
 /**
  * Where the Debian-packaged tools of the compat suite are (PgBouncer, pgpool-II): `$ENV_VAR`,
  * else the binary on PATH or in /usr/sbin; else (as root, with apt-get) installed from the
- * distribution. The compat project's global setup installs them once; tests only look them
- * up, and fail naming what to install.
+ * distribution. The compat project's global setup installs them once, the contract project's
+ * PgBouncer (test/harness/pgbouncer-setup.ts); tests only look them up, and fail naming what
+ * to install.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -29,7 +30,7 @@ export const PGPOOL: DebianTool = { label: 'pgpool-II', binary: 'pgpool', pkg: '
 
 /** The message a test fails with when the tool is missing. */
 export const missing = (t: DebianTool): string =>
-  `${t.label} is required for the compat suite: apt-get install ${t.pkg}, or set ${t.envVar}=/path/to/${t.binary}`;
+  `${t.label} is required for these tests (npm test's contract suite runs PgBouncer; the compat suite both): apt-get install ${t.pkg}, or set ${t.envVar}=/path/to/${t.binary}`;
 
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
