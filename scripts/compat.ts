@@ -4,8 +4,9 @@
  * markdown table of the outcomes and the failover and settings figures per PostgreSQL
  * major, and exits non-zero if any failed.
  * `npm run test:compat -- pg14 tls` runs only the components whose ids contain those words;
- * `--jobs N` (or `PGLEADERLOCK_COMPAT_JOBS`) how many run at once (1: one after the other,
- * output passed through). Pinned builds are fetched once into ~/.cache/pgleaderlock
+ * `--jobs N` (or `PGLEADERLOCK_COMPAT_JOBS`) how many run at once, beside one more lane for
+ * the components that mostly wait (`light`; `--no-light-lane`: none); with one lane in all,
+ * one after the other with the output passed through. Pinned builds are fetched once into ~/.cache/pgleaderlock
  * (docs/testing.md).
  */
 import fs from 'node:fs';
@@ -32,6 +33,10 @@ if (!Number.isInteger(jobs) || jobs < 1) {
   console.error(`--jobs must be a whole number of at least 1, got ${jobsText}`);
   process.exit(2);
 }
+// the components that mostly wait run one after another in a lane of their own beside the
+// others, unless --no-light-lane (Component.light)
+const noLightLane = args.indexOf('--no-light-lane');
+if (noLightLane >= 0) args.splice(noLightLane, 1);
 const wanted = args;
 const all = [...components(), ...runtimeComponents(), ...standInComponents()];
 const chosen = wanted.length ? all.filter((c) => wanted.some((w) => c.id.includes(w))) : all;
@@ -48,6 +53,10 @@ delete env[CLI_BUILT_ENV];
 // near the three of `npm test` that the suites' timing bounds are set against (three each
 // would make six)
 const ctx: Context = { root, env, majors: [], maxWorkers: jobs > 1 ? 2 : undefined };
+const light = noLightLane < 0 ? chosen.filter((c) => c.light) : [];
+const heavy = chosen.filter((c) => !light.includes(c));
+/** Components running at once at most: their output then goes to files of their own. */
+const lanes = Math.min(jobs, heavy.length) + (light.length ? 1 : 0);
 
 /**
  * What components running side by side would otherwise race for, done once up front: the
@@ -74,10 +83,10 @@ async function prepare(): Promise<void> {
 /** One component, its output in a file of its own when others run beside it, printed whole at its end. */
 async function runOne(c: Component): Promise<Outcome> {
   const t0 = Date.now();
-  const logDir = jobs > 1 ? fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-log-')) : null;
+  const logDir = lanes > 1 ? fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-compat-log-')) : null;
   const logFile = logDir ? path.join(logDir, 'output.log') : null;
   const out = logFile ? fs.openSync(logFile, 'w') : undefined;
-  console.log(jobs > 1 ? `[compat] ${c.id}: started` : `\n[compat] ── ${c.id} ──`);
+  console.log(lanes > 1 ? `[compat] ${c.id}: started` : `\n[compat] ── ${c.id} ──`);
   let outcome: Outcome;
   try {
     outcome = { ...(await c.run({ ...ctx, out })), ms: Date.now() - t0 };
@@ -109,14 +118,21 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 const started = Date.now();
 await prepare();
-// `jobs` lanes each take the longest component not started yet as they free up; the table
-// keeps the list's order
-const queue = [...chosen].sort((a, b) => b.seconds - a.seconds);
+// `jobs` lanes each take the longest component not started yet as they free up, and one more
+// lane the light ones (a heavy lane with nothing left takes light ones too); the table keeps
+// the list's order
+const longestFirst = (list: Component[]): Component[] => [...list].sort((a, b) => b.seconds - a.seconds);
+const heavyQueue = longestFirst(heavy);
+const lightQueue = longestFirst(light);
 const results = new Map<Component, Outcome>();
-async function lane(): Promise<void> {
-  for (let c = queue.shift(); c && !interrupted; c = queue.shift()) results.set(c, await runOne(c));
+async function lane(queues: Component[][]): Promise<void> {
+  const next = (): Component | undefined => queues.find((q) => q.length)?.shift();
+  for (let c = next(); c && !interrupted; c = next()) results.set(c, await runOne(c));
 }
-await Promise.all(Array.from({ length: Math.min(jobs, chosen.length) }, lane));
+await Promise.all([
+  ...Array.from({ length: Math.min(jobs, heavyQueue.length) }, () => lane([heavyQueue, lightQueue])),
+  ...(lightQueue.length ? [lane([lightQueue])] : []),
+]);
 const outcomes = chosen.flatMap((c) => {
   const o = results.get(c);
   return o ? [o] : [];
@@ -125,7 +141,7 @@ ctx.majors.sort((a, b) => a.major.localeCompare(b.major, 'en', { numeric: true }
 
 const failures = outcomes.filter((o) => !o.ok);
 const sections = [
-  `## Compatibility suite (${Math.round((Date.now() - started) / 1000)} s, ${jobs} at a time, node ${process.version}, ${new Date().toISOString()})`,
+  `## Compatibility suite (${Math.round((Date.now() - started) / 1000)} s, ${jobs} at a time${light.length ? ', the light ones in a lane of their own beside' : ''}, node ${process.version}, ${new Date().toISOString()})`,
   outcomesTable(outcomes),
 ];
 if (ctx.majors.length) {

@@ -57,6 +57,12 @@ export interface Component {
   usesBuild: boolean;
   /** Runs the compat project, whose setup installs PgBouncer and pgpool-II if missing: the driver does it first. */
   compatProject: boolean;
+  /**
+   * Mostly waits (timers, a 30 s promise, a pooler's or another runtime's round trips): 11–19 %
+   * of the 2 cores in CI, against 70–77 % for a Node.js line or a PostgreSQL major. The driver
+   * runs these one after another in a lane of their own beside the others.
+   */
+  light?: boolean;
   /** About how long it runs alone (s): the driver starts the longest first, so that the last to end is a short one. */
   seconds: number;
   run(ctx: Context): Promise<Omit<Outcome, 'ms'>>;
@@ -88,10 +94,17 @@ function pgpoolName(): string {
   }
 }
 
-function compatFile(id: string, seconds: number, name: () => string, ...files: string[]): Component {
+function compatFile(
+  id: string,
+  seconds: number,
+  name: () => string,
+  files: string[],
+  light = false,
+): Component {
   return {
     id,
     seconds,
+    light,
     usesBuild: true, // the compat project's setup builds dist/cli.js unless the driver did
     compatProject: true,
     async run(ctx) {
@@ -319,36 +332,38 @@ export function components(): Component[] {
       'pgbouncer',
       100,
       pgBouncerName,
-      'test/compat/pgbouncer.test.ts',
-      'test/compat/pgbouncer-partitions.test.ts',
-      'test/compat/doctor-pgbouncer.test.ts',
-      'test/compat/pgbouncer-requests.test.ts',
+      [
+        'test/compat/pgbouncer.test.ts',
+        'test/compat/pgbouncer-partitions.test.ts',
+        'test/compat/doctor-pgbouncer.test.ts',
+        'test/compat/pgbouncer-requests.test.ts',
+      ],
+      true,
     ),
-    compatFile(
-      'pgpool',
-      90,
-      () => `${pgpoolName()}, streaming replication (primary and standby)`,
+    compatFile('pgpool', 90, () => `${pgpoolName()}, streaming replication (primary and standby)`, [
       'test/compat/pgpool.test.ts',
-    ),
-    compatFile(
-      'tls',
-      20,
-      () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)',
+    ]),
+    compatFile('tls', 20, () => 'TLS (verify-full, hostssl only; lock, inspect, CLI)', [
       'test/compat/tls.test.ts',
+    ]),
+    compatFile(
+      'cli-slow',
+      45,
+      () => 'CLI promises that take 30 s to show',
+      ['test/compat/cli-slow.test.ts'],
+      true,
     ),
-    compatFile('cli-slow', 45, () => 'CLI promises that take 30 s to show', 'test/compat/cli-slow.test.ts'),
     compatFile(
       'replication',
       90,
       () => 'replicated clusters: failover claims, the peer watch, partition workers per host',
-      'test/compat/failover-claims.test.ts',
-      'test/compat/partitions-connections.test.ts',
+      ['test/compat/failover-claims.test.ts', 'test/compat/partitions-connections.test.ts'],
     ),
     compatFile(
       'failover-chaos',
       120,
       () => 'primary failover chaos (crash and split-brain promotions under load, both modes)',
-      'test/compat/failover-chaos.test.ts',
+      ['test/compat/failover-chaos.test.ts'],
     ),
     ...PG_VERSIONS.map(pgMajor),
     ...NODE_VERSIONS.map(nodeLine),

@@ -125,6 +125,7 @@ function runtimeComponent(rt: Runtime): Component {
     id: rt.id,
     usesBuild: true,
     compatProject: false,
+    light: true, // 11–12 % of the 2 cores in CI: another runtime's round trips and timers
     seconds: 120,
     async run(ctx) {
       let binary: string;
@@ -189,6 +190,7 @@ export function standInComponents(): Component[] {
       id: 'providers',
       usesBuild: true,
       compatProject: true,
+      light: true, // a pooler's round trips, a suspend's wait: 38 % of the 2 cores in CI
       seconds: 170,
       async run(ctx) {
         const r = await runVitest({
