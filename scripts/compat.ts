@@ -16,7 +16,14 @@ import { fileURLToPath } from 'node:url';
 // Bun, Deno and the managed-PostgreSQL stand-ins (test/harness/compat-runtimes.ts): registered here, defined there
 import { runtimeComponents, standInComponents } from '../test/harness/compat-runtimes.js';
 import { ensureTool, PGBOUNCER, PGPOOL } from '../test/harness/debian-binary.js';
-import { buildOnce, CLI_BUILT_ENV, type Component, type Context, components } from './compat/components.js';
+import {
+  buildOnce,
+  builtAlready,
+  CLI_BUILT_ENV,
+  type Component,
+  type Context,
+  components,
+} from './compat/components.js';
 import { failoverTable, failuresList, type Outcome, outcomesTable, settingsTable } from './compat/report.js';
 import { interruptRunning } from './compat/vitest.js';
 
@@ -48,7 +55,9 @@ if (chosen.length === 0) {
 const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
 delete env.PGLEADERLOCK_TEST_PG_PACKAGE;
 delete env.PGLEADERLOCK_COMPAT_RESULTS;
-delete env[CLI_BUILT_ENV];
+// dist/ built by the caller from this tree (.ci/run builds once for all its suites): not again
+const prebuilt = process.env[CLI_BUILT_ENV] === '1' && fs.existsSync(path.join(root, 'dist', 'index.js'));
+if (!prebuilt) delete env[CLI_BUILT_ENV];
 // two components side by side, two test files at a time each: four at once on two cores,
 // near the three of `npm test` that the suites' timing bounds are set against (three each
 // would make six)
@@ -73,7 +82,10 @@ async function prepare(): Promise<void> {
       }
     }
   }
-  if (chosen.some((c) => c.usesBuild)) {
+  if (prebuilt) {
+    builtAlready();
+    console.log(`[compat] dist/ built by the caller (${CLI_BUILT_ENV}=1): not rebuilt`);
+  } else if (chosen.some((c) => c.usesBuild)) {
     const error = await buildOnce(ctx);
     if (error) console.error(`[compat] ${error}: each component builds what it needs itself`);
     else env[CLI_BUILT_ENV] = '1';

@@ -195,6 +195,11 @@ export function buildOnce(ctx: Context): Promise<string | null> {
   return built;
 }
 
+/** dist/ was built from this tree before the suite started: {@link buildOnce} builds nothing. */
+export function builtAlready(): void {
+  built ??= Promise.resolve(null);
+}
+
 /** Two vitest runs' outcomes as one. */
 function both(a: RunResult, b: RunResult): RunResult {
   const note = [a.note, b.note].filter(Boolean).join('; ');
