@@ -58,7 +58,7 @@ export interface Component {
   /** Runs the compat project, whose setup installs PgBouncer and pgpool-II if missing: the driver does it first. */
   compatProject: boolean;
   /**
-   * Mostly waits (timers, a 30 s promise, a pooler's or another runtime's round trips): 11–19 %
+   * Mostly waits (timers, a 30 s promise, a pooler's or another runtime's round trips): 11–38 %
    * of the 2 cores in CI, against 70–77 % for a Node.js line or a PostgreSQL major. The driver
    * runs these one after another in a lane of their own beside the others.
    */
@@ -343,7 +343,10 @@ export function components(): Component[] {
         'test/compat/doctor-pgbouncer.test.ts',
         'test/compat/pgbouncer-requests.test.ts',
       ],
-      true,
+      // not light, though it mostly waits (19 % of the cores alone): beside a Node.js line, its
+      // refusal-at-start test once missed onStopped within 5 s (run AC, 2026-12-03; cause not
+      // yet found), so it runs alone until that is understood
+      false,
     ),
     compatFile('pgpool', 90, () => `${pgpoolName()}, streaming replication (primary and standby)`, [
       'test/compat/pgpool.test.ts',
