@@ -14,10 +14,12 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chownTree, type PgIds, runAs, serverIds } from './pg-user.js';
+import { releasePort, reservePort } from './ports.js';
+
+export { freePort } from './ports.js';
 
 const require = createRequire(import.meta.url);
 
@@ -207,20 +209,6 @@ function initdb(root: string, ids: PgIds | undefined, parent: string): void {
   fs.rmSync(pwfile);
 }
 
-/** Ask the kernel for a free loopback port. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 function settingArgs(settings: Record<string, string | number | boolean>): string[] {
   return Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${String(v)}`]);
 }
@@ -293,14 +281,18 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
     child = proc;
   };
 
+  /** Started once: its port is this server's until disposal (clients dial it), never moved. */
+  let started = false;
   const start = async (): Promise<void> => {
     if (child) return;
-    if (port === 0) port = await freePort();
+    if (port === 0) port = await reservePort();
     let portTries = 1;
     const shmUntil = Date.now() + 10_000;
+    const portUntil = Date.now() + 10_000;
     for (;;) {
       try {
         await launch();
+        started = true;
         return;
       } catch (err) {
         const text = String(err);
@@ -310,10 +302,23 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
           await new Promise((r) => setTimeout(r, 50));
           continue;
         }
-        // a port taken between freePort() and bind: try another
-        if ((text.includes('could not') || text.includes('Address already in use')) && portTries++ < 5) {
-          port = await freePort();
+        const taken = text.includes('could not') || text.includes('Address already in use');
+        // a port taken between reservePort() and the first bind: try another
+        if (taken && !started && portTries++ < 5) {
+          releasePort(port);
+          port = await reservePort();
           continue;
+        }
+        // a restart: the port is reserved (ports.ts), so whatever holds it is on its way out
+        // (a probe's socket closing); wait for it rather than come up where no client dials
+        if (taken && started) {
+          if (Date.now() < portUntil) {
+            await new Promise((r) => setTimeout(r, 100));
+            continue;
+          }
+          throw new Error(`port ${port} was still taken 10 s after this server's restart began: ${text}`, {
+            cause: err,
+          });
         }
         throw err;
       }
@@ -366,6 +371,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       if (disposed) return;
       disposed = true;
       await stop('immediate');
+      if (port !== 0) releasePort(port);
       fs.rmSync(parent, { recursive: true, force: true });
     },
     [Symbol.asyncDispose]() {

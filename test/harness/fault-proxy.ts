@@ -7,6 +7,7 @@
  * the server's keepalives. Use `resetUpstream()` or server-side settings for that.
  */
 import net from 'node:net';
+import { listenFree } from '../../src/cli/ports.js';
 
 export type ProxyMode = 'pass' | 'blackhole';
 
@@ -145,9 +146,7 @@ export async function startFaultProxy(
   };
   server.on('error', () => {});
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  const port = await listenFree(server);
 
   return {
     port,

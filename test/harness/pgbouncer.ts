@@ -10,9 +10,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { releasePort, reservePort } from '../../src/cli/ports.js';
 import { eventually } from './db.js';
 import { findPgBouncer, PGBOUNCER, pgBouncerVersion, runAsIds, untilAnswers } from './debian-binary.js';
-import { freePort, TEST_PASSWORD, TEST_USER } from './pg-server.js';
+import { TEST_PASSWORD, TEST_USER } from './pg-server.js';
 
 export type PoolMode = 'session' | 'transaction' | 'statement';
 
@@ -178,7 +179,11 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     const fixedPort = port !== 0;
     let lastError: unknown;
     for (let i = 0; i < (fixedPort ? 1 : 5); i++) {
-      if (!fixedPort) port = await freePort();
+      // reserved until disposal (src/cli/ports.ts): a restart finds its port free
+      if (!fixedPort) {
+        if (port !== 0) releasePort(port);
+        port = await reservePort();
+      }
       try {
         await launch();
         return;
@@ -245,6 +250,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
       if (disposed) return;
       disposed = true;
       await signalAndWait(immediate);
+      if (port !== 0) releasePort(port);
       fs.rmSync(dir, { recursive: true, force: true });
     },
     [Symbol.asyncDispose]() {

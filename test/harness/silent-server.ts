@@ -7,6 +7,7 @@
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { listenFree } from '../../src/cli/ports.js';
 import { eventually, within } from './db.js';
 
 export interface SilentServer {
@@ -48,8 +49,7 @@ export async function silentServer(options: { forwardFirstTo?: string } = {}): P
     });
     socket.resume(); // read what the client sends, so that its FIN is seen
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
+  const port = await listenFree(server);
   return {
     url(url: string): string {
       const u = new URL(url);

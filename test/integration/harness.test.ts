@@ -1,10 +1,15 @@
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { adminQuery, databaseUrl, ownServer } from '../harness/db.js';
 import { proxyTo } from '../harness/fault-proxy.js';
+import { TEST_PASSWORD, TEST_USER } from '../harness/pg-server.js';
 import { redactUrl } from '../harness/redact.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const PORTS = path.join(ROOT, 'src/cli/ports.ts');
 
 function client(url: string): pg.Client {
   const c = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-harness' });
@@ -41,6 +46,33 @@ describe('test database', () => {
     await server.restart('immediate');
     const [again] = await adminQuery<{ v: number }>(server.url, 'SELECT 3::int AS v');
     expect(again?.v).toBe(3);
+  });
+
+  it('a stopped server keeps its port: another process is not offered it, and a restart waits out a socket that holds it for a moment instead of coming up where no client dials', async () => {
+    await using server = await ownServer();
+    const port = server.port;
+    await server.stop('fast');
+    // another process (a test worker starting a server of its own) passes over the port
+    const seen = await new Promise<string>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', '-e', `import('${PORTS}').then((p) => console.log(p.isReserved(${port})))`],
+        { cwd: ROOT },
+        (err, stdout) => (err ? reject(err) : resolve(stdout.trim())),
+      );
+    });
+    expect(seen, `port ${port} reserved, seen from another process`).toBe('true');
+    // something binds it for 500 ms (a probe, or a process that took it anyway)
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
+    setTimeout(() => holder.close(), 500);
+    await server.start();
+    expect(server.port).toBe(port);
+    const [row] = await adminQuery<{ v: number }>(
+      `postgres://${TEST_USER}:${TEST_PASSWORD}@127.0.0.1:${port}/postgres`,
+      'SELECT 3::int AS v',
+    );
+    expect(row?.v).toBe(3);
   });
 
   it('a fast stop sends 57P01 to connected clients', async () => {
