@@ -37,6 +37,7 @@ export default defineConfig({
     maxWorkers: 3,
     // the projects' files in an order that ends the run sooner (test/harness/sequencer.ts)
     sequence: { sequencer: ProjectRankSequencer },
+    experimental: { fsModuleCache: true },
     // scripts/compat.ts runs the integration tests tagged here once per PostgreSQL major or
     // Node.js line (`--tags-filter`): scripts/compat/selection.ts says why, docs/testing.md what
     tags: [
