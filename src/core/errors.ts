@@ -146,7 +146,8 @@ export function isDefiniteRefusal(err: unknown): boolean {
 /**
  * The one policy of both elections for a definite refusal (a pooler in transaction or
  * statement mode, found by a check that completed): met before the run's first session
- * serves (`served` false), it ends the run: such a path never works, and retrying it only
+ * serves (`served` false: for a LeaderLock, before an acquisition attempt ran to the end on
+ * the session's own backend), it ends the run: such a path never works, and retrying it only
  * hides the mistake (a partition worker's `start()` rejects with it; a `LeaderLock` reports
  * it to `onError` and stops). Met later (a pooler put in front of a running election), it is
  * retried like a failed connection.

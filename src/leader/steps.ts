@@ -34,7 +34,12 @@ export class Steps {
   private readonly takeover: Takeover;
   private readonly succession: Succession;
   private readonly releasing: ReleaseSteps;
-  /** A session opened in this run. */
+  /**
+   * A session of this run (a Lifecycle and its Steps per `start()`) served an attempt: its acquisition ran on its own backend, refused
+   * nothing. Not merely connected: a pooler's probe at connect can pass (it handed the probe
+   * a backend of its own) and the session's first statement then be refused; that refusal
+   * still ends the run (`endsTheRun`), as one found at connect does.
+   */
   private served = false;
 
   constructor(
@@ -156,7 +161,6 @@ export class Steps {
       try {
         const session = await Promise.race([opening, wake.promise]);
         if (session) {
-          this.served = true;
           const opened = await this.ctx.advance(phase, { type: 'Connected', session });
           return this.mail.stop ? STOP : opened;
         }
@@ -196,12 +200,14 @@ export class Steps {
     } catch (err) {
       const error = toError(err);
       this.retry.lastError = error;
-      return this.mail.stop ? STOP : { type: 'DbError', error };
+      if (this.mail.stop) return STOP;
+      return endsTheRun(error, this.served) ? { type: 'Refused', error } : { type: 'DbError', error };
     }
     // a lock granted to a session about to be closed is released by the close
     if (this.mail.stop) return STOP;
     if (!acquired) {
       this.retry.lastError = null;
+      this.served = true;
       return { type: 'AcquireFailed' };
     }
     try {
@@ -216,13 +222,18 @@ export class Steps {
       phase = await this.ctx.advance(phase, { type: 'TakeoverDelayed', delay });
     });
     if ('type' in grant) {
-      if (grant.type === 'DbError') this.retry.lastError = grant.error;
+      if (grant.type === 'DbError') {
+        this.retry.lastError = grant.error;
+        // the pooler probe after the grant (takeover.ts) found the backend shared
+        if (endsTheRun(grant.error, this.served)) return { type: 'Refused', error: grant.error };
+      }
       if (grant.type !== 'ConnectFailed') return grant;
       // an old primary still up: leave it
       await this.ctx.advance(phase, { type: 'SessionClosed' });
       return this.mail.stop ? STOP : grant;
     }
     this.retry.lastError = null;
+    this.served = true;
     return { type: 'AcquireSucceeded', grant };
   }
 

@@ -451,16 +451,32 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       const stopped = new Promise<void>((resolve) => lock.onStopped(() => resolve()));
       await lock.start();
       await within(seen.tried.promise, 10_000, 'a refusal');
-      expect((seen.errors[0] as LockError | undefined)?.code).toBe('ERR_PGLEADERLOCK_UNSAFE');
-      // what the lock went through, if it did not stop (it missed once beside a Node.js line, run AC)
-      await within(stopped, 5000, 'onStopped after the refusal').catch((err: Error) => {
+      // run AC (2026-12-03) missed onStopped here beside a Node.js line: on a loaded machine the
+      // probe at connect can be handed a backend of its own and pass, the first acquisition
+      // then runs on a backend without the session's marker, and that definite refusal was
+      // retried for ever (fixed: src/leader/steps.ts `served`; test/unit/pooler-retry.test.ts).
+      // A probe unanswered within queryTimeoutMs (2 s here) is a refusal too, but not a
+      // definite one, retried (src/core/pooler.ts): the run ends at the first definite one
+      const definite = (e: Error): boolean =>
+        (e as LockError).code === 'ERR_PGLEADERLOCK_UNSAFE' && !e.message.includes('could not be checked');
+      await within(stopped, 20_000, 'onStopped after a definite refusal').catch((err: Error) => {
         throw new Error(
           `${err.message}; now ${Math.round(performance.now())} ${lock.state}; states ${seen.states.join(', ')}; errors: ${seen.errors.map((e) => e.message).join(' | ')}`,
           { cause: err },
         );
       });
+      if (seen.errors.length > 1) {
+        console.log(
+          `[pgbouncer] ${acquireMode}: ${seen.errors.length - 1} undecided refusal(s) before the definite one`,
+        );
+      }
       expect(lock.state).toBe(LockState.STOPPED);
-      expect(seen.errors).toHaveLength(1); // reported once, not retried
+      expect(seen.errors.map((e) => (e as LockError).code)).toEqual(
+        seen.errors.map(() => 'ERR_PGLEADERLOCK_UNSAFE'),
+      );
+      // the definite refusal reported once, and the run ended on it (not retried)
+      expect(seen.errors.filter(definite)).toHaveLength(1);
+      expect(definite(seen.errors.at(-1) as Error)).toBe(true);
       expect(seen.everLeader).toBe(false);
       await bouncer.reconfigure('session');
       await lock.start();

@@ -187,6 +187,19 @@ export class FakeClient extends EventEmitter {
       const pooled = this.pooled(tag, text);
       if (pooled) return pooled;
     }
+    if ((tag === 'wait-lock' || tag === 'try-lock') && this.db.unmarkedAcquisitions > 0) {
+      // served by another backend than the session's (a pooler whose probe at connect passed)
+      this.db.unmarkedAcquisitions -= 1;
+      const row = {
+        pid: this.backendPid + 1,
+        same: false,
+        held_before: false,
+        ok: false,
+        twice: null,
+        idle: null,
+      };
+      return Promise.resolve({ rows: [{ ...row, waited_ms: 0 }] });
+    }
     if (tag === 'wait-lock') return this.waitLock(values.length ? values : uninline(WAIT_LOCK, text));
     if (tag === 'late-grant') {
       const ok = this.db.holder === this;
@@ -455,6 +468,12 @@ export class FakeDb {
    * (`marked`: the probe finds another session's marker, a definite refusal).
    */
   sessionPooler: { probe: Behaviour | 'marked' } | null = null;
+  /**
+   * The next so many acquisitions (poll or wait) run on a backend without the session's
+   * marker: a pooler that shares backends whose probe at connect passed (it handed the probe
+   * a backend of its own, as PgBouncer in transaction mode does on a loaded machine).
+   */
+  unmarkedAcquisitions = 0;
   /** Told of each statement as a client receives it (its tag, `other` if none), before it is answered. */
   beforeQuery: ((tag: string, client: FakeClient) => void) | null = null;
   readonly clients: FakeClient[] = [];

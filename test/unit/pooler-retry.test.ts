@@ -105,4 +105,50 @@ describe('a pooler check that could not be completed at connect is retried, a de
     expect(probes(db)).toBe(1);
     await h.lock.shutdown();
   });
+
+  for (const acquireMode of ['poll', 'wait'] as const) {
+    it(`(${acquireMode} mode) LeaderLock: a probe that passed at connect and a first acquisition refused on a backend without the session's marker: the definite refusal is reported once and the lock stops; a run that served first retries it; a new start() stops at it again`, async () => {
+      const clock = new FakeClock();
+      const db = new FakeDb(clock);
+      db.sessionPooler = { probe: 'normal' };
+      db.unmarkedAcquisitions = 1;
+      const h = makeLock({ db, clock, acquireMode, retryStrategy: new FixedInterval({ intervalMs: 250 }) });
+      let stopped = 0;
+      h.lock.onStopped(() => {
+        stopped += 1;
+      });
+      await h.lock.start();
+      await clock.advance(2000);
+      await flush();
+      expect(h.errors.map((e) => e.message)).toEqual([expect.stringMatching(/without its marker/)]);
+      expect(isDefiniteRefusal(h.errors[0])).toBe(true);
+      expect(h.lock.state).toBe('stopped');
+      expect(stopped).toBe(1);
+      expect(h.events).not.toContain('acquired');
+
+      // served first (leading), then refused: retried like a failed connection (a pooler put in
+      // front of a running election), the lock leads again once the path is good
+      await h.lock.start();
+      await flush();
+      expect(h.lock.isLeader).toBe(true);
+      await h.lock.stepDown();
+      db.unmarkedAcquisitions = 1;
+      await clock.advance(2000);
+      await flush();
+      expect(h.errors).toHaveLength(2);
+      expect(h.lock.state).not.toBe('stopped');
+      expect(h.lock.isLeader).toBe(true);
+      await h.lock.shutdown();
+      expect(stopped).toBe(2);
+
+      // a new run: refused at its first acquisition, it stops again
+      db.unmarkedAcquisitions = 1;
+      await h.lock.start();
+      await clock.advance(2000);
+      await flush();
+      expect(h.errors).toHaveLength(3);
+      expect(h.lock.state).toBe('stopped');
+      expect(stopped).toBe(3);
+    });
+  }
 });
