@@ -133,6 +133,22 @@ export function undecidedRefusal<E extends PgLeaderLockError>(err: E): E {
   return err;
 }
 
+// refusals of the path itself (a pooler that shares backends, a hot standby: `unsafe()` in
+// prepare.ts and pooler.ts). Met at a LeaderLock's first acquisition they end the run as at
+// connect; a grant's other refusals (settings the server did not apply, a newer primary
+// elsewhere) are retried, since an operator's fix or a failover ends them
+const pathRefusals = new WeakSet<object>();
+
+export function pathRefusal<E extends PgLeaderLockError>(err: E): E {
+  pathRefusals.add(err);
+  return err;
+}
+
+/** A definite refusal of the path itself ({@link pathRefusal}). */
+export function isPathRefusal(err: unknown): boolean {
+  return isDefiniteRefusal(err) && pathRefusals.has(err as object);
+}
+
 /** `ERR_PGLEADERLOCK_UNSAFE` from a check that completed (not a probe that could not be). */
 export function isDefiniteRefusal(err: unknown): boolean {
   return (

@@ -30,7 +30,7 @@ import type pg from 'pg';
 import type { Clock } from './clock.js';
 import { destroyClient } from './connect.js';
 import type { EndpointConnect } from './endpoints.js';
-import { ConnectionError, describe, LockError, undecidedRefusal } from './errors.js';
+import { ConnectionError, describe, LockError, pathRefusal, undecidedRefusal } from './errors.js';
 import { PINNED, PROBE } from './statements.js';
 
 const ADVICE = 'connect directly to PostgreSQL, or through the pooler in session mode';
@@ -66,7 +66,7 @@ interface ProbeRow {
 }
 
 function unsafe(why: string, cause?: unknown): LockError {
-  return new LockError(`${SHARED_BACKEND} (${why})`, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause });
+  return pathRefusal(new LockError(`${SHARED_BACKEND} (${why})`, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause }));
 }
 
 /**

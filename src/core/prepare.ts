@@ -9,7 +9,7 @@ import type { Clock } from './clock.js';
 import { parseSettingMs } from './connect.js';
 import type { Connection } from './connection.js';
 import type { EndpointConnect } from './endpoints.js';
-import { ConnectionError, LockError } from './errors.js';
+import { ConnectionError, LockError, pathRefusal } from './errors.js';
 import { detectPgpool, type PgpoolFront } from './pgpool.js';
 import { PoolerGuard } from './pooler.js';
 import { type AppliedSettings, connectSettings, READ_BACK } from './safety.js';
@@ -60,7 +60,6 @@ export interface Prepared {
   readonly pgpool: PgpoolFront | null;
 }
 
-/** The error of a refused session: `ERR_PGLEADERLOCK_UNSAFE`. */
 /**
  * A session marker token (16 hex digits): from crypto, or drawn from `random` (a seeded
  * source replays a run exactly).
@@ -71,8 +70,9 @@ export function markerToken(random: (() => number) | null | undefined): string {
   return Array.from({ length: 8 }, byte).join('');
 }
 
+/** The error of a session the path refuses (a shared backend, a hot standby): `ERR_PGLEADERLOCK_UNSAFE`. */
 export function unsafe(message: string, cause?: unknown): LockError {
-  return new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause });
+  return pathRefusal(new LockError(message, { code: 'ERR_PGLEADERLOCK_UNSAFE', cause }));
 }
 
 /**

@@ -9,7 +9,7 @@
  * lapsed lease).
  */
 import { sleep, sleepInSteps, untilWoken } from '../core/clock.js';
-import { endsTheRun, LockError, toError } from '../core/errors.js';
+import { endsTheRun, isPathRefusal, LockError, toError } from '../core/errors.js';
 import type { ResolvedOptions } from '../core/lock-options.js';
 import { NoPrimaryError } from '../core/primary.js';
 import type { RetryCycle } from '../core/retry.js';
@@ -201,7 +201,10 @@ export class Steps {
       const error = toError(err);
       this.retry.lastError = error;
       if (this.mail.stop) return STOP;
-      return endsTheRun(error, this.served) ? { type: 'Refused', error } : { type: 'DbError', error };
+      // a backend without the session's marker (a pooler whose probe at connect passed) ends
+      // the run as at connect; the grant's other refusals (its settings) are retried
+      const refused = endsTheRun(error, this.served) && isPathRefusal(error);
+      return refused ? { type: 'Refused', error } : { type: 'DbError', error };
     }
     // a lock granted to a session about to be closed is released by the close
     if (this.mail.stop) return STOP;
@@ -222,11 +225,9 @@ export class Steps {
       phase = await this.ctx.advance(phase, { type: 'TakeoverDelayed', delay });
     });
     if ('type' in grant) {
-      if (grant.type === 'DbError') {
-        this.retry.lastError = grant.error;
-        // the pooler probe after the grant (takeover.ts) found the backend shared
-        if (endsTheRun(grant.error, this.served)) return { type: 'Refused', error: grant.error };
-      }
+      // refusals here (the settings a grant needs, a superseded primary, the probe after the
+      // grant) are retried: the next connect's probe refuses a pooler that shares backends
+      if (grant.type === 'DbError') this.retry.lastError = grant.error;
       if (grant.type !== 'ConnectFailed') return grant;
       // an old primary still up: leave it
       await this.ctx.advance(phase, { type: 'SessionClosed' });
