@@ -302,7 +302,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
           await new Promise((r) => setTimeout(r, 50));
           continue;
         }
-        const taken = text.includes('could not') || text.includes('Address already in use');
+        const taken = text.includes('could not bind') || text.includes('Address already in use');
         // a port taken between reservePort() and the first bind: try another
         if (taken && !started && portTries++ < 5) {
           releasePort(port);
@@ -343,7 +343,13 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
 
   const stop = (mode: StopMode = 'fast'): Promise<void> => signalAndWait(SIGNALS[mode], false);
 
-  await start();
+  try {
+    await start();
+  } catch (err) {
+    if (port !== 0) releasePort(port);
+    fs.rmSync(parent, { recursive: true, force: true });
+    throw err;
+  }
 
   const server: PgServer = {
     host,

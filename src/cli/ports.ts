@@ -14,9 +14,31 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-/** Not `os.tmpdir()`: a child with a TMPDIR of its own must still see the others' ports. */
+/**
+ * One folder per user, private to that user (0700, checked to be a real folder the user owns:
+ * no other user can plant a file or a link in it). On POSIX under `/tmp`, not `os.tmpdir()`:
+ * a child with a TMPDIR of its own (the compat suite's fresh install) must still see the
+ * others' ports. A folder that fails the check is not used: ports are then not reserved.
+ */
 const DIR =
-  process.platform === 'win32' ? path.join(os.tmpdir(), 'pgleaderlock-ports') : '/tmp/pgleaderlock-ports';
+  process.platform === 'win32'
+    ? path.join(os.tmpdir(), 'pgleaderlock-ports')
+    : `/tmp/pgleaderlock-ports-${process.getuid?.() ?? 'user'}`;
+
+/** The folder, made or checked once; false if it is not ours alone. */
+let dirChecked: boolean | null = null;
+function usable(): boolean {
+  if (dirChecked !== null) return dirChecked;
+  try {
+    fs.mkdirSync(DIR, { recursive: true, mode: 0o700 });
+    const st = fs.lstatSync(DIR);
+    const uid = process.getuid?.();
+    dirChecked = st.isDirectory() && (uid === undefined || (st.uid === uid && (st.mode & 0o077) === 0));
+  } catch {
+    dirChecked = false;
+  }
+  return dirChecked;
+}
 
 function file(port: number): string {
   return path.join(DIR, String(port));
@@ -34,6 +56,7 @@ function alive(pid: number): boolean {
 
 /** A live process holds `port` (its owner's file names a running pid). */
 export function isReserved(port: number): boolean {
+  if (!usable()) return false;
   let text: string;
   try {
     text = fs.readFileSync(file(port), 'utf8');
@@ -69,23 +92,23 @@ export async function freePort(): Promise<number> {
 
 /** A free port, reserved for this process until {@link releasePort}. */
 export async function reservePort(): Promise<number> {
-  fs.mkdirSync(DIR, { recursive: true });
-  try {
-    fs.chmodSync(DIR, 0o1777); // any user's demo may reserve one
-  } catch {
-    // another user's folder: writable to all already
-  }
+  if (!usable()) return freePort();
   for (let i = 0; i < 100; i++) {
     const port = await freePort();
     try {
       fs.writeFileSync(file(port), String(process.pid), { flag: 'wx' });
       return port;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      // a dead owner's file: take it over; a live one's: another port
-      if (!isReserved(port)) {
-        fs.writeFileSync(file(port), String(process.pid));
-        return port;
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') continue;
+      // a dead owner's file: moved aside (one process wins the rename), then taken anew by
+      // a later try; a live one's: another port
+      if (isReserved(port)) continue;
+      try {
+        const aside = `${file(port)}.stale-${process.pid}`;
+        fs.renameSync(file(port), aside);
+        fs.rmSync(aside, { force: true });
+      } catch {
+        // another process moved it first
       }
     }
   }

@@ -34,11 +34,14 @@ export class Steps {
   private readonly takeover: Takeover;
   private readonly succession: Succession;
   private readonly releasing: ReleaseSteps;
+  /** A session of this run connected: a refusal at connect after that is retried (`endsTheRun`). */
+  private connected = false;
   /**
-   * A session of this run (a Lifecycle and its Steps per `start()`) served an attempt: its acquisition ran on its own backend, refused
-   * nothing. Not merely connected: a pooler's probe at connect can pass (it handed the probe
-   * a backend of its own) and the session's first statement then be refused; that refusal
-   * still ends the run (`endsTheRun`), as one found at connect does.
+   * An acquisition attempt of this run (a Lifecycle and its Steps per `start()`) ran to the
+   * end on the session's own backend. Until then a refusal of the path itself
+   * (`isPathRefusal`) met by an attempt ends the run as one at connect does: the pooler's
+   * probe at connect can pass (it handed the probe a backend of its own) and the session's
+   * first acquisition then be refused.
    */
   private served = false;
 
@@ -161,6 +164,7 @@ export class Steps {
       try {
         const session = await Promise.race([opening, wake.promise]);
         if (session) {
+          this.connected = true;
           const opened = await this.ctx.advance(phase, { type: 'Connected', session });
           return this.mail.stop ? STOP : opened;
         }
@@ -191,7 +195,9 @@ export class Steps {
       const error = toError(err);
       this.retry.lastError = error;
       if (this.mail.stop) return STOP;
-      return endsTheRun(error, this.served) ? { type: 'Refused', error } : { type: 'ConnectFailed', error };
+      return endsTheRun(error, this.connected)
+        ? { type: 'Refused', error }
+        : { type: 'ConnectFailed', error };
     }
     const session = phase.session as Session;
     let acquired: Acquired | null;
@@ -200,11 +206,7 @@ export class Steps {
     } catch (err) {
       const error = toError(err);
       this.retry.lastError = error;
-      if (this.mail.stop) return STOP;
-      // a backend without the session's marker (a pooler whose probe at connect passed) ends
-      // the run as at connect; the grant's other refusals (its settings) are retried
-      const refused = endsTheRun(error, this.served) && isPathRefusal(error);
-      return refused ? { type: 'Refused', error } : { type: 'DbError', error };
+      return this.mail.stop ? STOP : this.attemptFailed(error);
     }
     // a lock granted to a session about to be closed is released by the close
     if (this.mail.stop) return STOP;
@@ -215,18 +217,21 @@ export class Steps {
     }
     try {
       // a handover to another candidate is in progress: give the lock back, queue again
-      if (await this.succession.yields(session, acquired)) return { type: 'AcquireFailed' };
+      if (await this.succession.yields(session, acquired)) {
+        this.served = true;
+        return { type: 'AcquireFailed' };
+      }
     } catch (err) {
       const error = toError(err);
       this.retry.lastError = error;
-      return this.mail.stop ? STOP : { type: 'DbError', error };
+      return this.mail.stop ? STOP : this.attemptFailed(error);
     }
     const grant = await this.takeover.complete(session, acquired, async (delay) => {
       phase = await this.ctx.advance(phase, { type: 'TakeoverDelayed', delay });
     });
     if ('type' in grant) {
-      // refusals here (the settings a grant needs, a superseded primary, the probe after the
-      // grant) are retried: the next connect's probe refuses a pooler that shares backends
+      // refusals after the grant (its settings, a newer primary, the probe after the grant or
+      // a check in the takeover delay) are retried: the term may have been fenced already
       if (grant.type === 'DbError') this.retry.lastError = grant.error;
       if (grant.type !== 'ConnectFailed') return grant;
       // an old primary still up: leave it
@@ -236,6 +241,13 @@ export class Steps {
     this.retry.lastError = null;
     this.served = true;
     return { type: 'AcquireSucceeded', grant };
+  }
+
+  /** An attempt's failure: a refusal of the path before the run's first attempt served ends the run. */
+  private attemptFailed(error: Error): Input {
+    return endsTheRun(error, this.served) && isPathRefusal(error)
+      ? { type: 'Refused', error }
+      : { type: 'DbError', error };
   }
 
   /**

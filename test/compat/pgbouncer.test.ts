@@ -8,6 +8,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type Deferred, deferred } from '../../src/core/clock.js';
+import { isDefiniteRefusal } from '../../src/core/errors.js';
 import { ExponentialBackoff, type LeaderLock, LockError, LockState } from '../../src/index.js';
 import { expectNearBaseline } from '../harness/baseline.js';
 import { eventually, holderPid, lockHolders, ownServer, randomKeys, within } from '../harness/db.js';
@@ -457,8 +458,7 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
       // retried for ever (fixed: src/leader/steps.ts `served`; test/unit/pooler-retry.test.ts).
       // A probe unanswered within queryTimeoutMs (2 s here) is a refusal too, but not a
       // definite one, retried (src/core/pooler.ts): the run ends at the first definite one
-      const definite = (e: Error): boolean =>
-        (e as LockError).code === 'ERR_PGLEADERLOCK_UNSAFE' && !e.message.includes('could not be checked');
+      const definite = (e: Error): boolean => isDefiniteRefusal(e);
       await within(stopped, 20_000, 'onStopped after a definite refusal').catch((err: Error) => {
         throw new Error(
           `${err.message}; now ${Math.round(performance.now())} ${lock.state}; states ${seen.states.join(', ')}; errors: ${seen.errors.map((e) => e.message).join(' | ')}`,
