@@ -16,14 +16,10 @@ import { fileURLToPath } from 'node:url';
 // Bun, Deno and the managed-PostgreSQL stand-ins (test/harness/compat-runtimes.ts): registered here, defined there
 import { runtimeComponents, standInComponents } from '../test/harness/compat-runtimes.js';
 import { ensureTool, PGBOUNCER, PGPOOL } from '../test/harness/debian-binary.js';
-import {
-  buildOnce,
-  builtAlready,
-  CLI_BUILT_ENV,
-  type Component,
-  type Context,
-  components,
-} from './compat/components.js';
+import { benchComponent } from './compat/bench.js';
+import { buildOnce, builtAlready, CLI_BUILT_ENV, type Component, type Context } from './compat/component.js';
+import { components } from './compat/components.js';
+import { discardFreshInstall, FRESH_INSTALL_LINE, startFreshInstall } from './compat/node-line.js';
 import { failoverTable, failuresList, type Outcome, outcomesTable, settingsTable } from './compat/report.js';
 import { interruptRunning } from './compat/vitest.js';
 
@@ -45,7 +41,7 @@ if (!Number.isInteger(jobs) || jobs < 1) {
 const noLightLane = args.indexOf('--no-light-lane');
 if (noLightLane >= 0) args.splice(noLightLane, 1);
 const wanted = args;
-const all = [...components(), ...runtimeComponents(), ...standInComponents()];
+const all = [...components(), ...runtimeComponents(), ...standInComponents(), benchComponent()];
 const chosen = wanted.length ? all.filter((c) => wanted.some((w) => c.id.includes(w))) : all;
 if (chosen.length === 0) {
   console.error(`no component matches ${wanted.join(' ')}; ids: ${all.map((c) => c.id).join(' ')}`);
@@ -137,14 +133,21 @@ const longestFirst = (list: Component[]): Component[] => [...list].sort((a, b) =
 const heavyQueue = longestFirst(heavy);
 const lightQueue = longestFirst(light);
 const results = new Map<Component, Outcome>();
-async function lane(queues: Component[][]): Promise<void> {
+async function lane(queues: Component[][], first?: () => Promise<void>): Promise<void> {
+  await first?.();
   const next = (): Component | undefined => queues.find((q) => q.length)?.shift();
   for (let c = next(); c && !interrupted; c = next()) results.set(c, await runOne(c));
 }
+// the fresh npm 12 install of one Node.js line mostly waits (disk, registry): the light lane
+// does it first, and the line (heavy) takes it when its turn comes (startFreshInstall)
+const freshLine = `node${FRESH_INSTALL_LINE.split('.')[0]}`;
+const installAhead =
+  lightQueue.length && heavyQueue.some((c) => c.id === freshLine) ? () => startFreshInstall(ctx) : undefined;
 await Promise.all([
   ...Array.from({ length: Math.min(jobs, heavyQueue.length) }, () => lane([heavyQueue, lightQueue])),
-  ...(lightQueue.length ? [lane([lightQueue])] : []),
+  ...(lightQueue.length ? [lane([lightQueue], installAhead)] : []),
 ]);
+await discardFreshInstall();
 const outcomes = chosen.flatMap((c) => {
   const o = results.get(c);
   return o ? [o] : [];

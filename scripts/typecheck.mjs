@@ -6,6 +6,17 @@ import { createRequire } from 'node:module';
 
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const projects = [[], ['-p', 'examples/nestjs'], ['-p', 'tsconfig.examples.json']];
+const children = new Set();
+// stopped (Ctrl-C, npm test stopped): the tsc runs stop too, not run on orphaned
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+]) {
+  process.on(signal, () => {
+    for (const child of children) child.kill(signal);
+    process.exit(code);
+  });
+}
 const codes = await Promise.all(
   projects.map(
     (args) =>
@@ -13,6 +24,7 @@ const codes = await Promise.all(
         const child = spawn(process.execPath, [tsc, '--noEmit', ...args], {
           stdio: ['ignore', 'pipe', 'pipe'],
         });
+        children.add(child);
         const out = [];
         child.stdout.on('data', (c) => out.push(c));
         child.stderr.on('data', (c) => out.push(c));
@@ -21,6 +33,7 @@ const codes = await Promise.all(
           resolve(1);
         });
         child.on('close', (code) => {
+          children.delete(child);
           process.stdout.write(Buffer.concat(out));
           if (code !== 0) console.error(`tsc --noEmit ${args.join(' ')}: exit ${code}`);
           resolve(code ?? 1);

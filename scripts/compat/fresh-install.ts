@@ -27,15 +27,17 @@ export interface FreshInstall {
   scriptWarnings: string[];
   /** Every `npm warn` line, for the report. */
   warnings: string[];
+  /** The install's whole output, passed through or (`out` null) held back. */
+  output: string;
   code: number;
 }
 
-/** Run a command, its output shown and kept. */
+/** Run a command, its output kept and passed to `out` (a file descriptor; undefined: stdout; null: nowhere). */
 function capture(
   command: string,
   args: string[],
   options: { cwd: string; env: NodeJS.ProcessEnv },
-  out: number | undefined,
+  out: number | undefined | null,
 ): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -43,7 +45,7 @@ function capture(
     const keep = (d: Buffer): void => {
       output += d.toString();
       if (out === undefined) process.stdout.write(d);
-      else fs.writeSync(out, d);
+      else if (out !== null) fs.writeSync(out, d);
     };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
@@ -54,13 +56,14 @@ function capture(
 
 /**
  * Copy the project at `root` to a temporary folder and `npm ci` it there with npm 12 under
- * `node`; its output goes to the file descriptor `out`, else to stdout.
+ * `node`; its output goes to the file descriptor `out`, else to stdout, or (null) is only
+ * kept in the result.
  */
 export async function freshInstall(
   root: string,
   node: string,
   env: NodeJS.ProcessEnv,
-  out?: number,
+  out?: number | null,
 ): Promise<FreshInstall> {
   const npmDir = await fetchPackage('npm', NPM_VERSION, `npm-${NPM_VERSION}`);
   const npm = [node, path.join(npmDir, 'bin', 'npm-cli.js')];
@@ -72,7 +75,7 @@ export async function freshInstall(
   }
   const say = `[compat] npm ${NPM_VERSION} ci in ${dir}\n`;
   if (out === undefined) process.stdout.write(say);
-  else fs.writeSync(out, say);
+  else if (out !== null) fs.writeSync(out, say);
   const [command = node, ...args] = npm;
   // as from a shell: without the npm_config_* variables of the npm that runs this suite
   const installEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !/^npm_config_/i.test(k)));
@@ -90,6 +93,7 @@ export async function freshInstall(
     dir,
     npm,
     code,
+    output: `${say}${output}`,
     scriptWarnings: lines.filter((l) => /install.scripts?/i.test(l)),
     warnings: lines.filter((l) => /^npm warn/i.test(l)),
   };

@@ -81,23 +81,30 @@ const SIGNALS: Record<StopMode, NodeJS.Signals> = {
   immediate: 'SIGQUIT',
 };
 
-/** Every server this process started, killed on exit so a crashed run leaves no orphan. */
+/** Every server this process started, killed on exit so a crashed run leaves no orphan, and the data folders not disposed of, deleted then. */
 const live = new Set<ChildProcess>();
+const folders = new Set<string>();
 let exitHookInstalled = false;
-function track(child: ChildProcess): void {
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.once('exit', () => {
-      for (const c of live) {
-        try {
-          if (c.pid) process.kill(-c.pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const c of live) {
+      try {
+        if (c.pid) process.kill(-c.pid, 'SIGKILL');
+      } catch {
+        // already gone
       }
-    });
-  }
-  live.add(child);
+    }
+    // SIGKILLed: none of them writes again
+    for (const folder of folders) {
+      try {
+        fs.rmSync(folder, { recursive: true, force: true });
+      } catch {
+        // left to the OS's temporary-folder cleanup
+      }
+    }
+  });
 }
 
 /**
@@ -230,6 +237,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   const root = installedBinaries(options.packageDir ?? defaultPackageDir());
   const template = templateDataDir(root, ids);
   const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-data-'));
+  installExitHook();
+  folders.add(parent);
   fs.chmodSync(parent, 0o755);
   const dataDir = path.join(parent, 'data');
   if (options.populateDataDir) {
@@ -258,7 +267,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
     });
-    track(proc);
+    installExitHook();
+    live.add(proc);
     let log = '';
     await new Promise<void>((resolve, reject) => {
       const onData = (chunk: Buffer): void => {
@@ -348,6 +358,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   } catch (err) {
     if (port !== 0) releasePort(port);
     fs.rmSync(parent, { recursive: true, force: true });
+    folders.delete(parent);
     throw err;
   }
 
@@ -379,6 +390,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       await stop('immediate');
       if (port !== 0) releasePort(port);
       fs.rmSync(parent, { recursive: true, force: true });
+      folders.delete(parent);
     },
     [Symbol.asyncDispose]() {
       return server.dispose();

@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Component, Context } from '../../scripts/compat/components.js';
+import type { Component, Context } from '../../scripts/compat/component.js';
 import { fetchPackage } from '../../scripts/compat/fetch.js';
 import { runVitest } from '../../scripts/compat/vitest.js';
 import { startPgServer } from './pg-server.js';

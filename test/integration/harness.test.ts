@@ -1,5 +1,7 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
@@ -175,4 +177,71 @@ describe('exit code', () => {
     expect(result.out).toContain('1 failed');
     expect(result.code).not.toBe(0);
   });
+
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
+    it(`a run stopped by ${signal} while a test runs stops its test server (data folder too) and exits ${code}`, {
+      timeout: 60_000,
+    }, async () => {
+      const root = path.resolve(import.meta.dirname, '../..');
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-stopped-run-'));
+      const running = path.join(dir, 'running');
+      const child = spawn(
+        process.execPath,
+        [
+          path.join(root, 'node_modules/vitest/vitest.mjs'),
+          'run',
+          '--config',
+          'test/fixtures/vitest.stopped.config.ts',
+        ],
+        {
+          cwd: root,
+          env: { ...process.env, NO_COLOR: '1', PGLEADERLOCK_FIXTURE_RUNNING: running },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+      });
+      child.stderr.on('data', (d: Buffer) => {
+        out += d.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+      try {
+        const deadline = Date.now() + 40_000;
+        while (!fs.existsSync(running)) {
+          if (Date.now() > deadline || child.exitCode !== null)
+            throw new Error(`the fixture never ran:\n${out}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        const port = Number(/database: embedded .* on port (\d+)/.exec(out)?.[1]);
+        expect(port).toBeGreaterThan(0);
+        // the server's data folder, from its postmaster's command line (ps)
+        const postmaster = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+          .split('\n')
+          .find((l) => l.includes('postgres -D') && l.includes(` -p ${port} `));
+        const dataDir = / -D (\S+)/.exec(postmaster ?? '')?.[1] ?? '';
+        expect(fs.existsSync(dataDir), `the data folder of the server on port ${port}`).toBe(true);
+        child.kill(signal);
+        expect(await exited).toBe(code);
+        // nothing listens on the server's port any more, and its data folder is gone
+        const refused = await new Promise<string>((resolve) => {
+          const socket = net.connect(port, '127.0.0.1');
+          socket.once('connect', () => {
+            socket.destroy();
+            resolve('connected');
+          });
+          socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+        });
+        expect(refused, `port ${port} after the run ended:\n${out}`).toBe('ECONNREFUSED');
+        expect(fs.existsSync(dataDir), `${dataDir} after the run ended`).toBe(false);
+      } finally {
+        if (child.exitCode === null) child.kill('SIGKILL');
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });

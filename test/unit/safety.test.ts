@@ -229,14 +229,24 @@ describe('refusing what cannot be safe', () => {
     expect(h.db.holder).toBeNull();
   });
 
-  it('a managed service pinning idle_session_timeout too low makes acquisition unsafe: refused, lock freed', async () => {
-    const h = makeLock();
+  it('a managed service pinning idle_session_timeout too low makes acquisition unsafe: refused, lock freed; a refusal of the grant, not of the path, so the lock keeps trying and leads once the pin is lifted', async () => {
+    const h = makeLock({ retryStrategy: new FixedInterval({ intervalMs: 250 }) });
     h.db.pinnedIdleSessionTimeout = '1000';
     await h.lock.start();
     await flush();
     expect(h.lock.isLeader).toBe(false);
     expect(h.errors[0]).toMatchObject({ code: 'ERR_PGLEADERLOCK_UNSAFE' });
     expect(h.db.holder).toBeNull();
+    // only a refusal of the path (a shared backend, a standby) ends a run that has not served
+    // yet (core/errors.ts isPathRefusal; docs/safety.md, "Poolers"): this one is retried
+    await h.clock.advance(1000);
+    await flush();
+    expect(h.lock.state).not.toBe(LockState.STOPPED);
+    expect(h.errors.length).toBeGreaterThan(1);
+    h.db.pinnedIdleSessionTimeout = null;
+    await h.clock.advance(1000);
+    await flush();
+    expect(h.lock.isLeader).toBe(true);
     await h.lock.shutdown();
   });
 });
