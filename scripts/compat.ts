@@ -20,6 +20,7 @@ import { benchComponent } from './compat/bench.js';
 import { buildOnce, builtAlready, CLI_BUILT_ENV, type Component, type Context } from './compat/component.js';
 import { components } from './compat/components.js';
 import { discardFreshInstall, FRESH_INSTALL_LINE, startFreshInstall } from './compat/node-line.js';
+import { packageComponent } from './compat/package.js';
 import { failoverTable, failuresList, type Outcome, outcomesTable, settingsTable } from './compat/report.js';
 import { interruptRunning } from './compat/vitest.js';
 
@@ -41,7 +42,13 @@ if (!Number.isInteger(jobs) || jobs < 1) {
 const noLightLane = args.indexOf('--no-light-lane');
 if (noLightLane >= 0) args.splice(noLightLane, 1);
 const wanted = args;
-const all = [...components(), ...runtimeComponents(), ...standInComponents(), benchComponent()];
+const all = [
+  ...components(),
+  ...runtimeComponents(),
+  ...standInComponents(),
+  benchComponent(),
+  packageComponent(),
+];
 const chosen = wanted.length ? all.filter((c) => wanted.some((w) => c.id.includes(w))) : all;
 if (chosen.length === 0) {
   console.error(`no component matches ${wanted.join(' ')}; ids: ${all.map((c) => c.id).join(' ')}`);

@@ -80,6 +80,7 @@ export const AUDITED = [
   'timing/leader-watch.test.ts',
   'timing/node-cron-handover.test.ts',
   'timing/observability-claims.test.ts',
+  'timing/partitions-drain.test.ts',
   'timing/proof-of-drain.test.ts',
   'timing/succession.test.ts',
 ];

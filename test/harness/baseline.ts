@@ -8,6 +8,8 @@
  * trip, a timer or a poll. Every such comparison goes through {@link expectNearBaseline},
  * so that its failure message gives both figures, their difference and their ratio.
  */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import pg from 'pg';
 import { expect } from 'vitest';
 import { type AdminClient, eventually, holderPid, lockHolders, randomKeys } from './db.js';
@@ -194,5 +196,62 @@ export async function bareUnlock(
     return (await granted) - t0;
   } finally {
     await Promise.all([holder, waiter].map((c) => c.end().catch(() => {})));
+  }
+}
+
+/** A bare holder in a process of its own: takes the lock, says `held`, and waits to be killed. */
+const BARE_HOLDER = `
+const pg = require('pg');
+const c = new pg.Client({ connectionString: process.env.PGLEADERLOCK_BARE_URL, application_name: 'pgleaderlock-test-bare' });
+c.connect()
+  .then(() => c.query('SELECT pg_advisory_lock($1, $2)', [process.env.PGLEADERLOCK_BARE_K1, process.env.PGLEADERLOCK_BARE_K2]))
+  .then(() => process.stdout.write('held\\n'), (e) => { console.error(e.message); process.exit(1); });
+`;
+
+/**
+ * The physical limit of a failover after the holder's process is SIGKILLed, between bare
+ * clients on a key of their own: the holder a bare client in a `node` process of its own, a
+ * waiter here queued behind it; ms from the SIGKILL to the waiter's grant (the process's death
+ * and the server hearing its socket end). `clock` is the test's own.
+ */
+export async function bareKill(url: string, clock: () => number = () => performance.now()): Promise<number> {
+  const k = randomKeys();
+  const holder = spawn(process.execPath, ['-e', BARE_HOLDER], {
+    cwd: path.resolve(import.meta.dirname, '../..'), // pg from the project's node_modules
+    env: {
+      ...process.env,
+      PGLEADERLOCK_BARE_URL: url,
+      PGLEADERLOCK_BARE_K1: String(k.key1),
+      PGLEADERLOCK_BARE_K2: String(k.key2),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const waiter = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+  waiter.on('error', () => {});
+  try {
+    let err = '';
+    holder.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout.on('data', (d: Buffer) => {
+        if (d.toString().includes('held')) resolve();
+      });
+      holder.once('exit', (code) =>
+        reject(new Error(`the bare holder exited ${code} before it held: ${err}`)),
+      );
+    });
+    await waiter.connect();
+    const granted = waiter.query('SELECT pg_advisory_lock($1, $2)', [k.key1, k.key2]).then(() => clock());
+    await eventually(async () => (await lockHolders(url, k.key1, k.key2)).length === 2, {
+      what: 'the bare waiter to queue',
+      intervalMs: 5,
+    });
+    const t0 = clock();
+    holder.kill('SIGKILL');
+    return (await granted) - t0;
+  } finally {
+    if (holder.exitCode === null && holder.signalCode === null) holder.kill('SIGKILL');
+    await waiter.end().catch(() => {});
   }
 }

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { findRunOverlaps, now, partitionCluster } from '../chaos/partition-cluster.js';
-import { bareTerminate, expectNearBaseline } from '../harness/baseline.js';
+import { bareKill, bareTerminate, expectNearBaseline } from '../harness/baseline.js';
 import { useChildren } from '../harness/children.js';
 import { adminClient, adminQuery, databaseUrl, eventually } from '../harness/db.js';
 import { TIMER_EARLY_MS } from '../harness/timers.js';
@@ -108,13 +108,16 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
   });
 
   it.each([
-    ['325', '', 2, false],
+    [75, '', 2, false],
     // one more hop per statement, three workers; 3.8 s before the cancel follow-up
-    ['400', ', three workers, each behind a proxy that drops cancel requests', 3, true],
+    [150, ', three workers, each behind a proxy that drops cancel requests', 3, true],
   ] as const)(
-    'a SIGKILLed worker sends nothing: its partitions wait the full delay: they run again 250–%s ms after the kill%s',
-    async (limit, _, workers, dropCancels) => {
+    'a SIGKILLed worker sends nothing: its partitions wait the full delay: they run again at least 250 ms after the kill, and the last at most 2 × a bare holder’s SIGKILL → grant + %s ms past the delay%s',
+    async (overMs, _, workers, dropCancels) => {
       const c = await pair(workers, dropCancels);
+      // the baseline, before and after: a bare client's lock in a process of its own,
+      // SIGKILLed, and a bare waiter granted (the process's death, the server hearing it)
+      const bare = [await bareKill(databaseUrl(), now)];
       const victim = [...c.procs.keys()][0] as string;
       const theirs = [...c.running()].filter(([, id]) => id === victim).map(([p]) => p);
       c.kill(victim);
@@ -125,12 +128,19 @@ describe(`PartitionedLeadership: proof of drain (takeover delay ${DELAY} ms, wor
         what: 'the killed worker’s partitions to run elsewhere',
       });
       const times = restarts(c, theirs, t0);
+      bare.push(await bareKill(databaseUrl(), now));
       console.log(
-        `[partitions proof of drain] SIGKILL → its partitions run again: first ${Math.min(...times).toFixed(0)} ms, last ${Math.max(...times).toFixed(0)} ms (delay ${DELAY} ms)`,
+        `[partitions proof of drain] SIGKILL → its partitions run again: first ${Math.min(...times).toFixed(0)} ms, last ${Math.max(...times).toFixed(0)} ms (delay ${DELAY} ms); a bare holder's SIGKILL → grant: ${bare.map((t) => t.toFixed(1)).join(', ')} ms`,
       );
       expect(Math.min(...times)).toBeGreaterThanOrEqual(DELAY - TIMER_EARLY_MS);
-      // README: 250–325 ms after the kill; docs/safety.md: 250–400 behind cancel-dropping proxies
-      expect(Math.max(...times)).toBeLessThanOrEqual(Number(limit));
+      // docs/partitions.md: 265–309 ms after the kill here (15–59 past the delay), 274–321
+      // behind cancel-dropping proxies; the bound moves with the machine's load through the
+      // bare failover measured beside it (a fixed 325 / 400 before)
+      expectNearBaseline(
+        'SIGKILL → the last of its partitions runs again, past the takeover delay, against a bare holder’s SIGKILL → grant',
+        { subject: Math.max(...times) - DELAY, baseline: bare },
+        { ratio: 2, overMs },
+      );
       await c.close();
     },
   );
