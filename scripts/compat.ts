@@ -150,11 +150,14 @@ async function lane(queues: Component[][], first?: () => Promise<void>): Promise
 const freshLine = `node${FRESH_INSTALL_LINE.split('.')[0]}`;
 const installAhead =
   lightQueue.length && heavyQueue.some((c) => c.id === freshLine) ? () => startFreshInstall(ctx) : undefined;
-await Promise.all([
-  ...Array.from({ length: Math.min(jobs, heavyQueue.length) }, () => lane([heavyQueue, lightQueue])),
-  ...(lightQueue.length ? [lane([lightQueue], installAhead)] : []),
-]);
-await discardFreshInstall();
+try {
+  await Promise.all([
+    ...Array.from({ length: Math.min(jobs, heavyQueue.length) }, () => lane([heavyQueue, lightQueue])),
+    ...(lightQueue.length ? [lane([lightQueue], installAhead)] : []),
+  ]);
+} finally {
+  await discardFreshInstall();
+}
 const outcomes = chosen.flatMap((c) => {
   const o = results.get(c);
   return o ? [o] : [];

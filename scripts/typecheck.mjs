@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const projects = [[], ['-p', 'examples/nestjs'], ['-p', 'tsconfig.examples.json']];
 const children = new Set();
-// stopped (Ctrl-C, npm test stopped): the tsc runs stop too, not run on orphaned
+// stopped (Ctrl-C, a CI timeout): the tsc runs stop too, not run on orphaned
 for (const [signal, code] of [
   ['SIGINT', 130],
   ['SIGTERM', 143],

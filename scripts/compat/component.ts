@@ -27,9 +27,10 @@ export interface Component {
   /** Runs the compat project, whose setup installs PgBouncer and pgpool-II if missing: the driver does it first. */
   compatProject: boolean;
   /**
-   * Mostly waits (timers, a 30 s promise, a pooler's or another runtime's round trips): 11–38 %
-   * of the 2 cores in CI, against 70–77 % for a Node.js line or a PostgreSQL major. The driver
-   * runs these one after another in a lane of their own beside the others.
+   * Mostly waits (timers, a 30 s promise, a pooler's or another runtime's round trips, npm):
+   * 11–60 % of the 2 cores in CI, against 70–77 % for a Node.js line or a PostgreSQL major. The
+   * driver runs these one after another in a lane of their own beside the others (a heavy lane
+   * with nothing left takes them too).
    */
   light?: boolean;
   /** About how long it runs alone (s): the driver starts the longest first, so that the last to end is a short one. */

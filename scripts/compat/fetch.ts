@@ -45,7 +45,21 @@ function installedVersion(dir: string): string | null {
  * Root folder of `name@version` under `<cache>/<folder>/node_modules`, installing it the
  * first time. Throws, naming the package and version, if npm cannot fetch it.
  */
-export async function fetchPackage(name: string, version: string, folder: string): Promise<string> {
+export function fetchPackage(name: string, version: string, folder: string): Promise<string> {
+  // one fetch per folder at a time: two components (or the fresh install ahead and its line)
+  // asking at once share it instead of running two npm installs into one folder; a failed
+  // one is tried again by the next caller
+  const key = `${folder}\0${name}@${version}`;
+  const pending = fetching.get(key);
+  if (pending) return pending;
+  const p = fetchOnce(name, version, folder).finally(() => fetching.delete(key));
+  fetching.set(key, p);
+  return p;
+}
+
+const fetching = new Map<string, Promise<string>>();
+
+async function fetchOnce(name: string, version: string, folder: string): Promise<string> {
   const prefix = path.join(cacheRoot(), folder);
   const dir = path.join(prefix, 'node_modules', ...name.split('/'));
   if (installedVersion(dir) === version) return dir;

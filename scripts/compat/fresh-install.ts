@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fetchPackage } from './fetch.js';
+import { stopWhenInterrupted } from './vitest.js';
 
 /** npm 12 needs Node ^22.22.2, ^24.15.0 or >= 26. */
 export const NPM_VERSION = '12.2.1';
@@ -29,6 +30,8 @@ export interface FreshInstall {
   warnings: string[];
   /** The install's whole output, passed through or (`out` null) held back. */
   output: string;
+  /** How long `npm ci` took (ms). */
+  ms: number;
   code: number;
 }
 
@@ -41,6 +44,7 @@ function capture(
 ): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (stopWhenInterrupted(child)) child.kill('SIGTERM'); // the driver stopping: not begun
     let output = '';
     const keep = (d: Buffer): void => {
       output += d.toString();
@@ -79,6 +83,7 @@ export async function freshInstall(
   const [command = node, ...args] = npm;
   // as from a shell: without the npm_config_* variables of the npm that runs this suite
   const installEnv = Object.fromEntries(Object.entries(env).filter(([k]) => !/^npm_config_/i.test(k)));
+  const t0 = Date.now();
   const { code, output } = await capture(
     command,
     [...args, 'ci', '--no-audit', '--no-fund'],
@@ -94,6 +99,7 @@ export async function freshInstall(
     npm,
     code,
     output: `${say}${output}`,
+    ms: Date.now() - t0,
     scriptWarnings: lines.filter((l) => /install.scripts?/i.test(l)),
     warnings: lines.filter((l) => /^npm warn/i.test(l)),
   };

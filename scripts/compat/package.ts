@@ -3,11 +3,12 @@
  * attw under node16 resolution, the size budget, the smoke tests of the library and the CLI
  * from the packed tarball) and `npm run check:first-hour` (the README example from the packed
  * package in an empty project, twice, against a real server). Both mostly wait on npm and on
- * child processes (about 60 % of the 2 cores alone for 30 s, run AI), hence the light lane;
- * they spawn dist/ as built by the driver, and pack into folders of their own except attw,
- * which packs into the project (no other light component packs there meanwhile: one at a time).
+ * child processes (about 60 % of the 2 cores alone for 30 s, run AI), hence the light lane.
+ * They check dist/ as the driver built it (built here if the driver's build failed), and pack
+ * into folders of their own, except attw, which packs into the project folder under a name
+ * of its own choosing and deletes it (no other component packs there).
  */
-import type { Component } from './component.js';
+import { buildOnce, type Component, failed } from './component.js';
 import { run } from './vitest.js';
 
 const STEPS = ['check:package', 'check:first-hour'] as const;
@@ -22,17 +23,19 @@ export function packageComponent(): Component {
     usesBuild: true,
     compatProject: false,
     async run(ctx) {
-      const failed: string[] = [];
+      const buildError = await buildOnce(ctx);
+      if (buildError) return failed(label, buildError);
+      const failures: string[] = [];
       for (const step of STEPS) {
         const code = await run('npm', ['run', step], { cwd: ctx.root, env: ctx.env, out: ctx.out });
-        if (code !== 0) failed.push(`npm run ${step} exited ${code}`);
+        if (code !== 0) failures.push(`npm run ${step} exited ${code}`);
       }
       return {
         component: label,
-        ok: failed.length === 0,
-        passed: STEPS.length - failed.length,
+        ok: failures.length === 0,
+        passed: STEPS.length - failures.length,
         total: STEPS.length,
-        ...(failed.length ? { note: failed.join('; ') } : {}),
+        ...(failures.length ? { note: failures.join('; ') } : {}),
       };
     },
   };

@@ -48,6 +48,19 @@ export function interruptRunning(signal: NodeJS.Signals): void {
 }
 
 /**
+ * A command started elsewhere (the fresh install's `npm ci`), stopped with the others when the
+ * driver is interrupted: the same signal, then SIGKILL 20 s later. Returns whether the driver
+ * was interrupted already (the caller then stops it itself).
+ */
+export function stopWhenInterrupted(child: ChildProcess): boolean {
+  if (interrupted) return true;
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  child.once('error', () => running.delete(child));
+  return false;
+}
+
+/**
  * Run a command with its output passed through (or written to the file descriptor `out`);
  * resolves with its exit code (-1 if it could not start, 124 if it ran longer than 20
  * minutes and was stopped).

@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { trackFolder, trackServer, untrackFolder } from './pg-tracking.js';
 import { chownTree, type PgIds, runAs, serverIds } from './pg-user.js';
 import { releasePort, reservePort } from './ports.js';
 
@@ -80,32 +81,6 @@ const SIGNALS: Record<StopMode, NodeJS.Signals> = {
   fast: 'SIGINT',
   immediate: 'SIGQUIT',
 };
-
-/** Every server this process started, killed on exit so a crashed run leaves no orphan, and the data folders not disposed of, deleted then. */
-const live = new Set<ChildProcess>();
-const folders = new Set<string>();
-let exitHookInstalled = false;
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const c of live) {
-      try {
-        if (c.pid) process.kill(-c.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    // SIGKILLed: none of them writes again
-    for (const folder of folders) {
-      try {
-        fs.rmSync(folder, { recursive: true, force: true });
-      } catch {
-        // left to the OS's temporary-folder cleanup
-      }
-    }
-  });
-}
 
 /**
  * For scripts (bench, chaos): on SIGINT or SIGTERM exit with the conventional code, which
@@ -237,8 +212,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   const root = installedBinaries(options.packageDir ?? defaultPackageDir());
   const template = templateDataDir(root, ids);
   const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'pgleaderlock-data-'));
-  installExitHook();
-  folders.add(parent);
+  trackFolder(parent);
   fs.chmodSync(parent, 0o755);
   const dataDir = path.join(parent, 'data');
   if (options.populateDataDir) {
@@ -267,8 +241,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, LC_ALL: 'C', LC_MESSAGES: 'C' },
     });
-    installExitHook();
-    live.add(proc);
+    trackServer(proc);
     let log = '';
     await new Promise<void>((resolve, reject) => {
       const onData = (chunk: Buffer): void => {
@@ -280,14 +253,12 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       };
       proc.stderr?.on('data', onData);
       proc.once('exit', (code, signal) => {
-        live.delete(proc);
         reject(new Error(`postgres exited during start (code ${code}, signal ${signal}):\n${log}`));
       });
       proc.once('error', reject);
     });
     // keep draining stderr so the server never blocks on a full pipe
     proc.stderr?.resume();
-    proc.once('exit', () => live.delete(proc));
     child = proc;
   };
 
@@ -358,7 +329,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   } catch (err) {
     if (port !== 0) releasePort(port);
     fs.rmSync(parent, { recursive: true, force: true });
-    folders.delete(parent);
+    untrackFolder(parent);
     throw err;
   }
 
@@ -390,7 +361,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
       await stop('immediate');
       if (port !== 0) releasePort(port);
       fs.rmSync(parent, { recursive: true, force: true });
-      folders.delete(parent);
+      untrackFolder(parent);
     },
     [Symbol.asyncDispose]() {
       return server.dispose();

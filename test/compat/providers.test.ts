@@ -9,7 +9,15 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { FixedInterval, LockError, LockState } from '../../src/index.js';
-import { eventually, holderPid, ownServer, randomKeys, terminate, testTag } from '../harness/db.js';
+import {
+  eventually,
+  holderPid,
+  lockHolders,
+  ownServer,
+  randomKeys,
+  terminate,
+  testTag,
+} from '../harness/db.js';
 import { lockFactory } from '../harness/locks.js';
 import type { PgServer } from '../harness/pg-server.js';
 import { type PoolMode, startPgBouncer } from '../harness/pgbouncer.js';
@@ -144,10 +152,19 @@ describe('session poolers: the lock works', () => {
     expect(await a.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
     const b = make({ ...keys, acquireMode: 'wait' });
     await b.start();
-    await eventually(() => b.state === LockState.ACQUIRING || b.state === LockState.FOLLOWER);
+    // b queued behind a on the server (its pg_advisory_lock waiting), not only acquiring: a
+    // terminated leader reconnects at once, and one whose new session asks before b's does
+    // leads again, b behind it (CI run AK, 2026-12-03: b had not led 10 s later, when its state
+    // alone was awaited here and the machine was loaded)
+    await eventually(
+      async () =>
+        (await lockHolders(server.url, keys.key1, keys.key2)).filter((r) => !r.granted).length === 1,
+      { what: "b's pg_advisory_lock waiting behind a" },
+    );
     expect(b.isLeader).toBe(false);
     await terminate(server.url, await holderPid(server.url, keys.key1, keys.key2));
-    expect(await b.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
+    const led = await b.waitForLeadership({ timeoutMs: 10_000 });
+    expect(led, `b did not lead; a ${a.state} (leader: ${a.isLeader}), b ${b.state}`).toBe(true);
     await eventually(() => !a.isLeader, { what: 'the old leader to leave LEADER' });
   });
 });

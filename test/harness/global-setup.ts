@@ -9,10 +9,9 @@
  * overrides all three: the embedded server then runs those binaries.
  * Tests that stop, kill or restart a server start their own (see `ownServer`).
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { stopAllNow } from '../../src/cli/pg-tracking.js';
 import { PG_PACKAGE_ENV, type PgServer, packageFromEnv, packageVersion, startPgServer } from './pg-server.js';
 import { redactUrl } from './redact.js';
 
@@ -83,73 +82,27 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return embedded(project, 'PostgreSQL');
 }
 
-/** Whether a process is still running: not gone and not a zombie (this process reaps its children only on its event loop). */
-function running(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    try {
-      process.kill(pid, 0); // no /proc (not Linux): alive or a zombie
-      return true;
-    } catch {
-      return false;
-    }
-  }
-}
-
 /**
- * Stop a server at once and delete its data folder, synchronously: an immediate shutdown
- * (SIGQUIT), up to 5 s for the postmaster to end (then SIGKILL to its process group).
+ * On SIGINT or SIGTERM, the servers this process started are stopped at once, synchronously,
+ * in the signal's handler (src/cli/pg-tracking.ts `stopAllNow`: killed, their ports free,
+ * their data folders deleted). `vitest run`'s main process ends 1 ms after either signal (its
+ * logger calls `process.exit`), or at once by the signal itself when signal-exit (a
+ * dependency's) re-raises it; neither runs the teardown, and the servers ran on (a Ctrl-C, a
+ * CI timeout). The handler goes once this process has no server left.
  */
-function stopNow(server: PgServer): void {
-  const pid = server.pid;
-  if (pid) {
-    try {
-      process.kill(pid, 'SIGQUIT');
-    } catch {
-      // already gone
-    }
-    const nap = new Int32Array(new SharedArrayBuffer(4));
-    const until = Date.now() + 5000;
-    while (running(pid) && Date.now() < until) Atomics.wait(nap, 0, 0, 20);
-    if (running(pid)) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  }
-  fs.rmSync(path.dirname(server.dataDir), { recursive: true, force: true });
-}
-
-/**
- * The servers this process started (one per project that uses this setup), stopped on
- * SIGINT or SIGTERM. `vitest run`'s main process ends 1 ms after either (its logger calls
- * `process.exit`), or at once by the signal itself when signal-exit (a dependency's) re-raises
- * it; neither runs the teardown, and the servers ran on (a Ctrl-C, `npm test` stopping the
- * tests after a failed check, a CI timeout). Hence synchronously, in the signal's handler.
- */
-const servers = new Set<PgServer>();
-let signalsHandled = false;
-function stopOnSignals(server: PgServer): void {
-  if (!signalsHandled) {
-    signalsHandled = true;
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-      process.on(signal, () => {
-        for (const s of servers) stopNow(s);
-        servers.clear();
-      });
-    }
-  }
-  servers.add(server);
+let servers = 0;
+const onSignal = (): void => stopAllNow();
+function stopOnSignals(): () => void {
+  if (servers++ === 0) for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, onSignal);
+  return () => {
+    if (--servers === 0) for (const signal of ['SIGINT', 'SIGTERM'] as const) process.off(signal, onSignal);
+  };
 }
 
 async function embedded(project: TestProject, what: string): Promise<() => Promise<void>> {
   const started = Date.now();
   const server: PgServer = await startPgServer();
-  stopOnSignals(server);
+  const unhook = stopOnSignals();
   console.log(
     `[pgleaderlock tests] database: embedded ${what} on port ${server.port} (started in ${Date.now() - started} ms)`,
   );
@@ -157,6 +110,6 @@ async function embedded(project: TestProject, what: string): Promise<() => Promi
   project.provide('databaseSource', 'embedded');
   return async () => {
     await server.dispose();
-    servers.delete(server);
+    unhook();
   };
 }

@@ -1,4 +1,4 @@
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -156,6 +156,29 @@ describe('fault proxy', () => {
   });
 });
 
+/** The environment without the shared server's URL (PGLEADERLOCK_TEST_URL). */
+function withoutTestUrl(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { PGLEADERLOCK_TEST_URL: _, ...rest } = env;
+  return rest;
+}
+
+/** The data folder (`-D`) of the postmaster listening on `port`, read from /proc. */
+function postmasterDataDir(port: number): string {
+  for (const pid of fs.readdirSync('/proc').filter((f) => /^\d+$/.test(f))) {
+    let args: string[];
+    try {
+      args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const p = args.indexOf('-p');
+    const d = args.indexOf('-D');
+    if (args[0]?.endsWith('/postgres') && p >= 0 && args[p + 1] === String(port) && d >= 0)
+      return args[d + 1] ?? '';
+  }
+  return '';
+}
+
 describe('exit code', () => {
   it('a failing test makes the runner exit non-zero', { tags: ['node-line'], timeout: 60_000 }, async () => {
     const root = path.resolve(import.meta.dirname, '../..');
@@ -198,7 +221,13 @@ describe('exit code', () => {
         ],
         {
           cwd: root,
-          env: { ...process.env, NO_COLOR: '1', PGLEADERLOCK_FIXTURE_RUNNING: running },
+          // the embedded server, whatever this run's own source is (a container, a given URL)
+          env: {
+            ...withoutTestUrl(process.env),
+            NO_COLOR: '1',
+            PGLEADERLOCK_TEST_NO_CONTAINER: '1',
+            PGLEADERLOCK_FIXTURE_RUNNING: running,
+          },
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       );
@@ -213,17 +242,14 @@ describe('exit code', () => {
       try {
         const deadline = Date.now() + 40_000;
         while (!fs.existsSync(running)) {
-          if (Date.now() > deadline || child.exitCode !== null)
+          if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null)
             throw new Error(`the fixture never ran:\n${out}`);
           await new Promise((r) => setTimeout(r, 50));
         }
         const port = Number(/database: embedded .* on port (\d+)/.exec(out)?.[1]);
         expect(port).toBeGreaterThan(0);
-        // the server's data folder, from its postmaster's command line (ps)
-        const postmaster = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
-          .split('\n')
-          .find((l) => l.includes('postgres -D') && l.includes(` -p ${port} `));
-        const dataDir = / -D (\S+)/.exec(postmaster ?? '')?.[1] ?? '';
+        // the server's data folder, from its postmaster's command line
+        const dataDir = postmasterDataDir(port);
         expect(fs.existsSync(dataDir), `the data folder of the server on port ${port}`).toBe(true);
         child.kill(signal);
         expect(await exited).toBe(code);
