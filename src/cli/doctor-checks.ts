@@ -203,8 +203,8 @@ async function tryLock(input: DoctorInput): Promise<LockRun> {
   });
   try {
     await lock.start();
-    const deadline = Date.now() + input.timeoutMs;
-    while (!lock.isLeader && first === null && Date.now() < deadline) {
+    const deadline = performance.now() + input.timeoutMs;
+    while (!lock.isLeader && first === null && performance.now() < deadline) {
       await lock.waitForLeadership({ timeoutMs: 50 });
     }
     if (lock.isLeader && lock.safety) return { ok: true, safety: lock.safety };

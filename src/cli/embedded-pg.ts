@@ -268,8 +268,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
     if (child) return;
     if (port === 0) port = await reservePort();
     let portTries = 1;
-    const shmUntil = Date.now() + 10_000;
-    const portUntil = Date.now() + 10_000;
+    const shmUntil = performance.now() + 10_000;
+    const portUntil = performance.now() + 10_000;
     for (;;) {
       try {
         await launch();
@@ -279,7 +279,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
         const text = String(err);
         // after kill(), the backends of the killed postmaster (each in a session of its own)
         // exit on their own a moment later; until then its shared memory is in use
-        if (text.includes('pre-existing shared memory block') && Date.now() < shmUntil) {
+        if (text.includes('pre-existing shared memory block') && performance.now() < shmUntil) {
           await new Promise((r) => setTimeout(r, 50));
           continue;
         }
@@ -293,7 +293,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
         // a restart: the port is reserved (ports.ts), so whatever holds it is on its way out
         // (a probe's socket closing); wait for it rather than come up where no client dials
         if (taken && started) {
-          if (Date.now() < portUntil) {
+          if (performance.now() < portUntil) {
             await new Promise((r) => setTimeout(r, 100));
             continue;
           }

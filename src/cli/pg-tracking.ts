@@ -67,8 +67,8 @@ export function stopAllNow(): void {
   }
   live.clear();
   const nap = new Int32Array(new SharedArrayBuffer(4));
-  const until = Date.now() + 2000;
-  while (pids.some(running) && Date.now() < until) Atomics.wait(nap, 0, 0, 10);
+  const until = performance.now() + 2000;
+  while (pids.some(running) && performance.now() < until) Atomics.wait(nap, 0, 0, 10);
   for (const folder of folders) {
     try {
       fs.rmSync(folder, { recursive: true, force: true });

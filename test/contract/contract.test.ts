@@ -182,7 +182,7 @@ describe.each(ADAPTERS)('$kind', (adapter) => {
       what: 'a callback timeout on onError',
     }).catch((err: Error) => {
       throw new Error(
-        `${err.message}; other errors: ${JSON.stringify(others.map((e) => `${codeOf(e)}: ${e.message}`))}`,
+        `${err.message}; the callback ${startedAt === null ? 'never ran' : `ran ${(performance.now() - startedAt).toFixed(0)} ms ago`}; ${s.description}; health ${JSON.stringify(s.health())}; other errors: ${JSON.stringify(others.map((e) => `${codeOf(e)}: ${e.message}`))}`,
       );
     });
     const health = s.health();

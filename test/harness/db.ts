@@ -136,10 +136,10 @@ export async function eventually(
   check: () => Promise<boolean> | boolean,
   { timeoutMs = 5_000, intervalMs = 20, what = 'condition' } = {},
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

@@ -138,7 +138,7 @@ export async function untilAnswers(
   void exited.then((why) => {
     gone = why;
   });
-  const deadline = Date.now() + options.timeoutMs;
+  const deadline = performance.now() + options.timeoutMs;
   for (;;) {
     if (gone !== null) throw new Error(gone);
     const ok = await probe().then(
@@ -146,7 +146,8 @@ export async function untilAnswers(
       () => false,
     );
     if (ok) return;
-    if (Date.now() > deadline) throw new Error(`${t.label} did not answer within ${options.timeoutMs} ms`);
+    if (performance.now() > deadline)
+      throw new Error(`${t.label} did not answer within ${options.timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, options.intervalMs));
   }
 }

@@ -64,8 +64,8 @@ describe('parseFireKey', () => {
       logger: quiet,
     });
     try {
-      const deadline = Date.now() + 2500;
-      while (keys.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const deadline = performance.now() + 2500;
+      while (keys.length === 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     } finally {
       await task.destroy();
     }
