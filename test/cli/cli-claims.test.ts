@@ -321,16 +321,18 @@ describe('acquire -- COMMAND', () => {
     const delays: number[] = [];
     for (let i = 0; i < 3; i++) {
       const keys = randomKeys();
-      const script = `process.on('SIGTERM', () => { require('fs').writeFileSync(process.env.LOG_FILE, Date.now() + '\\n'); process.exit(0); }); setInterval(() => {}, 1000);`;
+      // the machine's monotonic clock (process.hrtime, the same in every process), not the
+      // wall clock, which steps on the test machine (docs/testing.md, "The machine's clock")
+      const script = `process.on('SIGTERM', () => { require('fs').writeFileSync(process.env.LOG_FILE, process.hrtime.bigint() + '\\n'); process.exit(0); }); setInterval(() => {}, 1000);`;
       const { r, log } = await job(keys, script, ['--id', `${locks.tag}-loss${i}`]);
       const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
-      const t0 = Date.now();
+      const t0 = Number(process.hrtime.bigint()) / 1e6;
       await admin.terminate(pid);
-      const at = Number(await fileLine(log, 'the command to get SIGTERM'));
+      const at = Number(BigInt(await fileLine(log, 'the command to get SIGTERM'))) / 1e6;
       expect((await r.exited).code).toBe(75);
       delays.push(at - t0);
     }
-    console.log(`[loss -> SIGTERM] ${delays.join(', ')} ms`);
+    console.log(`[loss -> SIGTERM] ${delays.map((d) => d.toFixed(1)).join(', ')} ms`);
     // bound: cli/loss-sigterm-median
     expect(median(delays)).toBeLessThan(200);
   });
@@ -432,14 +434,11 @@ describe('acquire --wait through an outage', () => {
       expect(gap).toBeLessThan(1500);
     }
     await server.start();
-    const back = Date.now();
+    const back = performance.now();
     const done = await r.exited;
     expect(done.code).toBe(0);
-    const acquired = r.lines
-      .map((l) => JSON.parse(l) as { event: string; time: string })
-      .find((e) => e.event === 'acquired');
-    const ms = Date.parse(acquired?.time ?? '') - back;
-    console.log(`[outage] acquired ${ms} ms after the server was back`);
+    const ms = (await r.lineAt(/"event":"acquired"/)).at - back;
+    console.log(`[outage] acquired ${ms.toFixed(0)} ms after the server was back`);
     // at most a second to the next attempt, then the takeover delay (the holder vanished)
     // bound: cli/outage-acquired
     expect(ms).toBeLessThan(2000);
@@ -510,12 +509,15 @@ describe('break', () => {
     let at = 0;
     await eventually(
       async () => {
-        const rows = await admin.query<{ at: number }>(
-          `SELECT extract(epoch FROM query_start) * 1000 AS at FROM pg_stat_activity
+        // how long ago it started, on the server (milliseconds apart on its clock), placed on
+        // this process's monotonic clock: the wall clock steps on the test machine
+        const rows = await admin.query<{ age: number }>(
+          `SELECT extract(epoch FROM clock_timestamp() - query_start) * 1000 AS age FROM pg_stat_activity
             WHERE application_name = 'pgleaderlock-break' AND state = 'active' AND query ILIKE '%pg_terminate_backend%'`,
         );
-        at = Number(rows[0]?.at ?? 0);
-        return at > 0;
+        if (!rows[0]) return false;
+        at = performance.now() - Number(rows[0].age);
+        return true;
       },
       { timeoutMs: 10_000, intervalMs: 10, what: "break's terminate statement to run" },
     );
@@ -530,11 +532,13 @@ describe('break', () => {
       frozen.push(holder.pid);
       const r = start(['break', '--dsn', server.url, ...keyArgs(keys), '--yes', '--min-age', '0']);
       const t0 = await terminateStarted(server.url);
-      await new Promise((resolve) => setTimeout(resolve, 600 - (Date.now() - t0)));
+      await new Promise((resolve) => setTimeout(resolve, 600 - (performance.now() - t0)));
       signal(holder.pid, 'SIGCONT');
       const done = await r.exited;
-      const ms = Date.now() - t0;
-      console.log(`[break] returned ${ms} ms after its terminate started (holder resumed at 600 ms)`);
+      const ms = performance.now() - t0;
+      console.log(
+        `[break] returned ${ms.toFixed(0)} ms after its terminate started (holder resumed at 600 ms)`,
+      );
       expect(done.code).toBe(0);
       expect(done.stdout).toMatch(/^terminated frozen-holder .*; the key is now free$/m);
       expect(ms).toBeGreaterThanOrEqual(600);
@@ -555,8 +559,8 @@ describe('break', () => {
       const r = start(['break', '--dsn', server.url, ...keyArgs(keys), '--yes', '--min-age', '0']);
       const t0 = await terminateStarted(server.url);
       const done = await r.exited;
-      const ms = Date.now() - t0;
-      console.log(`[break] gave up ${ms} ms after its terminate started`);
+      const ms = performance.now() - t0;
+      console.log(`[break] gave up ${ms.toFixed(0)} ms after its terminate started`);
       expect(done.stdout).toMatch(
         new RegExp(
           `^asked pid ${holder.pid} to terminate; it had not exited after 5 s; now held by stuck-holder`,
@@ -593,17 +597,14 @@ describe('defaults seen in behaviour', () => {
         what: 'the CLI to queue',
       });
       await using admin = await adminClient(databaseUrl());
-      const t0 = Date.now();
+      const t0 = performance.now();
       await admin.terminate(holder.pid);
       const done = await r.exited;
       expect(done.code).toBe(0);
-      const acquired = done.stderr
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as { event: string; time: string })
-        .find((e) => e.event === 'acquired');
-      const ms = Date.parse(acquired?.time ?? '') - t0;
-      console.log(`[takeover delay] acquired ${ms} ms after the terminate`);
+      // when this process read the `acquired` line: a few ms after it, never before (the
+      // line's `time` is the CLI's wall clock, which steps on the test machine)
+      const ms = (await r.lineAt(/"event":"acquired"/)).at - t0;
+      console.log(`[takeover delay] acquired ${ms.toFixed(0)} ms after the terminate`);
       expect(ms).toBeGreaterThanOrEqual(250);
       // bound: cli/default-takeover-delay
       expect(ms).toBeLessThan(600);

@@ -32,10 +32,13 @@ interface JsonEvent {
 }
 const events = (r: Running): JsonEvent[] =>
   r.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JsonEvent);
-/** Wall-clock ms of `r`'s first `event` line (its `time`). */
+/**
+ * When this process read `r`'s first `event` line (performance.now()): a few ms after the
+ * event, never before it. Not the line's `time`: another process's wall clock, which steps
+ * on the test machine (docs/testing.md, "The machine's clock").
+ */
 async function timeOf(r: Running, event: string): Promise<number> {
-  const line = await r.line(new RegExp(`"event":"${event}"`));
-  return Date.parse((JSON.parse(line) as JsonEvent).time);
+  return (await r.lineAt(new RegExp(`"event":"${event}"`))).at;
 }
 
 const DELAY_MS = 1000;
@@ -55,7 +58,7 @@ describe('pgleaderlock run and the takeover fence', () => {
     const b = start([...common, '--id', `${locks.tag}-b`]);
     await queued(keys, b);
 
-    const killedAt = Date.now();
+    const killedAt = performance.now();
     a.proc.kill('SIGKILL');
     const bLed = await timeOf(b, 'acquired');
     const seen = events(b).map((e) => e.event);
@@ -64,7 +67,7 @@ describe('pgleaderlock run and the takeover fence', () => {
     expect(seen.indexOf('takeover_delay')).toBeLessThan(seen.indexOf('acquired'));
     expect(b.lines.join('\n')).toContain('holding the lock; leading in 1.0 s');
     console.log(
-      `[run] after SIGKILL: fence logged, led ${bLed - killedAt} ms after the kill (delay ${DELAY_MS})`,
+      `[run] after SIGKILL: fence logged, led ${(bLed - killedAt).toFixed(0)} ms after the kill (delay ${DELAY_MS})`,
     );
     expect(bLed - killedAt).toBeGreaterThanOrEqual(DELAY_MS);
     // bound: cli/fence-run-after-kill
@@ -73,11 +76,11 @@ describe('pgleaderlock run and the takeover fence', () => {
     // the control: a clean release is proven, no fence
     const c = start([...common, '--id', `${locks.tag}-c`]);
     await queued(keys, c);
-    const stoppedAt = Date.now();
+    const stoppedAt = performance.now();
     b.proc.kill('SIGTERM');
     const cLed = await timeOf(c, 'acquired');
     expect((await b.exited).code).toBe(0);
-    console.log(`[run] after SIGTERM: led ${cLed - stoppedAt} ms after the signal`);
+    console.log(`[run] after SIGTERM: led ${(cLed - stoppedAt).toFixed(0)} ms after the signal`);
     expect(events(c).map((e) => e.event)).not.toContain('takeover_delay');
     // bound: cli/fence-run-clean
     expect(cLed - stoppedAt).toBeLessThan(SLACK_MS);
@@ -87,7 +90,7 @@ describe('pgleaderlock run and the takeover fence', () => {
 });
 
 describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
-  /** `acquire --wait --takeover-delay 1s -- date +%s%3N`, queued behind the current holder. */
+  /** `acquire --wait --takeover-delay 1s -- echo started`, queued behind the current holder. */
   async function queuedJob(keys: Keys, id: string): Promise<Running> {
     const r = start([
       'acquire',
@@ -100,13 +103,15 @@ describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
       '--id',
       `${locks.tag}-${id}`,
       '--',
-      'date',
-      '+%s%3N', // the command's start, wall-clock ms
+      // the command's start: its line, read here (the command writes to the CLI's stdout)
+      'echo',
+      'started',
     ]);
     await queued(keys, r);
     return r;
   }
-  const commandStart = async (r: Running): Promise<number> => Number(await r.line(/^\d{13}$/));
+  /** When this process read the command's line: a few ms after the command started, never before. */
+  const commandStart = async (r: Running): Promise<number> => (await r.lineAt(/^started$/)).at;
 
   it("after the holder's backend is terminated, the command starts no sooner than the 1 s delay after the termination (< 1.5 s)", async () => {
     const keys = randomKeys();
@@ -118,13 +123,13 @@ describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
     const job = await queuedJob(keys, 'u');
     await using admin = await adminClient(databaseUrl());
     const pid = await holderPid(databaseUrl(), keys.key1, keys.key2);
-    const terminatedAt = Date.now();
+    const terminatedAt = performance.now();
     await admin.terminate(pid);
     const startedAfterMs = (await commandStart(job)) - terminatedAt;
     const done = await job.exited;
     await holder.end().catch(() => {});
     console.log(
-      `[acquire] unclean: the command started ${startedAfterMs} ms after the termination (delay ${DELAY_MS})`,
+      `[acquire] unclean: the command started ${startedAfterMs.toFixed(0)} ms after the termination (delay ${DELAY_MS})`,
     );
     expect(done.code).toBe(0);
     expect(startedAfterMs).toBeGreaterThanOrEqual(DELAY_MS);
@@ -138,10 +143,12 @@ describe('pgleaderlock acquire -- COMMAND and the takeover fence', () => {
     await holder.start();
     expect(await holder.waitForLeadership({ timeoutMs: 10_000 })).toBe(true);
     const job = await queuedJob(keys, 'c');
-    const releasedAt = Date.now();
+    const releasedAt = performance.now();
     await holder.shutdown();
     const startedAfterMs = (await commandStart(job)) - releasedAt;
-    console.log(`[acquire] clean: the command started ${startedAfterMs} ms after shutdown() was called`);
+    console.log(
+      `[acquire] clean: the command started ${startedAfterMs.toFixed(0)} ms after shutdown() was called`,
+    );
     expect((await job.exited).code).toBe(0);
     // bound: cli/fence-acquire-clean
     expect(startedAfterMs).toBeLessThan(SLACK_MS);

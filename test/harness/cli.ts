@@ -19,6 +19,12 @@ export interface Running {
   proc: ChildProcess;
   /** Resolves with the first stdout/stderr line matching `re` (rejects after timeoutMs). */
   line(re: RegExp, timeoutMs?: number): Promise<string>;
+  /**
+   * The first line matching `re` and when this process read it, on its monotonic clock
+   * (`performance.now()`): to time another process's step without its wall clock, which
+   * steps on the test machine (docs/testing.md, "The machine's clock").
+   */
+  lineAt(re: RegExp, timeoutMs?: number): Promise<{ line: string; at: number }>;
   /** Every line so far, from both streams. */
   readonly lines: string[];
   readonly exited: Promise<Finished>;
@@ -38,10 +44,13 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = cleanEnv()): R
 /** Watch a process spawned with stdout and stderr piped (e.g. the CLI run through a wrapper). */
 export function watch(proc: ChildProcess): Running {
   const lines: string[] = [];
+  /** When each of `lines` was read (performance.now()). */
+  const readAt: number[] = [];
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
   let stdout = '';
   let stderr = '';
   const onLine = (l: string): void => {
+    readAt.push(performance.now());
     lines.push(l);
     for (const w of [...waiters]) {
       if (w.re.test(l)) {
@@ -61,10 +70,14 @@ export function watch(proc: ChildProcess): Running {
   const exited = new Promise<Finished>((resolve) => {
     proc.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
-  return {
+  const running: Running = {
     proc,
     lines,
     exited,
+    async lineAt(re, timeoutMs) {
+      const line = await running.line(re, timeoutMs);
+      return { line, at: readAt[lines.indexOf(line)] as number };
+    },
     line(re, timeoutMs = 15_000) {
       const seen = lines.find((l) => re.test(l));
       if (seen !== undefined) return Promise.resolve(seen);
@@ -89,6 +102,7 @@ export function watch(proc: ChildProcess): Running {
       });
     },
   };
+  return running;
 }
 
 /** Run the CLI to completion; SIGKILL it after `timeoutMs` so a hung run never outlives its test. */
