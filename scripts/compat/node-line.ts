@@ -1,8 +1,7 @@
 /**
- * One component per Node.js line: the unit, contract and simulation projects (but on the line
- * `npm test` ran them on, {@link isDriverLine}), the integration tests tagged for the line, and
- * the built package's smoke test under that Node; one line starts from a fresh `npm ci` with
- * npm 12 (fresh-install.ts).
+ * One component per Node.js line: the unit, contract and simulation projects, the integration
+ * tests tagged for the line, and the built package's smoke test under that Node; one line
+ * starts from a fresh `npm ci` with npm 12 (fresh-install.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -72,32 +71,16 @@ export async function discardFreshInstall(): Promise<void> {
   if (install) fs.rmSync(install.dir, { recursive: true, force: true });
 }
 
-/**
- * Whether `version` is of the line this driver runs under: `npm test` (the README's command,
- * under the same Node in CI) ran the unit, contract and simulation projects whole on that line,
- * so its component repeats only what can differ between releases of one line: the tests
- * tagged {@link NODE_TAG} and the smoke test (as PostgreSQL 18's component repeats only its
- * figures).
- */
-export function isDriverLine(version: string, driver: string = process.versions.node): boolean {
-  return version.split('.')[0] === driver.split('.')[0];
-}
-
 export function nodeLine(version: string): Component {
   const isFresh = version === FRESH_INSTALL_LINE;
-  const repeatsNpmTest = isDriverLine(version);
-  const tagged = `the ${NODE_TAG} tests of ${PER_NODE.length} integration files (scripts/compat/selection.ts)`;
-  const what = repeatsNpmTest
-    ? `${tagged}; npm test ran the unit, contract and simulation projects on this line (Node.js ${process.versions.node})`
-    : `unit, contract, simulation (${NODE_SIM_SCENARIOS} scenarios), ${tagged}`;
+  const what = `unit, contract, simulation (${NODE_SIM_SCENARIOS} scenarios), the ${NODE_TAG} tests of ${PER_NODE.length} integration files (scripts/compat/selection.ts)`;
   const label = isFresh
     ? `Node.js ${version} (npm ${NPM_VERSION} ci: no install-script warning; ${what}, build, smoke)`
     : `Node.js ${version} (${what}, smoke)`;
   return {
     id: `node${version.split('.')[0]}`,
-    // the fresh line's install is usually done ahead, in the light lane (startFreshInstall);
-    // the driver's line runs only its tagged tests and the smoke test
-    seconds: repeatsNpmTest ? 60 : 180,
+    // the fresh line's install is usually done ahead, in the light lane (startFreshInstall)
+    seconds: 180,
     usesBuild: true,
     compatProject: false,
     async run(ctx) {
@@ -150,22 +133,19 @@ export function nodeLine(version: string): Component {
           env.TMPDIR = tmp;
           npmCli = install.npm[1] ?? npmCli;
         }
-        // the unit, contract and simulation projects whole (not on the driver's line: npm test
-        // ran them there), then the integration tests tagged NODE_TAG (a tag filter applies to
-        // every project of a run, hence two runs). The simulation runs NODE_SIM_SCENARIOS of
-        // npm test's 1000 scenarios (and the replayed seeds): its code paths are the same on
-        // every line, only the runtime under them differs
-        const whole: RunResult = repeatsNpmTest
-          ? { ok: true, passed: 0, total: 0 }
-          : await runVitest({
-              root,
-              node,
-              args: ['unit', 'contract', 'sim'].flatMap((p) => ['--project', p]),
-              env: { ...env, SIM_TEST_SCENARIOS: String(NODE_SIM_SCENARIOS) },
-              out: ctx.out,
-              maxWorkers: ctx.maxWorkers,
-            });
-        const lineTests = await runVitest({
+        // the unit, contract and simulation projects whole, then the integration tests tagged
+        // NODE_TAG (a tag filter applies to every project of a run, hence two runs). The
+        // simulation runs NODE_SIM_SCENARIOS of npm test's 1000 scenarios (and the replayed
+        // seeds): its code paths are the same on every line, only the runtime under them differs
+        const whole = await runVitest({
+          root,
+          node,
+          args: ['unit', 'contract', 'sim'].flatMap((p) => ['--project', p]),
+          env: { ...env, SIM_TEST_SCENARIOS: String(NODE_SIM_SCENARIOS) },
+          out: ctx.out,
+          maxWorkers: ctx.maxWorkers,
+        });
+        const tagged = await runVitest({
           root,
           node,
           args: ['--project', 'integration', ...PER_NODE.map((p) => p.file)],
@@ -174,7 +154,7 @@ export function nodeLine(version: string): Component {
           maxWorkers: ctx.maxWorkers,
           tagsFilter: NODE_TAG,
         });
-        const suites = both(whole, lineTests);
+        const suites = both(whole, tagged);
         const buildError = isFresh
           ? await run(node, [npmCli, 'run', 'build', '--silent'], { cwd: root, env, out: ctx.out }).then(
               (code) => (code === 0 ? null : `npm run build exited ${code}`),

@@ -10,7 +10,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isDriverLine, NODE_VERSIONS } from '../../scripts/compat/node-line.js';
 import { MAJOR_TAG, NODE_TAG, PER_MAJOR, PER_NODE } from '../../scripts/compat/selection.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -50,11 +49,4 @@ it('docs/testing.md gives the lists’ sizes', () => {
   const doc = fs.readFileSync(path.join(root, 'docs/testing.md'), 'utf8');
   expect(doc).toContain(`${PER_MAJOR.length} of the ${integration.length} integration files`);
   expect(doc).toContain(`the ${PER_NODE.length} integration files that`);
-});
-
-it('a Node.js line repeats only its tagged tests and smoke test when npm test ran under it: CI’s Node 20 skips them on 20.19.0, no other line, and a driver of no listed line skips none', () => {
-  expect(NODE_VERSIONS.filter((v) => isDriverLine(v, '20.20.2'))).toEqual(['20.19.0']);
-  expect(NODE_VERSIONS.filter((v) => isDriverLine(v, '22.1.0'))).toEqual(['22.23.3']);
-  expect(NODE_VERSIONS.filter((v) => isDriverLine(v, '25.0.0'))).toEqual([]);
-  expect(isDriverLine('20.19.0', '2.0.0')).toBe(false);
 });
