@@ -5,7 +5,9 @@
 // 5 and 5 s with TypeScript 5.9 (2026-12-03), with the same result on this tree. TypeScript
 // 5.9 stays the `typescript` package: tsup's declaration build, TypeDoc and attw need its
 // JavaScript API, which 7 does not have. Both declare a `tsc` bin, so `npx tsc` may run
-// either; this script names 7's.
+// either (use `npm run typecheck`); this script names 7's. 7's compiler is a native binary
+// from an optional dependency (`@typescript/typescript-<platform>-<arch>`): an install with
+// `--omit=optional` has none.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';

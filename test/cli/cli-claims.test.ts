@@ -510,13 +510,17 @@ describe('break', () => {
     await eventually(
       async () => {
         // how long ago it started, on the server (milliseconds apart on its clock), placed on
-        // this process's monotonic clock: the wall clock steps on the test machine
+        // this process's monotonic clock from before the query was sent, so never later than
+        // the start (the lower bounds below stay safe): the wall clock steps on the test
+        // machine, and a step between the two server readings shows as a negative age
+        const sent = performance.now();
         const rows = await admin.query<{ age: number }>(
           `SELECT extract(epoch FROM clock_timestamp() - query_start) * 1000 AS age FROM pg_stat_activity
             WHERE application_name = 'pgleaderlock-break' AND state = 'active' AND query ILIKE '%pg_terminate_backend%'`,
         );
-        if (!rows[0]) return false;
-        at = performance.now() - Number(rows[0].age);
+        const age = Number(rows[0]?.age ?? Number.NaN);
+        if (!(age >= 0)) return false;
+        at = sent - age;
         return true;
       },
       { timeoutMs: 10_000, intervalMs: 10, what: "break's terminate statement to run" },
@@ -533,6 +537,9 @@ describe('break', () => {
       const r = start(['break', '--dsn', server.url, ...keyArgs(keys), '--yes', '--min-age', '0']);
       const t0 = await terminateStarted(server.url);
       await new Promise((resolve) => setTimeout(resolve, 600 - (performance.now() - t0)));
+      // still waiting for the frozen backend (else the ≥ 600 ms below could not fail)
+      expect(r.proc.exitCode, 'break returned before the holder was resumed').toBeNull();
+      expect(r.proc.signalCode).toBeNull();
       signal(holder.pid, 'SIGCONT');
       const done = await r.exited;
       const ms = performance.now() - t0;

@@ -44,13 +44,13 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = cleanEnv()): R
 /** Watch a process spawned with stdout and stderr piped (e.g. the CLI run through a wrapper). */
 export function watch(proc: ChildProcess): Running {
   const lines: string[] = [];
-  /** When each of `lines` was read (performance.now()). */
-  const readAt: number[] = [];
+  /** Each line and when it was read (performance.now()), kept apart from `lines`, which callers may change. */
+  const read: { line: string; at: number }[] = [];
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
   let stdout = '';
   let stderr = '';
   const onLine = (l: string): void => {
-    readAt.push(performance.now());
+    read.push({ line: l, at: performance.now() });
     lines.push(l);
     for (const w of [...waiters]) {
       if (w.re.test(l)) {
@@ -76,7 +76,8 @@ export function watch(proc: ChildProcess): Running {
     exited,
     async lineAt(re, timeoutMs) {
       const line = await running.line(re, timeoutMs);
-      return { line, at: readAt[lines.indexOf(line)] as number };
+      // `line` resolves with the first line that matches: the first entry of that text
+      return read.find((r) => r.line === line) as { line: string; at: number };
     },
     line(re, timeoutMs = 15_000) {
       const seen = lines.find((l) => re.test(l));
