@@ -52,7 +52,6 @@ interface Run {
 }
 
 interface Reported {
-  readonly at: number;
   readonly perf: number;
   readonly error: Error;
 }
@@ -63,7 +62,7 @@ function useCandidates() {
   const runs: Run[] = [];
   /** `onTakeoverFence` delays, per lock id. */
   const fences = new Map<string, number[]>();
-  /** What each lock reported to onError, with when: `at` (Date.now(), to compare with server timestamps) and `perf` (performance.now()). */
+  /** What each lock reported to onError, with when (`perf`: performance.now()). */
   const errors = new Map<string, Reported[]>();
   let tag = testTag();
   afterEach(async () => {
@@ -83,7 +82,7 @@ function useCandidates() {
       fences.set(lock.id, []);
       errors.set(lock.id, []);
       lock.onError((error) => {
-        errors.get(lock.id)?.push({ at: Date.now(), perf: performance.now(), error });
+        errors.get(lock.id)?.push({ perf: performance.now(), error });
       });
       lock.onTakeoverFence(({ delayMs }) => {
         fences.get(lock.id)?.push(delayMs);
@@ -331,17 +330,17 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
         { timeoutMs: 10_000, intervalMs: 1, what: 'the follower to begin a new wait slice' },
       );
       proxy.blackhole();
-      cutAt = Date.now();
+      cutAt = performance.now();
       const [row] = await backend();
       expect(row?.query).toContain('pg_advisory_lock(');
-      sliceStart = row?.queryStart ?? Number.NaN;
+      sliceStart = row?.startedAt ?? Number.NaN;
     } else {
       await eventually(async () => (await backend()).length === 1 && c.errors(follower).length === 0, {
         what: 'the follower polling on the primary',
       });
       await new Promise((r) => setTimeout(r, 2 * POLL_MS)); // a few attempts answered
       proxy.blackhole();
-      cutAt = Date.now();
+      cutAt = performance.now();
     }
     await promoteNow(s);
 
@@ -352,7 +351,7 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
     });
     const [noticed] = c.errors(follower);
     expect(noticed?.error).toMatchObject({ code: 'ERR_PGLEADERLOCK_QUERY_TIMEOUT' });
-    const noticedAt = noticed?.at as number;
+    const noticedAt = noticed?.perf as number;
     const run = await c.firstRun(follower, 'the follower to lead on the promoted server');
     const ledAfter = run.start - (noticed?.perf as number);
     const connectMs = await bareConnectMs(s);
@@ -364,7 +363,7 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
     if (mode === 'wait') {
       const waited = noticedAt - sliceStart;
       console.log(
-        `[failover claims] vanished primary, wait mode: noticed ${waited} ms after the slice began (${noticedAt - cutAt} ms after the cut; bound ${0.9 * SLICE_MS + QUERY_TIMEOUT_MS}–${1.1 * SLICE_MS + QUERY_TIMEOUT_MS} ms), led on the promoted server ${ledAfter.toFixed(0)} ms later (budget ${leadBudget.toFixed(0)} ms)`,
+        `[failover claims] vanished primary, wait mode: noticed ${waited.toFixed(0)} ms after the slice began (${(noticedAt - cutAt).toFixed(0)} ms after the cut; bound ${0.9 * SLICE_MS + QUERY_TIMEOUT_MS}–${1.1 * SLICE_MS + QUERY_TIMEOUT_MS} ms), led on the promoted server ${ledAfter.toFixed(0)} ms later (budget ${leadBudget.toFixed(0)} ms)`,
       );
       // the slice is waitSliceMs ± 10 % (session.ts); 5 ms for the two clocks' readings,
       // 100 ms for a late timer on a loaded machine
@@ -374,7 +373,7 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
     } else {
       const waited = noticedAt - cutAt;
       console.log(
-        `[failover claims] vanished primary, poll mode: noticed ${waited} ms after the cut (bound ${QUERY_TIMEOUT_MS}–${POLL_MS + QUERY_TIMEOUT_MS} ms), led on the promoted server ${ledAfter.toFixed(0)} ms later (budget ${leadBudget.toFixed(0)} ms)`,
+        `[failover claims] vanished primary, poll mode: noticed ${waited.toFixed(0)} ms after the cut (bound ${QUERY_TIMEOUT_MS}–${POLL_MS + QUERY_TIMEOUT_MS} ms), led on the promoted server ${ledAfter.toFixed(0)} ms later (budget ${leadBudget.toFixed(0)} ms)`,
       );
       // an attempt sent just before the cut may have lost its answer: 20 ms
       expect(waited).toBeGreaterThanOrEqual(QUERY_TIMEOUT_MS - 20);
@@ -392,14 +391,30 @@ describe.each(['wait', 'poll'] as const)('a primary whose machine vanishes (%s m
 interface BackendRow {
   pid: number;
   query: string;
+  /** The server's `query_start` (to tell one statement from the next). */
   queryStart: number;
+  /**
+   * When that statement started, on this process's monotonic clock (performance.now()):
+   * how long ago on the server's clock (two readings milliseconds apart), taken from before
+   * this query was sent, so never later than the start. Not the server's wall-clock time
+   * against this process's: the machine's wall clock steps (docs/testing.md).
+   */
+  startedAt: number;
   waiting: boolean;
 }
 
 /** Backends whose application_name is `app`: what each ran last, since when, whether it waits on a lock. */
 async function backendsOf(admin: AdminClient, app: string): Promise<BackendRow[]> {
-  const rows = await admin.query<{ pid: number; query: string; query_start: Date | null; waiting: boolean }>(
-    `SELECT pid, query, query_start, wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting
+  const sent = performance.now();
+  const rows = await admin.query<{
+    pid: number;
+    query: string;
+    query_start: Date | null;
+    age: number | null;
+    waiting: boolean;
+  }>(
+    `SELECT pid, query, query_start, extract(epoch FROM clock_timestamp() - query_start) * 1000 AS age,
+       wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting
        FROM pg_stat_activity WHERE application_name = $1`,
     [app],
   );
@@ -407,6 +422,7 @@ async function backendsOf(admin: AdminClient, app: string): Promise<BackendRow[]
     pid: r.pid,
     query: r.query,
     queryStart: r.query_start?.getTime() ?? Number.NaN,
+    startedAt: r.age === null ? Number.NaN : sent - Number(r.age),
     waiting: r.waiting,
   }));
 }
