@@ -68,41 +68,37 @@ async function withBouncer(
 /**
  * The physical limit through the same PgBouncer: a bare `pg` client holds the key and another
  * waits in `pg_advisory_lock`; the holder's server backend is terminated (or it unlocks) and
- * the waiter's grant is timed. Median of 3.
+ * the waiter's grant is timed, once (each round of the test below takes one beside it).
  */
 async function bareHandover(url: string, how: 'terminate' | 'unlock'): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const keys = randomKeys();
-    const holder = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
-    const waiter = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
-    const admin = new pg.Client({
-      connectionString: server.url,
-      application_name: 'pgleaderlock-test-admin',
-    });
-    for (const c of [holder, waiter, admin]) c.on('error', () => {});
-    await Promise.all([holder.connect(), waiter.connect(), admin.connect()]);
-    try {
-      await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
-      const granted = waiter
-        .query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2])
-        .then(() => performance.now());
-      await eventually(
-        async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((r) => !r.granted),
-        {
-          what: 'the bare waiter to queue',
-        },
-      );
-      const pid = how === 'terminate' ? await holderPid(server.url, keys.key1, keys.key2) : 0;
-      const t0 = performance.now();
-      if (how === 'terminate') await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-      else await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
-      times.push((await granted) - t0);
-    } finally {
-      await Promise.all([holder, waiter, admin].map((c) => c.end().catch(() => {})));
-    }
+  const keys = randomKeys();
+  const holder = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+  const waiter = new pg.Client({ connectionString: url, application_name: 'pgleaderlock-test-bare' });
+  const admin = new pg.Client({
+    connectionString: server.url,
+    application_name: 'pgleaderlock-test-admin',
+  });
+  for (const c of [holder, waiter, admin]) c.on('error', () => {});
+  await Promise.all([holder.connect(), waiter.connect(), admin.connect()]);
+  try {
+    await holder.query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2]);
+    const granted = waiter
+      .query('SELECT pg_advisory_lock($1, $2)', [keys.key1, keys.key2])
+      .then(() => performance.now());
+    await eventually(
+      async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((r) => !r.granted),
+      {
+        what: 'the bare waiter to queue',
+      },
+    );
+    const pid = how === 'terminate' ? await holderPid(server.url, keys.key1, keys.key2) : 0;
+    const t0 = performance.now();
+    if (how === 'terminate') await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+    else await holder.query('SELECT pg_advisory_unlock($1, $2)', [keys.key1, keys.key2]);
+    return (await granted) - t0;
+  } finally {
+    await Promise.all([holder, waiter, admin].map((c) => c.end().catch(() => {})));
   }
-  return times.sort((a, b) => a - b)[1] as number;
 }
 
 /** What a lock went through: its errors, and whether it ever entered LEADER. */
@@ -185,85 +181,109 @@ describe.each(['wait', 'poll'] as const)('%s mode', (acquireMode) => {
   });
 
   describe('PgBouncer in session mode', () => {
-    it(`two candidates, one leads; pg_terminate_backend of the leader's server backend → the other is granted the lock; shutdown() of that leader → a third, following, is granted it: each within ${acquireMode === 'wait' ? '25 ms of a bare pg pair through the same PgBouncer' : '60 ms of a bare pair (25 ms poll interval)'}`, async () => {
+    it(`two candidates, one leads; pg_terminate_backend of the leader's server backend → the other is granted the lock; shutdown() of that leader → a third, following, is granted it: each (p50 of 3 rounds) within ${acquireMode === 'wait' ? '25 ms of a bare pg pair through the same PgBouncer' : '60 ms of a bare pair (25 ms poll interval)'}, measured beside it in each round`, async () => {
       await withBouncer({ poolMode: 'session' }, async (bouncer, make) => {
         const terms = recordTerms();
-        const bareTerminate = await bareHandover(bouncer.url, 'terminate');
-        const bareUnlock = await bareHandover(bouncer.url, 'unlock');
-        const keys = randomKeys();
-        // after a loss a lock tries again at once: the first leader must not, so that in poll
-        // mode too the other (polling every 25 ms) is the one that takes over
-        const first = make({ ...keys, acquireMode, autoReacquire: false });
-        await first.start();
-        await within(first.waitForLeadership(), 5000, 'the first candidate to lead');
-        const other = make({ ...keys, acquireMode });
-        await other.start();
-        await eventually(() => other.state === LockState.FOLLOWER || other.state === LockState.ACQUIRING, {
-          what: 'the second candidate to follow',
-        });
-        await sleep(300);
-        expect(terms.overlaps()).toEqual([]);
-        expect(first.isLeader).toBe(true);
-        expect(other.isLeader).toBe(false);
-
-        const admin = new pg.Client({
-          connectionString: server.url,
-          application_name: 'pgleaderlock-test-admin',
-        });
-        admin.on('error', () => {});
-        await admin.connect();
-        try {
-          // 1. terminate the leader's backend, found on the server itself (not through PgBouncer)
-          const pid = await holderPid(server.url, keys.key1, keys.key2);
-          const tookOver = deferred<number>();
-          other.onAcquired(() => tookOver.resolve(performance.now()));
-          const t0 = performance.now();
-          await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-          const terminateMs = (await within(tookOver.promise, 5000, 'the other candidate to lead')) - t0;
-          expect(other.isLeader).toBe(true);
-
-          // 2. a third candidate follows; then the leader shuts down
-          const third = make({ ...keys, acquireMode });
-          await third.start();
-          if (acquireMode === 'wait') {
-            await eventually(
-              async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((r) => !r.granted),
-              { what: 'the third candidate to queue' },
-            );
-          } else {
-            await eventually(() => third.state === LockState.FOLLOWER, {
-              what: 'the third candidate to follow',
-            });
-          }
-          const handedOver = deferred<number>();
-          third.onAcquired(() => handedOver.resolve(performance.now()));
-          const t1 = performance.now();
-          await other.shutdown();
-          const gracefulMs = (await within(handedOver.promise, 5000, 'the follower to lead')) - t1;
-          expect(third.isLeader).toBe(true);
-          console.log(
-            `[pgbouncer] session mode, ${acquireMode}: terminate → other leads in ${terminateMs.toFixed(1)} ms (bare pair ${bareTerminate.toFixed(1)}); ` +
-              `shutdown → follower leads in ${gracefulMs.toFixed(1)} ms (bare unlock → grant ${bareUnlock.toFixed(1)})`,
-          );
-          // README: "failover in milliseconds through PgBouncer". Wait mode is granted by the
-          // server as a bare waiter is, plus the lock's own statements; poll mode is woken by
-          // the release's NOTIFY or its next 25 ms poll
-          const slack = acquireMode === 'wait' ? 25 : 60;
-          expectNearBaseline(
-            `${acquireMode} mode: terminate → the other leads, against a bare pair through the same PgBouncer`,
-            { subject: terminateMs, baseline: bareTerminate },
-            { overMs: slack },
-          );
-          expectNearBaseline(
-            `${acquireMode} mode: shutdown → the follower leads, against a bare unlock → grant`,
-            { subject: gracefulMs, baseline: bareUnlock },
-            { overMs: slack },
-          );
-        } finally {
-          await admin.end().catch(() => {});
+        // three rounds, each with its bare pair measured beside it (a single trial against a
+        // baseline taken earlier failed CI run AS: 45.2 ms against 2.0 with both cores 94-100 %
+        // busy for that moment; the median of interleaved rounds shares such a moment)
+        const measured = {
+          terminate: [] as number[],
+          graceful: [] as number[],
+          bareTerminate: [] as number[],
+          bareUnlock: [] as number[],
+        };
+        for (let round = 0; round < 3; round++) {
+          measured.bareTerminate.push(await bareHandover(bouncer.url, 'terminate'));
+          measured.bareUnlock.push(await bareHandover(bouncer.url, 'unlock'));
+          const { terminateMs, gracefulMs } = await handoffRound(make, terms);
+          measured.terminate.push(terminateMs);
+          measured.graceful.push(gracefulMs);
         }
+        const fmt = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
+        console.log(
+          `[pgbouncer] session mode, ${acquireMode}: terminate → other leads in ${fmt(measured.terminate)} ms (bare pair ${fmt(measured.bareTerminate)}); ` +
+            `shutdown → follower leads in ${fmt(measured.graceful)} ms (bare unlock → grant ${fmt(measured.bareUnlock)})`,
+        );
+        // README: "failover in milliseconds through PgBouncer". Wait mode is granted by the
+        // server as a bare waiter is, plus the lock's own statements; poll mode is woken by
+        // the release's NOTIFY or its next 25 ms poll
+        const slack = acquireMode === 'wait' ? 25 : 60;
+        expectNearBaseline(
+          `${acquireMode} mode: terminate → the other leads, against a bare pair through the same PgBouncer`,
+          { subject: measured.terminate, baseline: measured.bareTerminate },
+          { overMs: slack },
+        );
+        expectNearBaseline(
+          `${acquireMode} mode: shutdown → the follower leads, against a bare unlock → grant`,
+          { subject: measured.graceful, baseline: measured.bareUnlock },
+          { overMs: slack },
+        );
       });
     });
+
+    /** One round: two candidates, the leader's backend terminated, a third queued, the new leader shut down. */
+    async function handoffRound(
+      make: Make,
+      terms: ReturnType<typeof recordTerms>,
+    ): Promise<{ terminateMs: number; gracefulMs: number }> {
+      const keys = randomKeys();
+      // after a loss a lock tries again at once: the first leader must not, so that in poll
+      // mode too the other (polling every 25 ms) is the one that takes over
+      const first = make({ ...keys, acquireMode, autoReacquire: false });
+      await first.start();
+      await within(first.waitForLeadership(), 5000, 'the first candidate to lead');
+      const other = make({ ...keys, acquireMode });
+      await other.start();
+      await eventually(() => other.state === LockState.FOLLOWER || other.state === LockState.ACQUIRING, {
+        what: 'the second candidate to follow',
+      });
+      await sleep(300);
+      expect(terms.overlaps()).toEqual([]);
+      expect(first.isLeader).toBe(true);
+      expect(other.isLeader).toBe(false);
+
+      const admin = new pg.Client({
+        connectionString: server.url,
+        application_name: 'pgleaderlock-test-admin',
+      });
+      admin.on('error', () => {});
+      await admin.connect();
+      try {
+        // 1. terminate the leader's backend, found on the server itself (not through PgBouncer)
+        const pid = await holderPid(server.url, keys.key1, keys.key2);
+        const tookOver = deferred<number>();
+        other.onAcquired(() => tookOver.resolve(performance.now()));
+        const t0 = performance.now();
+        await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+        const terminateMs = (await within(tookOver.promise, 5000, 'the other candidate to lead')) - t0;
+        expect(other.isLeader).toBe(true);
+
+        // 2. a third candidate follows; then the leader shuts down
+        const third = make({ ...keys, acquireMode });
+        await third.start();
+        if (acquireMode === 'wait') {
+          await eventually(
+            async () => (await lockHolders(server.url, keys.key1, keys.key2)).some((r) => !r.granted),
+            { what: 'the third candidate to queue' },
+          );
+        } else {
+          await eventually(() => third.state === LockState.FOLLOWER, {
+            what: 'the third candidate to follow',
+          });
+        }
+        const handedOver = deferred<number>();
+        third.onAcquired(() => handedOver.resolve(performance.now()));
+        const t1 = performance.now();
+        await other.shutdown();
+        const gracefulMs = (await within(handedOver.promise, 5000, 'the follower to lead')) - t1;
+        expect(third.isLeader).toBe(true);
+        await Promise.all([first.shutdown(), third.shutdown()]);
+        return { terminateMs, gracefulMs };
+      } finally {
+        await admin.end().catch(() => {});
+      }
+    }
 
     it('LeaderLock.inspect() behind PgBouncer, while the holder’s last statement is the pooler guard’s check of its backend (run after each ownership check): the leader’s priority; under the takeover delay, pending', async () => {
       await withBouncer({ poolMode: 'session' }, async (_bouncer, make) => {
